@@ -1,0 +1,3 @@
+from shardlint.cli import main
+
+raise SystemExit(main())

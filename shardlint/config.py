@@ -1,0 +1,214 @@
+"""``[tool.shardlint]`` in pyproject.toml, read with tomllib and checked key by key."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from shardlint.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+CODE_OR_PREFIX = re.compile(r"^SHL[0-9]{0,3}$")
+_LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "jit-wrappers",
+              "constraint-wrappers", "rules-contexts", "mesh-contexts")
+KNOWN_KEYS = (*_LIST_KEYS, "per-file-ignores", "severity", "jax-version", "flax-version", "memory")
+
+
+@dataclass(frozen=True)
+class Config:
+    root: Path = Path(".")
+    path: Path | None = None  # the pyproject.toml it came from
+    select: tuple[str, ...] = ()  # empty: every rule that is on by default
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    severity: tuple[tuple[str, str], ...] = ()
+    jax_version: str | None = None
+    flax_version: str | None = None
+    exclude: tuple[str, ...] = ()
+    jit_wrappers: tuple[str, ...] = ()
+    constraint_wrappers: tuple[str, ...] = ()
+    rules_contexts: tuple[str, ...] = ()
+    mesh_contexts: tuple[str, ...] = ()
+    memory: dict = field(default_factory=dict, hash=False, compare=False)
+
+    def with_overrides(self, select: list[str] | None = None, ignore: list[str] | None = None,
+                       extend_select: list[str] | None = None,
+                       severity: dict[str, str] | None = None) -> Config:
+        out = self
+        if select is not None:
+            out = replace(out, select=_codes("select", select))
+        if extend_select:
+            out = replace(out, extend_select=out.extend_select + _codes("extend-select", extend_select))
+        if ignore:
+            out = replace(out, ignore=out.ignore + _codes("ignore", ignore))
+        if severity:
+            merged = dict(out.severity)
+            merged.update(_severity(severity))
+            out = replace(out, severity=tuple(sorted(merged.items())))
+        return out
+
+    def is_selected(self, code: str, enabled_by_default: bool, path: str | None = None) -> bool:
+        chosen = _best(code, self.select + self.extend_select)
+        dropped = _best(code, self.ignore)
+        if path is not None:
+            for pattern, codes in self.per_file_ignores:
+                if _path_matches(path, pattern, self.root):
+                    d = _best(code, codes)
+                    if d is not None and (dropped is None or d > dropped):
+                        dropped = d
+        if chosen is None and not self.select:
+            chosen = 0 if enabled_by_default else None
+        if chosen is None:
+            return False
+        return dropped is None or chosen > dropped
+
+    def severity_of(self, code: str, default: str) -> str:
+        best, value = -1, default
+        for prefix, sev in self.severity:
+            if code.startswith(prefix) and len(prefix) > best:
+                best, value = len(prefix), sev
+        return value
+
+    def is_excluded(self, path: Path) -> bool:
+        return any(_path_matches(str(path), p, self.root) for p in self.exclude)
+
+    @property
+    def fingerprint(self) -> str:
+        """What makes cached analysis results stale when it changes."""
+        return repr((self.jit_wrappers, self.constraint_wrappers, self.rules_contexts,
+                     self.mesh_contexts))
+
+
+def _best(code: str, prefixes: tuple[str, ...]) -> int | None:
+    """Length of the longest prefix in ``prefixes`` matching ``code`` (more specific wins)."""
+    best = None
+    for p in prefixes:
+        if code.startswith(p) and (best is None or len(p) > best):
+            best = len(p)
+    return best
+
+
+def _path_matches(path: str, pattern: str, root: Path) -> bool:
+    p = Path(path)
+    try:
+        rel = p.resolve().relative_to(root.resolve()).as_posix()
+    except (ValueError, OSError):
+        rel = p.as_posix()
+    pattern = pattern.rstrip("/")
+    return (fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(rel, pattern + "/*")
+            or rel.startswith(pattern + "/") or fnmatch.fnmatch(p.name, pattern))
+
+
+def _codes(key: str, values) -> tuple[str, ...]:
+    if isinstance(values, str) or not isinstance(values, (list, tuple)):
+        raise ConfigError(f"`{key}` must be a list of rule codes or prefixes, e.g. [\"SHL4\"]")
+    out = []
+    for v in values:
+        code = str(v).strip().upper()
+        if code == "ALL":
+            code = "SHL"
+        if not CODE_OR_PREFIX.match(code):
+            raise ConfigError(f"`{key}`: {v!r} is not a rule code or prefix (like SHL401 or SHL4)")
+        out.append(code)
+    return tuple(out)
+
+
+def _severity(table) -> tuple[tuple[str, str], ...]:
+    if not isinstance(table, dict):
+        raise ConfigError("`severity` must be a table of code = \"error\" | \"warning\" | \"info\"")
+    out = []
+    for code, sev in table.items():
+        _codes(f"severity.{code}", [code])
+        if sev not in ("error", "warning", "info"):
+            raise ConfigError(f"`severity.{code}`: {sev!r} is not one of error, warning, info")
+        out.append((code.upper(), sev))
+    return tuple(out)
+
+
+def _strings(key: str, values) -> tuple[str, ...]:
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise ConfigError(f"`{key}` must be a list of strings")
+    return tuple(values)
+
+
+def _version(key: str, value) -> str:
+    if not isinstance(value, str) or not re.match(r"^\d+(\.\d+){0,3}$", value):
+        raise ConfigError(f"`{key}`: {value!r} is not a version like \"0.12.2\"")
+    return value
+
+
+def from_table(table: dict, root: Path, path: Path | None = None) -> Config:
+    if not isinstance(table, dict):
+        raise ConfigError("[tool.shardlint] must be a table")
+    unknown = sorted(set(table) - set(KNOWN_KEYS))
+    if unknown:
+        raise ConfigError(f"unknown key `{unknown[0]}` in [tool.shardlint] of {path or 'config'}; "
+                          f"known keys: {', '.join(KNOWN_KEYS)}")
+    kw: dict = {"root": root, "path": path}
+    for key in ("select", "ignore", "extend-select"):
+        if key in table:
+            kw[key.replace("-", "_")] = _codes(key, table[key])
+    if "per-file-ignores" in table:
+        pfi = table["per-file-ignores"]
+        if not isinstance(pfi, dict):
+            raise ConfigError("`per-file-ignores` must be a table of glob = [codes]")
+        kw["per_file_ignores"] = tuple(
+            (pattern, _codes(f"per-file-ignores.{pattern}", codes)) for pattern, codes in pfi.items()
+        )
+    if "severity" in table:
+        kw["severity"] = _severity(table["severity"])
+    for key in ("jax-version", "flax-version"):
+        if key in table:
+            kw[key.replace("-", "_")] = _version(key, table[key])
+    for key in ("exclude", "jit-wrappers", "constraint-wrappers", "rules-contexts", "mesh-contexts"):
+        if key in table:
+            kw[key.replace("-", "_")] = _strings(key, table[key])
+    if "memory" in table:
+        if not isinstance(table["memory"], dict):
+            raise ConfigError("`memory` must be a table ([tool.shardlint.memory])")
+        kw["memory"] = dict(table["memory"])
+    return Config(**kw)
+
+
+def find_root(start: Path) -> Path:
+    """The project root: the nearest folder upwards with pyproject.toml, setup.py or .git."""
+    start = start.resolve()
+    if start.is_file():
+        start = start.parent
+    for d in (start, *start.parents):
+        if (d / "pyproject.toml").is_file() or (d / "setup.py").is_file() or (d / ".git").exists():
+            return d
+    return start
+
+
+def load(start: Path) -> Config:
+    """Config of the project around ``start``: the nearest pyproject.toml with [tool.shardlint]."""
+    start = start.resolve()
+    folder = start if start.is_dir() else start.parent
+    root = find_root(folder)
+    for d in (folder, *folder.parents):
+        candidate = d / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+                raise ConfigError(f"cannot read {candidate}: {exc}") from None
+            table = data.get("tool", {}).get("shardlint")
+            if table is not None:
+                return from_table(table, d, candidate)
+            return Config(root=d, path=None)
+        if d == root:
+            break
+    return Config(root=root)
+
+
+def matches_glob(path: str, patterns: tuple[str, ...], root: Path) -> bool:
+    return any(_path_matches(path, p, root) for p in patterns)

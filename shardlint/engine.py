@@ -1,0 +1,281 @@
+"""Lint one source or many paths: prefilter, parse, build facts, run rules, apply suppressions.
+
+The engine owns the ProjectIndex for a project root. It knows nothing of output formats or LSP.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import re
+import tempfile
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shardlint import __version__
+from shardlint.config import Config
+from shardlint.rules.base import Finding, Rule, RuleContext, all_rules
+from shardlint.semantics.project import ProjectIndex
+from shardlint.semantics.summary import ModuleSummary, summarise
+from shardlint.semantics.versions import Versions, detect
+from shardlint.semantics.visitor import Wrappers, build_facts
+from shardlint.source import SourceText, Span
+from shardlint.suppress import parse as parse_suppressions
+
+CACHE_DIR = ".shardlint_cache"
+_SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv", ".tox",
+              ".nox", ".mypy_cache", ".pytest_cache", ".ruff_cache", CACHE_DIR, "build", "dist",
+              "site-packages", ".eggs"}
+# Files that never mention these packages cannot hold a pitfall: skipped before parsing.
+_PREFILTER = re.compile(r"\b(?:jax|flax|optax)\b")
+
+
+def mentions_jax(text: str) -> bool:
+    return _PREFILTER.search(text) is not None
+
+
+@dataclass
+class InternalError:
+    path: str
+    message: str
+
+
+@dataclass
+class Engine:
+    config: Config
+    versions: Versions | None = None
+    use_cache: bool = True
+    index: ProjectIndex = field(default_factory=ProjectIndex)
+    errors: list[InternalError] = field(default_factory=list)
+    _indexed: bool = False
+    _cache: dict[str, list] = field(default_factory=dict)
+    _cache_dirty: bool = False
+
+    def __post_init__(self) -> None:
+        if self.versions is None:
+            overrides = {k: v for k, v in (("jax", self.config.jax_version),
+                                           ("flax", self.config.flax_version)) if v}
+            self.versions = detect(self.config.root, overrides)
+        c = self.config
+        self.wrappers = Wrappers(c.jit_wrappers, c.constraint_wrappers, c.rules_contexts,
+                                 c.mesh_contexts)
+        self._cache_key = f"{__version__}|{c.fingerprint}"
+
+    # ---- files of the project ---------------------------------------------------------------------
+    @property
+    def root(self) -> Path:
+        return self.config.root
+
+    def project_files(self) -> list[Path]:
+        return sorted(self.iter_python_files(self.root))
+
+    def iter_python_files(self, folder: Path):
+        for dirpath, dirnames, filenames in os.walk(folder):
+            dirnames[:] = sorted(
+                d for d in dirnames
+                if d not in _SKIP_DIRS and not d.startswith(".")
+                and not self.config.is_excluded(Path(dirpath) / d)
+            )
+            for name in filenames:
+                if name.endswith(".py") or name.endswith(".pyi"):
+                    p = Path(dirpath) / name
+                    if not self.config.is_excluded(p):
+                        yield p
+
+    def module_name(self, path: Path | str) -> tuple[str, bool]:
+        p = Path(path)
+        try:
+            rel = p.resolve().relative_to(self.root.resolve())
+        except (ValueError, OSError):
+            rel = Path(p.name)
+        parts = list(rel.with_suffix("").parts)
+        if parts and parts[0] == "src" and len(parts) > 1:
+            parts = parts[1:]
+        is_package = bool(parts) and parts[-1] == "__init__"
+        if is_package:
+            parts = parts[:-1]
+        return ".".join(parts) or "__main__", is_package
+
+    # ---- the project index ------------------------------------------------------------------------
+    def build_index(self) -> ProjectIndex:
+        if self._indexed:
+            return self.index
+        self._load_cache()
+        for path in self.project_files():
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            summary = self.summary_for(path, text)
+            if summary is not None:
+                self.index.add(summary)
+        self._indexed = True
+        self._save_cache()
+        return self.index
+
+    def summary_for(self, path: Path, text: str) -> ModuleSummary | None:
+        if not mentions_jax(text):
+            return None
+        key = self._rel(path)
+        digest = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+        cached = self._cache.get(key)
+        if cached is not None and cached[0] == digest:
+            return ModuleSummary.from_json(cached[1]) if cached[1] is not None else None
+        module, is_package = self.module_name(path)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tree = ast.parse(text, filename=str(path))
+        except (SyntaxError, ValueError):
+            return None
+        summary = summarise(build_facts(str(path), module, tree, is_package, self.wrappers))
+        self._cache[key] = [digest, summary.to_json()]
+        self._cache_dirty = True
+        return summary
+
+    def update_file(self, path: Path, text: str) -> None:
+        """The language server calls this on every edit: unsaved text counts."""
+        module, _ = self.module_name(path)
+        summary = self.summary_for(path, text)
+        if summary is None:
+            self.index.remove(module)
+        else:
+            self.index.add(summary)
+
+    def _rel(self, path: Path) -> str:
+        try:
+            return path.resolve().relative_to(self.root.resolve()).as_posix()
+        except (ValueError, OSError):
+            return str(path)
+
+    # ---- cache ------------------------------------------------------------------------------------
+    def _cache_file(self) -> Path:
+        return self.root / CACHE_DIR / "index-v1.json"
+
+    def _load_cache(self) -> None:
+        if not self.use_cache:
+            return
+        try:
+            data = json.loads(self._cache_file().read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return
+        if isinstance(data, dict) and data.get("key") == self._cache_key:
+            self._cache = data.get("files", {})
+
+    def _save_cache(self) -> None:
+        if not self.use_cache or not self._cache_dirty:
+            return
+        folder = self._cache_file().parent
+        try:
+            folder.mkdir(exist_ok=True)
+            gitignore = folder / ".gitignore"
+            if not gitignore.exists():
+                gitignore.write_text("# created by shardlint\n*\n", encoding="utf-8")
+            # Write to a temporary file and rename: concurrent runs never see half a file.
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".index-", suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump({"key": self._cache_key, "files": self._cache}, fh)
+            os.replace(tmp, self._cache_file())
+            self._cache_dirty = False
+        except OSError:
+            pass
+
+    # ---- linting ----------------------------------------------------------------------------------
+    def selected_rules(self, path: str | None = None) -> list[type[Rule]]:
+        return [r for r in all_rules()
+                if self.config.is_selected(r.code, r.enabled_by_default, path)]
+
+    def lint_text(self, path: Path | str, text: str) -> list[Finding]:
+        """Findings for one file's text (which may differ from the file on disk)."""
+        path = Path(path)
+        spath = str(path)
+        if not mentions_jax(text):
+            return []
+        self.build_index()
+        source = SourceText(spath, text)
+        rules = self.selected_rules(spath)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tree = ast.parse(text, filename=spath)
+        except SyntaxError as exc:
+            return self._filter([self._syntax_error(spath, source, exc)], text, spath)
+        except ValueError as exc:  # null bytes
+            return self._filter([Finding("SHL000", "syntax-error", "error",
+                                         f"cannot parse: {exc}", spath, Span(1, 0, 1, 0))],
+                                text, spath)
+        module, is_package = self.module_name(path)
+        facts = build_facts(spath, module, tree, is_package, self.wrappers)
+        self.index.add(summarise(facts))
+        ctx = RuleContext(facts, self.index, self.versions, source)  # type: ignore[arg-type]
+        findings: list[Finding] = []
+        for cls in rules:
+            if not cls.applies(self.versions):  # type: ignore[arg-type]
+                continue
+            try:
+                findings.extend(cls(ctx).check())
+            except Exception:  # a broken rule must not take the other rules down
+                self.errors.append(InternalError(
+                    spath, f"rule {cls.code} failed: {traceback.format_exc(limit=-3)}"))
+        return self._filter(findings, text, spath)
+
+    def _syntax_error(self, path: str, source: SourceText, exc: SyntaxError) -> Finding:
+        line = exc.lineno or 1
+        # SyntaxError.offset is 1-based in characters; findings carry UTF-8 columns.
+        char_col = max((exc.offset or 1) - 1, 0)
+        text = source.line_text(line)
+        col = len(text[:char_col].encode("utf-8"))
+        end_line = exc.end_lineno or line
+        end_char = max((exc.end_offset or (char_col + 2)) - 1, char_col)
+        end_col = len(source.line_text(end_line)[:end_char].encode("utf-8"))
+        if end_line == line and end_col <= col:
+            end_col = col
+        return Finding("SHL000", "syntax-error", "error", f"cannot parse: {exc.msg}", path,
+                       Span(line, col, end_line, end_col))
+
+    def _filter(self, findings: list[Finding], text: str, path: str) -> list[Finding]:
+        sup = parse_suppressions(text)
+        out = []
+        for f in findings:
+            if f.code != "SHL000" and not self.config.is_selected(f.code, True, path):
+                continue
+            if sup.suppresses(f.code, f.span.line, f.span.end_line):
+                continue
+            f.severity = self.config.severity_of(f.code, f.severity)
+            out.append(f)
+        out.sort(key=Finding.sort_key)
+        return out
+
+    def lint_paths(self, paths: list[Path]) -> list[Finding]:
+        findings: list[Finding] = []
+        for path in self.expand(paths):
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                self.errors.append(InternalError(str(path), f"cannot read: {exc.strerror}"))
+                continue
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                self.errors.append(InternalError(str(path), f"not UTF-8 text: {exc.reason}"))
+                continue
+            findings.extend(self.lint_text(path, text))
+        self._save_cache()
+        findings.sort(key=Finding.sort_key)
+        return findings
+
+    def expand(self, paths: list[Path]) -> list[Path]:
+        out: list[Path] = []
+        seen: set[Path] = set()
+        for p in paths:
+            files = sorted(self.iter_python_files(p)) if p.is_dir() else [p]
+            for f in files:
+                key = f.resolve()
+                if key not in seen:
+                    seen.add(key)
+                    out.append(f)
+        return out

@@ -1,0 +1,263 @@
+"""Inside the worker: turn what a probe returned into compiled figures (jax imported here only).
+
+Loaded by the worker by file path, so it may import nothing from shardlint. Everything returned is
+plain JSON data; the parent turns it into a report.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import re
+import time
+import warnings
+from typing import Any, Callable
+
+import jax
+
+_COLLECTIVE = re.compile(r"\b(all-gather|all-reduce|reduce-scatter|all-to-all|collective-permute)(?:-start)?\(")
+_MEMORY_FIELDS = {
+    "argument": "argument_size_in_bytes",
+    "output": "output_size_in_bytes",
+    "alias": "alias_size_in_bytes",
+    "temp": "temp_size_in_bytes",
+    "generated_code": "generated_code_size_in_bytes",
+    "peak": "peak_memory_in_bytes",
+    "host_argument": "host_argument_size_in_bytes",
+    "host_output": "host_output_size_in_bytes",
+    "host_temp": "host_temp_size_in_bytes",
+}
+_EXPECTED = (
+    "expected a jax.stages.Lowered, Traced or Wrapped (a jitted function taking no arguments), "
+    "or (jitted_fn, args) / (jitted_fn, args, kwargs)"
+)
+
+
+class ReturnError(Exception):
+    """The probe returned something that cannot be compiled; the message says what to return."""
+
+
+def _describe(value: object) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:80]}{'...' if len(text) > 80 else ''}"
+
+
+def _arg_names(fn: Any, count: int) -> list[str]:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return [f"args[{i}]" for i in range(count)]
+    names = []
+    for i in range(count):
+        if i < len(params) and params[i].kind in (params[i].POSITIONAL_ONLY, params[i].POSITIONAL_OR_KEYWORD):
+            names.append(params[i].name)
+        else:
+            names.append(f"args[{i}]")
+    return names
+
+
+def lower(value: Any, on_stage: Callable[[str], None], timings: dict[str, float]) -> tuple[Any, str, list[str]]:
+    """(Lowered, kind, positional argument names) for any accepted probe return value."""
+    stages = jax.stages
+    if isinstance(value, stages.Lowered):
+        return value, "lowered", []
+    if isinstance(value, stages.Traced):
+        on_stage("lower")
+        started = time.perf_counter()
+        lowered = value.lower()
+        timings["lower_s"] = time.perf_counter() - started
+        return lowered, "traced", []
+    if isinstance(value, (tuple, list)) and len(value) in (2, 3) and callable(value[0]):
+        fn, args = value[0], value[1]
+        kwargs = value[2] if len(value) == 3 else {}
+        if not isinstance(args, (tuple, list)):
+            raise ReturnError(f"the args of (fn, args) must be a tuple or list, got {_describe(args)}")
+        if not isinstance(kwargs, dict):
+            raise ReturnError(f"the kwargs of (fn, args, kwargs) must be a dict, got {_describe(kwargs)}")
+        kind = "fn-args"
+    elif callable(value) and hasattr(value, "trace"):
+        fn, args, kwargs, kind = value, (), {}, "wrapped"
+    else:
+        raise ReturnError(f"the probe returned {_describe(value)}: {_EXPECTED}")
+    if not (hasattr(fn, "trace") or hasattr(fn, "lower")):
+        raise ReturnError(
+            f"{getattr(fn, '__name__', _describe(fn))} is not jitted: return (jax.jit(fn, ...), args) "
+            "so shardings and donation are the ones your code uses"
+        )
+    started = time.perf_counter()
+    if hasattr(fn, "trace"):
+        on_stage("trace")
+        traced = fn.trace(*args, **kwargs)
+        timings["trace_s"] = time.perf_counter() - started
+        on_stage("lower")
+        started = time.perf_counter()
+        lowered = traced.lower()
+    else:
+        on_stage("lower")
+        lowered = fn.lower(*args, **kwargs)
+    timings["lower_s"] = time.perf_counter() - started
+    return lowered, kind, _arg_names(fn, len(args))
+
+
+def _spec(sharding: Any) -> tuple[str, str]:
+    if isinstance(sharding, jax.sharding.NamedSharding):
+        mesh = ", ".join(f"{name}={size}" for name, size in sharding.mesh.shape.items())
+        return str(sharding.spec), mesh
+    if isinstance(sharding, jax.sharding.SingleDeviceSharding):
+        return "single device", ""
+    return type(sharding).__name__, ""
+
+
+def _key_text(key: Any) -> str:
+    return jax.tree_util.keystr((key,))
+
+
+def _names(path: tuple[Any, ...], role: str, names: list[str]) -> tuple[str, tuple[Any, ...]]:
+    """(label of the argument or output, the rest of the path below it)."""
+    if role == "out":
+        return "out", path
+    top, rest = path[0], path[1:]  # args_info is ((args...), {kwargs})
+    if not rest:
+        return "args", rest
+    if getattr(top, "idx", 0) == 1:
+        return str(getattr(rest[0], "key", _key_text(rest[0]))), rest[1:]
+    idx = getattr(rest[0], "idx", 0)
+    return (names[idx] if idx < len(names) else f"args[{idx}]"), rest[1:]
+
+
+def _group(base: str, rest: tuple[Any, ...], role: str) -> str:
+    # Outputs group by their first key (init returns {"params": ...}); both descend one more level
+    # through tuples, so ((params, opt_state), loss) gives out[0][0], out[0][1], out[1].
+    group, rest = base, rest
+    if role == "out" and rest:
+        group, rest = group + _key_text(rest[0]), rest[1:]
+    if rest and hasattr(rest[0], "idx"):
+        group += _key_text(rest[0])
+    return group
+
+
+def _leaf(path: tuple[Any, ...], shape: tuple[int, ...], dtype: Any, sharding: Any, role: str,
+          names: list[str], donated: bool) -> dict[str, Any]:
+    base, rest = _names(path, role, names)
+    itemsize = getattr(dtype, "itemsize", None) or 0
+    size = math.prod(shape)
+    per_device = size * itemsize
+    devices, replicated = 1, False
+    spec, mesh = ("unknown", "")
+    if sharding is not None:
+        try:
+            per_device = math.prod(sharding.shard_shape(tuple(shape))) * itemsize
+        except Exception:  # noqa: BLE001 - exotic shardings: fall back to the whole leaf
+            pass
+        devices = len(sharding.device_set)
+        replicated = devices > 1 and bool(sharding.is_fully_replicated)
+        spec, mesh = _spec(sharding)
+    return {
+        "role": role,
+        "path": base + "".join(_key_text(k) for k in rest),
+        "group": _group(base, rest, role),
+        "shape": list(shape),
+        "dtype": str(dtype),
+        "bytes": size * itemsize,
+        "per_device": per_device,
+        "spec": spec,
+        "mesh": mesh,
+        "devices": devices,
+        "replicated": replicated,
+        "donated": donated,
+    }
+
+
+def leaves(compiled: Any, names: list[str]) -> list[dict[str, Any]]:
+    is_info = lambda x: isinstance(x, jax.stages.ArgInfo)  # noqa: E731
+    is_sharding = lambda x: isinstance(x, jax.sharding.Sharding)  # noqa: E731
+    arg_paths = jax.tree_util.tree_flatten_with_path(compiled.args_info, is_leaf=is_info)[0]
+    in_shardings = jax.tree_util.tree_leaves(compiled.input_shardings, is_leaf=is_sharding)
+    if len(in_shardings) != len(arg_paths):
+        in_shardings = [None] * len(arg_paths)
+    result = [
+        _leaf(path, tuple(info.shape), info.dtype, sharding, "arg", names, bool(info.donated))
+        for (path, info), sharding in zip(arg_paths, in_shardings)
+    ]
+    out_paths = jax.tree_util.tree_flatten_with_path(compiled.out_info)[0]
+    out_shardings = jax.tree_util.tree_leaves(compiled.output_shardings, is_leaf=is_sharding)
+    if len(out_shardings) != len(out_paths):
+        out_shardings = [getattr(info, "sharding", None) for _, info in out_paths]
+    result += [
+        _leaf(path, tuple(info.shape), info.dtype, sharding, "out", names, False)
+        for (path, info), sharding in zip(out_paths, out_shardings)
+    ]
+    return result
+
+
+def memory(compiled: Any) -> dict[str, int | None] | None:
+    try:
+        stats = compiled.memory_analysis()
+    except Exception:  # noqa: BLE001 - some backends do not implement it
+        return None
+    if isinstance(stats, (list, tuple)):
+        stats = stats[0] if stats else None
+    if stats is None:
+        return None
+    return {name: getattr(stats, field, None) for name, field in _MEMORY_FIELDS.items()}
+
+
+def collectives(compiled: Any) -> dict[str, int]:
+    try:
+        text = compiled.as_text()
+    except Exception:  # noqa: BLE001
+        return {}
+    counts: dict[str, int] = {}
+    for match in _COLLECTIVE.finditer(text or ""):
+        counts[match.group(1)] = counts.get(match.group(1), 0) + 1
+    return counts
+
+
+def _device_ids(compiled: Any) -> list[int]:
+    is_sharding = lambda x: isinstance(x, jax.sharding.Sharding)  # noqa: E731
+    ids: set[int] = set()
+    for tree in (compiled.input_shardings, compiled.output_shardings):
+        for sharding in jax.tree_util.tree_leaves(tree, is_leaf=is_sharding):
+            if is_sharding(sharding):
+                ids.update(d.id for d in sharding.device_set)
+    return sorted(ids)
+
+
+def analyse(
+    value: Any,
+    on_stage: Callable[[str], None],
+    measure: str = "auto",
+    measure_peak: Callable[[Any], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Compile what the probe returned and read every figure the report needs."""
+    timings: dict[str, float] = {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        lowered, kind, names = lower(value, on_stage, timings)
+        on_stage("compile")
+        started = time.perf_counter()
+        compiled = lowered.compile()
+        timings["compile_s"] = time.perf_counter() - started
+    messages = [str(w.message) for w in caught if not issubclass(w.category, DeprecationWarning)]
+    facts: dict[str, Any] = {
+        "kind": kind,
+        "backend": jax.default_backend(),
+        "device_count": jax.device_count(),
+        "device_kind": jax.devices()[0].device_kind,
+        "devices_used": len(_device_ids(compiled)) or 1,
+        "memory": memory(compiled),
+        "leaves": leaves(compiled, names),
+        "donation_warnings": [m.split("\n")[0] for m in messages if "donated buffers" in m],
+        "warnings": [m.split("\n")[0][:300] for m in messages if "donated buffers" not in m][:10],
+        "collectives": collectives(compiled),
+        "timings": timings,
+    }
+    run = measure == "always" or (measure == "auto" and jax.default_backend() != "cpu")
+    if run and measure_peak is not None:
+        on_stage("run")
+        started = time.perf_counter()
+        facts["measured"] = measure_peak(compiled)
+        timings["run_s"] = time.perf_counter() - started
+    for name, seconds in timings.items():
+        timings[name] = round(seconds, 3)
+    return facts

@@ -1,0 +1,250 @@
+"""The process that imports user code: `python worker.py REQUEST.json EVENTS.jsonl`.
+
+Runs in a subprocess of the user's interpreter (the one that has jax), never in shardlint's own
+process or the language server. It is started by path rather than `-m` so that it works in an
+interpreter where shardlint itself is not installed, and it imports nothing but the standard
+library until jax. (`python -m shardlint.memory.worker` works too where shardlint is installed.)
+
+Protocol: the request is a JSON file; events are JSON lines appended to EVENTS.jsonl, never
+written to stdout, because user code may print there. The parent fixes the device count
+(XLA_FLAGS / JAX_PLATFORMS) before this process starts, enforces the time and memory limits and
+kills the process group to cancel.
+
+Events: hello (jax imported) | fatal (nothing can run: no jax, wrong device count) |
+begin / stage / result (one probe) | end (reason "done", or "fresh-process" when the next probe
+needs a clean process because device peak counters only grow).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import io
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+from typing import Any
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_PRINTED_LIMIT = 8000
+
+
+class EventWriter:
+    def __init__(self, path: str) -> None:
+        self._file = open(path, "a", encoding="utf-8")
+
+    def write(self, **event: Any) -> None:
+        self._file.write(json.dumps(event, default=str) + "\n")
+        self._file.flush()
+
+
+def _load_sibling(name: str) -> Any:
+    # By path and under a private name: shardlint need not be importable here, and a user
+    # module called `step_facts` can never shadow ours (or ours theirs).
+    spec = importlib.util.spec_from_file_location(f"_shardlint_{name}", os.path.join(_HERE, f"{name}.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def import_probe_module(path: str) -> Any:
+    """Import a probe file the way Python would import it from its package root."""
+    path = os.path.abspath(path)
+    stem = os.path.splitext(os.path.basename(path))[0]
+    parts, root = [stem], os.path.dirname(path)
+    while os.path.isfile(os.path.join(root, "__init__.py")):
+        parts.insert(0, os.path.basename(root))
+        root = os.path.dirname(root)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    name = ".".join(parts)
+    loaded = sys.modules.get(name)
+    if loaded is not None and os.path.abspath(getattr(loaded, "__file__", "") or "") == path:
+        return loaded
+    if len(parts) > 1 and loaded is None:
+        return importlib.import_module(name)  # relative imports inside the package keep working
+    if loaded is not None:  # two probe files with the same name in one worker
+        name = f"_shardlint_probe_{len(sys.modules)}_{stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and flax modules look themselves up here
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def _is_ours(filename: str) -> bool:
+    return filename.startswith(_HERE + os.sep) or "importlib._bootstrap" in filename
+
+
+def _is_library(filename: str) -> bool:
+    return "site-packages" in filename or "dist-packages" in filename or filename.startswith("<frozen")
+
+
+def _format_frames(stack: traceback.StackSummary) -> list[str]:
+    lines: list[str] = []
+    hidden = 0
+    for frame in stack:
+        if _is_ours(frame.filename):
+            continue
+        if _is_library(frame.filename):
+            hidden += 1
+            continue
+        if hidden:
+            lines.append(f"  [{hidden} library frame{'s' if hidden > 1 else ''} hidden]\n")
+            hidden = 0
+        shown = os.path.relpath(frame.filename) if os.path.isabs(frame.filename) else frame.filename
+        if shown.startswith(".."):
+            shown = frame.filename
+        lines.append(f'  File "{shown}", line {frame.lineno}, in {frame.name}\n')
+        if frame.line:
+            lines.append(f"    {frame.line.strip()}\n")
+    if hidden:
+        lines.append(f"  [{hidden} library frame{'s' if hidden > 1 else ''} hidden]\n")
+    return lines
+
+
+def user_traceback(exc: BaseException) -> str:
+    """The user's frames only: shardlint's own frames are dropped, library runs collapsed."""
+    chain: list[tuple[traceback.TracebackException, str]] = []
+    te: traceback.TracebackException | None = traceback.TracebackException.from_exception(exc)
+    sentence = ""
+    while te is not None and len(chain) < 8:
+        chain.append((te, sentence))
+        if te.__cause__ is not None:
+            te, sentence = te.__cause__, "The above exception was the direct cause of the following exception:"
+        elif te.__context__ is not None and not te.__suppress_context__:
+            te, sentence = te.__context__, "During handling of the above exception, another exception occurred:"
+        else:
+            te = None
+    lines: list[str] = []
+    for te, sentence in reversed(chain):
+        if sentence:
+            lines.append(f"\n{sentence}\n\n")
+        frames = _format_frames(te.stack)
+        if frames:
+            lines.append("Traceback (most recent call last):\n")
+            lines.extend(frames)
+        lines.extend(te.format_exception_only())
+    return "".join(lines).rstrip("\n")
+
+
+def run_probe(
+    probe: dict[str, Any], request: dict[str, Any], events: EventWriter, facts: Any, peak: Any
+) -> dict[str, Any]:
+    key = probe["key"]
+    state = {"stage": "import"}
+
+    def on_stage(stage: str) -> None:
+        state["stage"] = stage
+        events.write(event="stage", probe=key, stage=stage)
+
+    printed = io.StringIO()
+    started = time.perf_counter()
+    try:
+        with contextlib.redirect_stdout(printed):
+            on_stage("import")
+            module = import_probe_module(probe["path"])
+            fn = getattr(module, probe["function"], None)
+            if not callable(fn):
+                raise facts.ReturnError(f"{probe['function']} is not a function in {probe['path']}")
+            on_stage("call")
+            value = fn()
+            result = facts.analyse(
+                value, on_stage=on_stage, measure=request.get("measure", "auto"), measure_peak=peak.measure_peak
+            )
+        result["timings"]["probe_s"] = round(time.perf_counter() - started, 3)
+        return {"ok": True, "facts": result, "printed": printed.getvalue()[-_PRINTED_LIMIT:]}
+    except facts.ReturnError as exc:
+        error = {"kind": "bad-return", "stage": state["stage"], "message": str(exc)}
+    except BaseException as exc:  # noqa: BLE001 - anything the user's code raises is reported
+        kind = "memory" if isinstance(exc, MemoryError) else "raised"
+        error = {
+            "kind": kind,
+            "stage": state["stage"],
+            "exception": type(exc).__name__,
+            "message": f"{type(exc).__name__}: {exc}".strip(),
+            "traceback": user_traceback(exc),
+        }
+    return {"ok": False, "error": error, "printed": printed.getvalue()[-_PRINTED_LIMIT:]}
+
+
+def main(argv: list[str]) -> int:
+    if sys.path and os.path.abspath(sys.path[0] or ".") == _HERE:
+        sys.path.pop(0)  # started by path: our folder must not shadow the user's modules
+    if len(argv) != 2:
+        print("usage: worker.py REQUEST.json EVENTS.jsonl", file=sys.stderr)
+        return 2
+    with open(argv[0], encoding="utf-8") as handle:
+        request = json.load(handle)
+    events = EventWriter(argv[1])
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)  # like `python -m`: the project's own modules are importable
+    started = time.perf_counter()
+    base = {"python": sys.executable, "python_version": platform.python_version()}
+    try:
+        import jax
+    except BaseException as exc:  # noqa: BLE001 - a broken jax install is reported, not raised
+        events.write(event="fatal", kind="jax-missing", message=f"{type(exc).__name__}: {exc}", **base)
+        return 3
+    try:
+        devices = jax.devices()
+    except BaseException as exc:  # noqa: BLE001
+        events.write(event="fatal", kind="backend", message=f"{type(exc).__name__}: {exc}", **base)
+        return 3
+    facts = _load_sibling("step_facts")
+    peak = _load_sibling("device_peak")
+    events.write(
+        event="hello",
+        jax=jax.__version__,
+        backend=jax.default_backend(),
+        device_count=len(devices),
+        device_kind=devices[0].device_kind,
+        import_s=round(time.perf_counter() - started, 3),
+        **base,
+    )
+    wanted = int(request["device_count"])
+    if len(devices) != wanted:
+        events.write(
+            event="fatal",
+            kind="device-count",
+            message=f"asked for {wanted} devices, the {jax.default_backend()} backend has {len(devices)}",
+            **base,
+        )
+        return 3
+    probes: list[dict[str, Any]] = request["probes"]
+    for probe in probes:
+        events.write(event="begin", probe=probe["key"])
+        result = run_probe(probe, request, events, facts, peak)
+        events.write(event="result", probe=probe["key"], **result)
+        if result.get("ok") and result["facts"].get("measured", {}).get("available"):
+            events.write(event="end", reason="fresh-process", **_rusage())
+            return 0
+    events.write(event="end", reason="done", **_rusage())
+    return 0
+
+
+def _rusage() -> dict[str, int]:
+    try:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        # Linux reports KiB, macOS bytes.
+        return {"max_rss": peak if sys.platform == "darwin" else peak * 1024}
+    except (ImportError, OSError):
+        return {}
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

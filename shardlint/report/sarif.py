@@ -1,0 +1,100 @@
+"""SARIF 2.1.0 output (validated in the tests against the official schema)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from shardlint import __version__
+from shardlint.report.formats import Located, relative_uri
+from shardlint.rules.base import Rule
+from shardlint.source import SourceText
+
+SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
+DOCS_URL = "https://github.com/shardlint/shardlint/blob/main/docs/rules.md#{anchor}"
+
+
+def rule_url(cls: type[Rule]) -> str:
+    return DOCS_URL.format(anchor=f"{cls.code.lower()}-{cls.name}")
+
+
+def fingerprint(code: str, uri: str, source_line: str) -> str:
+    """Stable across runs and across edits that move the finding: no line numbers in it."""
+    normal = " ".join(source_line.split())
+    return hashlib.sha256(f"{code}\0{uri}\0{normal}".encode()).hexdigest()[:32]
+
+
+def to_sarif(located: list[Located], sources: dict[str, SourceText], rules: list[type[Rule]],
+             root: Path) -> str:
+    rule_index = {r.code: i for i, r in enumerate(rules)}
+    results = []
+    seen: dict[str, int] = {}
+    for loc in located:
+        f = loc.finding
+        uri = relative_uri(f.path, root)
+        src = sources.get(f.path)
+        line_text = src.line_text(loc.line) if src else ""
+        fp = fingerprint(f.code, uri, line_text)
+        # Identical lines in one file get an occurrence count so fingerprints stay unique.
+        n = seen.get(fp, 0)
+        seen[fp] = n + 1
+        result: dict = {
+            "ruleId": f.code,
+            "level": _LEVEL[f.severity],
+            "message": {"text": f.message},
+            "locations": [{"physicalLocation": {
+                "artifactLocation": {"uri": uri, "uriBaseId": "%SRCROOT%"},
+                "region": {"startLine": loc.line, "startColumn": loc.column,
+                           "endLine": loc.end_line, "endColumn": loc.end_column},
+            }}],
+            "partialFingerprints": {"shardlint/v1": f"{fp}:{n}"},
+        }
+        if f.code in rule_index:
+            result["ruleIndex"] = rule_index[f.code]
+        if f.related:
+            result["relatedLocations"] = [
+                {"id": i, "message": {"text": r.message}, "physicalLocation": {
+                    "artifactLocation": {"uri": relative_uri(r.path, root), "uriBaseId": "%SRCROOT%"},
+                    "region": {"startLine": r.span.line, "startColumn": r.span.col + 1}}}
+                for i, r in enumerate(f.related)
+            ]
+        if f.fix is not None and f.fix.edits and src is not None:
+            replacements = []
+            for e in f.fix.edits:
+                s = e.span
+                replacements.append({
+                    "deletedRegion": {"startLine": s.line, "startColumn": src.char_col(s.line, s.col) + 1,
+                                      "endLine": s.end_line,
+                                      "endColumn": src.char_col(s.end_line, s.end_col) + 1},
+                    "insertedContent": {"text": e.text},
+                })
+            result["fixes"] = [{"description": {"text": f.fix.description},
+                                "artifactChanges": [{"artifactLocation": {"uri": uri, "uriBaseId": "%SRCROOT%"},
+                                                     "replacements": replacements}]}]
+        results.append(result)
+    driver = {
+        "name": "shardlint",
+        "version": __version__,
+        "informationUri": "https://github.com/shardlint/shardlint",
+        "rules": [{
+            "id": r.code,
+            "name": r.name,
+            "shortDescription": {"text": r.summary or r.name},
+            "fullDescription": {"text": r.what.strip() or r.summary},
+            "helpUri": rule_url(r),
+            "help": {"text": r.summary, "markdown": r.docs_markdown()},
+            "defaultConfiguration": {"level": _LEVEL[r.severity], "enabled": r.enabled_by_default},
+        } for r in rules],
+    }
+    doc = {
+        "$schema": SCHEMA,
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": driver},
+            "originalUriBaseIds": {"%SRCROOT%": {"uri": root.resolve().as_uri() + "/"}},
+            "results": results,
+        }],
+    }
+    return json.dumps(doc, indent=2, ensure_ascii=False)

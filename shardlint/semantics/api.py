@@ -1,0 +1,188 @@
+"""The one table of JAX / Flax / optax APIs that shardlint understands.
+
+Each entry has a canonical name, every other fully qualified spelling of the same object
+(re-exports, deprecated paths), a role that rules query, and the versions in which it exists.
+A new spelling of an API is one line here, and every rule sees it.
+
+Spellings were checked against jax 0.12.0.1 and flax 0.12.12 (`tests/test_api_table.py` imports
+every spelling marked as present when jax/flax are installed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Role(str, Enum):
+    JIT = "jit"  # compiles a function: jax.jit, pjit, nnx.jit
+    PARTIAL = "partial"  # functools.partial
+    EVAL_SHAPE = "eval_shape"  # abstract evaluation: no allocation, no context needed
+    RULES_CONTEXT = "rules_context"  # `with X(rules):` activates logical axis rules
+    RULES_SETTER = "rules_setter"  # X(rules) as a statement sets them globally
+    MESH_CONTEXT = "mesh_context"  # `with X(mesh):` activates a mesh for Flax and jax.jit
+    MESH_SETTER = "mesh_setter"  # X(mesh) as a statement: jax.set_mesh is both
+    MESH = "mesh"  # constructs a concrete mesh
+    ABSTRACT_MESH = "abstract_mesh"
+    DEVICE_MESH = "device_mesh"  # builds the device array a Mesh is made of
+    PARTITION_SPEC = "partition_spec"
+    NAMED_SHARDING = "named_sharding"
+    LOGICAL_CONSTRAINT = "logical_constraint"  # needs rules + mesh at trace time
+    LOGICAL_PARTITIONING = "logical_partitioning"  # initializer wrapper: needs rules + mesh
+    MESH_PARTITIONING = "mesh_partitioning"  # names are mesh axes: needs a mesh only
+    SHARDING_CONSTRAINT = "sharding_constraint"  # jax.lax.with_sharding_constraint
+    NNX_PARTITIONING = "nnx_partitioning"  # nnx.with_partitioning
+    NNX_PARAM = "nnx_param"  # nnx.Param / nnx.Variable (out_sharding=...)
+    LINEN_MODULE = "linen_module"
+    NNX_MODULE = "nnx_module"
+    LINEN_LIFT = "linen_lift"  # nn.vmap / nn.scan: stacks variables
+    NNX_LIFT = "nnx_lift"  # nnx.vmap / nnx.scan
+    PARTITION_NAME = "partition_name"
+    APPLY_UPDATES = "apply_updates"  # optax.apply_updates(params, updates)
+    TRAIN_STATE = "train_state"
+    REMAT = "remat"
+    OTHER = "other"
+
+
+@dataclass(frozen=True)
+class Api:
+    name: str
+    role: Role
+    spellings: tuple[str, ...] = ()
+    added: str | None = None  # first version of its package with it
+    deprecated: str | None = None
+    removed: str | None = None
+    replacement: str | None = None
+    note: str = ""
+
+    @property
+    def package(self) -> str:
+        return self.name.split(".", 1)[0]
+
+
+def _a(name: str, role: Role, *spellings: str, **kw: str) -> Api:
+    return Api(name, role, tuple(spellings), **kw)
+
+
+R = Role
+
+APIS: tuple[Api, ...] = (
+    # --- compilation ---------------------------------------------------------------------------
+    _a("jax.jit", R.JIT),
+    _a("jax.experimental.pjit.pjit", R.JIT, "jax.pjit", deprecated="0.8.0",
+       replacement="jax.jit", note="same in_shardings/out_shardings keywords"),
+    _a("flax.nnx.jit", R.JIT, "flax.nnx.transforms.compilation.jit"),
+    _a("flax.linen.jit", R.JIT, "flax.linen.transforms.jit"),
+    _a("functools.partial", R.PARTIAL),
+    _a("jax.eval_shape", R.EVAL_SHAPE),
+    _a("flax.nnx.eval_shape", R.EVAL_SHAPE),
+    # --- contexts ------------------------------------------------------------------------------
+    _a("flax.linen.logical_axis_rules", R.RULES_CONTEXT, "flax.linen.partitioning.axis_rules",
+       "flax.nnx.logical_axis_rules", "flax.core.spmd.logical_axis_rules"),
+    _a("flax.linen.set_logical_axis_rules", R.RULES_SETTER, "flax.linen.partitioning.set_axis_rules",
+       "flax.core.spmd.set_logical_axis_rules"),
+    _a("jax.set_mesh", R.MESH_CONTEXT, "jax.sharding.set_mesh", added="0.7.1"),
+    _a("jax.sharding.use_mesh", R.MESH_CONTEXT, "jax.sharding.use_mesh", removed="0.7.1",
+       replacement="jax.set_mesh"),
+    _a("jax.sharding.use_abstract_mesh", R.MESH_CONTEXT),
+    # --- meshes and specs ----------------------------------------------------------------------
+    _a("jax.sharding.Mesh", R.MESH, "jax.experimental.maps.Mesh", "jax.interpreters.pxla.Mesh"),
+    _a("jax.make_mesh", R.MESH, added="0.4.35"),
+    _a("jax.sharding.AbstractMesh", R.ABSTRACT_MESH),
+    _a("jax.experimental.mesh_utils.create_device_mesh", R.DEVICE_MESH),
+    _a("jax.sharding.PartitionSpec", R.PARTITION_SPEC, "jax.P", "jax.experimental.PartitionSpec",
+       "jax.interpreters.pxla.PartitionSpec", "jax.experimental.pjit.PartitionSpec"),
+    _a("jax.sharding.NamedSharding", R.NAMED_SHARDING, "jax.NamedSharding"),
+    _a("jax.sharding.AxisType", R.OTHER),
+    # --- partitioning and constraints ------------------------------------------------------------
+    _a("flax.linen.with_logical_constraint", R.LOGICAL_CONSTRAINT,
+       "flax.linen.spmd.with_logical_constraint",
+       "flax.linen.partitioning.with_sharding_constraint"),
+    _a("flax.linen.with_logical_partitioning", R.LOGICAL_PARTITIONING,
+       "flax.linen.spmd.with_logical_partitioning"),
+    _a("flax.linen.LogicallyPartitioned", R.LOGICAL_PARTITIONING,
+       "flax.linen.spmd.LogicallyPartitioned"),
+    _a("flax.linen.partitioning.param_with_axes", R.LOGICAL_PARTITIONING),
+    _a("flax.linen.with_partitioning", R.MESH_PARTITIONING, "flax.core.meta.with_partitioning"),
+    _a("flax.linen.Partitioned", R.MESH_PARTITIONING, "flax.core.meta.Partitioned"),
+    _a("jax.lax.with_sharding_constraint", R.SHARDING_CONSTRAINT,
+       "jax.experimental.pjit.with_sharding_constraint"),
+    _a("flax.nnx.with_partitioning", R.NNX_PARTITIONING, "flax.nnx.spmd.with_partitioning"),
+    _a("flax.nnx.Param", R.NNX_PARAM, "flax.nnx.variablelib.Param"),
+    _a("flax.nnx.Variable", R.NNX_PARAM, "flax.nnx.variablelib.Variable"),
+    # --- modules and lifted transforms ---------------------------------------------------------
+    _a("flax.linen.Module", R.LINEN_MODULE, "flax.linen.module.Module"),
+    _a("flax.nnx.Module", R.NNX_MODULE, "flax.nnx.module.Module"),
+    _a("flax.linen.vmap", R.LINEN_LIFT, "flax.linen.transforms.vmap"),
+    _a("flax.linen.scan", R.LINEN_LIFT, "flax.linen.transforms.scan"),
+    _a("flax.nnx.vmap", R.NNX_LIFT, "flax.nnx.transforms.iteration.vmap"),
+    _a("flax.nnx.scan", R.NNX_LIFT, "flax.nnx.transforms.iteration.scan"),
+    _a("flax.linen.PARTITION_NAME", R.PARTITION_NAME, "flax.core.meta.PARTITION_NAME",
+       "flax.nnx.PARTITION_NAME"),
+    _a("flax.linen.remat", R.REMAT, "flax.linen.checkpoint", "flax.linen.transforms.checkpoint"),
+    _a("flax.nnx.remat", R.REMAT),
+    _a("jax.checkpoint", R.REMAT, "jax.remat"),
+    # --- helpers rules look at -----------------------------------------------------------------
+    _a("flax.linen.logical_to_mesh_sharding", R.OTHER, "flax.linen.spmd.logical_to_mesh_sharding"),
+    _a("flax.linen.logical_to_mesh", R.OTHER, "flax.linen.spmd.logical_to_mesh"),
+    _a("flax.linen.get_partition_spec", R.OTHER, "flax.core.meta.get_partition_spec"),
+    _a("flax.linen.get_sharding", R.OTHER, "flax.core.meta.get_sharding"),
+    _a("flax.linen.unbox", R.OTHER, "flax.core.meta.unbox"),
+    _a("flax.nnx.get_partition_spec", R.OTHER, "flax.nnx.spmd.get_partition_spec"),
+    _a("flax.nnx.Optimizer", R.OTHER, "flax.nnx.training.optimizer.Optimizer"),
+    _a("flax.training.train_state.TrainState", R.TRAIN_STATE),
+    _a("optax.apply_updates", R.APPLY_UPDATES),
+    _a("jax.device_put", R.OTHER),
+    _a("jax.grad", R.OTHER),
+    _a("jax.value_and_grad", R.OTHER),
+    _a("jax.tree.map", R.OTHER, "jax.tree_util.tree_map"),
+    # --- moved or removed (SHL501 reads these) -------------------------------------------------
+    _a("jax.tree_map", R.OTHER, deprecated="0.4.26", removed="0.6.0", replacement="jax.tree.map"),
+    _a("jax.tree_flatten", R.OTHER, deprecated="0.4.26", removed="0.6.0",
+       replacement="jax.tree.flatten"),
+    _a("jax.tree_unflatten", R.OTHER, deprecated="0.4.26", removed="0.6.0",
+       replacement="jax.tree.unflatten"),
+    _a("jax.tree_leaves", R.OTHER, deprecated="0.4.26", removed="0.6.0",
+       replacement="jax.tree.leaves"),
+    _a("jax.tree_structure", R.OTHER, deprecated="0.4.26", removed="0.6.0",
+       replacement="jax.tree.structure"),
+    _a("jax.tree_transpose", R.OTHER, deprecated="0.4.26", removed="0.6.0",
+       replacement="jax.tree.transpose"),
+    _a("jax.tree_reduce", R.OTHER, deprecated="0.4.26", removed="0.6.0",
+       replacement="jax.tree.reduce"),
+    _a("jax.tree_all", R.OTHER, deprecated="0.4.26", removed="0.6.0", replacement="jax.tree.all"),
+    _a("jax.experimental.shard_map.shard_map", R.OTHER, deprecated="0.8.0",
+       replacement="jax.shard_map", note="`check_rep` is now `check_vma`; `auto=` is gone"),
+    _a("jax.device_put_sharded", R.OTHER, deprecated="0.4.36", removed="0.10.0",
+       replacement="jax.device_put", note="pass a NamedSharding"),
+    _a("jax.device_put_replicated", R.OTHER, deprecated="0.4.36", removed="0.10.0",
+       replacement="jax.device_put", note="pass a NamedSharding with PartitionSpec()"),
+    _a("jax.sharding.PmapSharding", R.OTHER, removed="0.10.0",
+       replacement="jax.sharding.NamedSharding"),
+    _a("jax.experimental.maps.xmap", R.OTHER, removed="0.4.31", replacement="jax.shard_map"),
+    _a("flax.nnx.with_sharding_constraint", R.OTHER, removed="0.11.2",
+       replacement="jax.lax.with_sharding_constraint"),
+)
+
+_BY_SPELLING: dict[str, Api] = {}
+for _api in APIS:
+    for _s in (_api.name, *_api.spellings):
+        _BY_SPELLING[_s] = _api
+
+
+def lookup(qualified: str) -> Api | None:
+    """The API a fully qualified dotted name refers to, or None if shardlint does not know it."""
+    return _BY_SPELLING.get(qualified)
+
+
+def canonical(qualified: str) -> str:
+    api = _BY_SPELLING.get(qualified)
+    return api.name if api else qualified
+
+
+def names_with_role(*roles: Role) -> frozenset[str]:
+    return frozenset(a.name for a in APIS if a.role in roles)
+
+
+# Packages whose text in a file makes it worth parsing (the prefilter).
+PACKAGES = ("jax", "flax", "optax")

@@ -1,0 +1,245 @@
+"""Records of what one file means: scopes, calls, contexts, jit sites, meshes, rule tables.
+
+Built by one pass over the ``ast`` (``semantics.visitor``). Rules query these records through
+:class:`FileFacts`; they never walk import tables themselves.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from shardlint.semantics import api
+from shardlint.semantics.names import ImportMap, literal, string_tuple
+
+# Context flags: what a piece of code runs under.
+RULES = 1
+MESH = 2
+ALL = RULES | MESH
+
+
+@dataclass(eq=False)
+class Scope:
+    """A module, class or function body (lambdas belong to the scope they appear in)."""
+
+    qualname: str  # "" for the module, "MLP.__call__", "main.step"
+    kind: str  # "module" | "class" | "function"
+    node: ast.AST
+    parent: Scope | None
+    params: list[str] = field(default_factory=list)
+    annotations: dict[str, ast.expr] = field(default_factory=dict)
+    bindings: dict[str, list[ast.expr]] = field(default_factory=dict)
+    bases: list[str] = field(default_factory=list)  # classes: qualified base names
+    decorators: list[ast.expr] = field(default_factory=list)
+    references: set[str] = field(default_factory=set)  # plain names loaded in the body
+    self_calls: set[str] = field(default_factory=set)  # methods called through `self.x(...)`
+    children: dict[str, Scope] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return f"Scope({self.kind} {self.qualname or '<module>'})"
+
+    @property
+    def name(self) -> str:
+        return self.qualname.rsplit(".", 1)[-1]
+
+    @property
+    def enclosing_class(self) -> Scope | None:
+        s = self.parent
+        if self.kind == "function" and s is not None and s.kind == "class":
+            return s
+        return None
+
+    def lookup(self, name: str) -> tuple[Scope, list[ast.expr]] | None:
+        """The nearest scope (outwards, skipping class bodies as Python does) that binds ``name``."""
+        s: Scope | None = self
+        first = True
+        while s is not None:
+            if (first or s.kind != "class") and name in s.bindings:
+                return s, s.bindings[name]
+            first = False
+            s = s.parent
+        return None
+
+
+@dataclass(eq=False)
+class CallSite:
+    node: ast.Call
+    scope: Scope
+    ctx: int  # lexical context flags (rules/mesh) from enclosing `with` items in this scope
+    qualified: str | None  # dotted name of the callee when it is an imported name
+    api: api.Api | None
+    in_loop: ast.AST | None  # innermost for/while of this scope around the call
+    stmt: ast.stmt  # the statement holding the call
+    abstract: bool = False  # inside jax.eval_shape(...): traced on shapes, nothing runs
+
+    @property
+    def role(self) -> api.Role | None:
+        return self.api.role if self.api else None
+
+    def kwarg(self, name: str) -> ast.expr | None:
+        for kw in self.node.keywords:
+            if kw.arg == name:
+                return kw.value
+        return None
+
+    def has_kwarg(self, *names: str) -> bool:
+        return any(kw.arg in names for kw in self.node.keywords)
+
+    def arg(self, index: int, name: str | None = None) -> ast.expr | None:
+        args = self.node.args
+        if index < len(args) and not any(isinstance(a, ast.Starred) for a in args[: index + 1]):
+            return args[index]
+        return self.kwarg(name) if name else None
+
+
+@dataclass(eq=False)
+class WithItem:
+    """One item of a ``with`` statement that shardlint recognised as a context."""
+
+    kind: str  # "rules" | "mesh" | "legacy_mesh"
+    expr: ast.expr
+    stmt: ast.With | ast.AsyncWith
+    scope: Scope
+    mesh: MeshBinding | None = None  # for legacy_mesh: the mesh it resolved to
+
+
+@dataclass(eq=False)
+class MeshBinding:
+    name: str | None  # the variable it is bound to (None: constructed inline)
+    call: ast.Call | None  # the constructing call (None: a parameter annotated Mesh)
+    api_name: str  # canonical constructor
+    axis_names: tuple[str, ...] | None  # None when not a literal
+    axis_types_given: bool
+    scope: Scope
+    node: ast.AST
+
+
+@dataclass(eq=False)
+class RulesTable:
+    """A logical-axis rules table: where it is used and, when literal, its entries."""
+
+    expr: ast.expr
+    entries: tuple[tuple[str, object], ...] | None  # None: not a literal shardlint can read
+    scope: Scope
+    # (logical name, node of the string) for each left-hand side, to point findings at.
+    lhs_nodes: tuple[tuple[str, ast.expr], ...] = ()
+    rhs_nodes: tuple[tuple[str, ast.expr], ...] = ()
+
+
+@dataclass(eq=False)
+class JitSite:
+    """A place where a function is compiled: decorator, call, functools.partial, pjit, nnx.jit."""
+
+    node: ast.expr  # the decorator expression or the jit call
+    api_name: str  # canonical jit API
+    form: str  # "decorator" | "factory" | "partial" | "call"
+    keywords: dict[str, ast.expr]
+    target: ast.expr | None  # what is compiled (call form); None for decorators
+    function: Scope | None  # the compiled function when it is defined in this file
+    bound_name: str | None  # `step = jax.jit(f)` -> "step"; decorator -> the function's name
+    scope: Scope  # where the jit happens
+
+    def has(self, *names: str) -> bool:
+        return any(n in self.keywords for n in names)
+
+
+@dataclass(eq=False)
+class Reference:
+    """An attribute reference such as ``jax.tree_map`` or a ``from x import y`` of a known API."""
+
+    node: ast.AST
+    qualified: str
+    api: api.Api
+    scope: Scope
+
+
+@dataclass
+class FileFacts:
+    path: str
+    module: str
+    tree: ast.Module
+    imports: ImportMap
+    module_scope: Scope
+    scopes: dict[str, Scope] = field(default_factory=dict)
+    calls: list[CallSite] = field(default_factory=list)
+    with_items: list[WithItem] = field(default_factory=list)
+    meshes: list[MeshBinding] = field(default_factory=list)
+    rule_tables: list[RulesTable] = field(default_factory=list)
+    jit_sites: list[JitSite] = field(default_factory=list)
+    references: list[Reference] = field(default_factory=list)
+    uses_flax: bool = False
+    uses_jax: bool = False
+    _call_index: dict[ast.Call, CallSite] = field(default_factory=dict, repr=False)
+
+    # ---- queries rules use -------------------------------------------------------------------
+    def calls_with_role(self, *roles: api.Role) -> Iterator[CallSite]:
+        return (c for c in self.calls if c.api is not None and c.api.role in roles)
+
+    def calls_of(self, *names: str) -> Iterator[CallSite]:
+        return (c for c in self.calls if c.api is not None and c.api.name in names)
+
+    def call_at(self, node: ast.Call) -> CallSite | None:
+        return self._call_index.get(node)
+
+    def resolve(self, node: ast.expr | None) -> api.Api | None:
+        if node is None:
+            return None
+        q = self.imports.qualify(node)
+        return api.lookup(q) if q else None
+
+    def qualify(self, node: ast.expr | None) -> str | None:
+        return self.imports.qualify(node) if node is not None else None
+
+    def module_constants(self) -> dict[str, ast.expr]:
+        return {k: v[-1] for k, v in self.module_scope.bindings.items() if len(v) == 1}
+
+    def consts_for(self, scope: Scope) -> dict[str, ast.expr]:
+        """Names bound exactly once, visible from ``scope`` (inner bindings shadow outer ones)."""
+        out: dict[str, ast.expr] = {}
+        chain = []
+        s: Scope | None = scope
+        while s is not None:
+            chain.append(s)
+            s = s.parent
+        for s in reversed(chain):
+            for k, v in s.bindings.items():
+                if len(v) == 1:
+                    out[k] = v[0]
+                else:
+                    out.pop(k, None)
+        return out
+
+    def literal(self, node: ast.expr | None, scope: Scope):
+        return literal(node, self.consts_for(scope))
+
+    def axis_names(self, node: ast.expr | None, scope: Scope) -> tuple | None:
+        return string_tuple(node, self.consts_for(scope))
+
+    def value_of(self, name: str, scope: Scope) -> ast.expr | None:
+        """The single value a name is bound to, seen from ``scope``; None when rebound or unknown."""
+        found = scope.lookup(name)
+        if found is None:
+            return None
+        _, values = found
+        return values[0] if len(values) == 1 else None
+
+    def mesh_for(self, node: ast.expr | None, scope: Scope) -> MeshBinding | None:
+        """The mesh an expression evaluates to, when it is a name bound to a mesh or a mesh call."""
+        if node is None:
+            return None
+        for m in self.meshes:
+            if m.node is node or m.call is node:
+                return m
+        if isinstance(node, ast.Name):
+            found = scope.lookup(node.id)
+            if found is None:
+                return None
+            owner, _ = found
+            for m in self.meshes:
+                if m.name == node.id and m.scope is owner:
+                    return m
+        return None
+
+    def function_scopes(self) -> Iterator[Scope]:
+        return (s for s in self.scopes.values() if s.kind == "function")

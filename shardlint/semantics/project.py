@@ -1,0 +1,286 @@
+"""Facts that cross files: which symbols apply constraints and under which contexts they run.
+
+Built from one :class:`ModuleSummary` per Python file of the project root (not just the files
+being linted), so a constraint in ``model.py`` is judged by how ``train.py`` runs it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from shardlint.semantics.facts import ALL, MESH, RULES
+from shardlint.semantics.summary import Entry, ModuleSummary, Site
+
+LINEN_MODULE = "flax.linen.Module"
+NNX_MODULE = "flax.nnx.Module"
+
+
+@dataclass
+class ProjectIndex:
+    summaries: dict[str, ModuleSummary] = field(default_factory=dict)  # by module name
+    _needs: dict[str, int] = field(default_factory=dict, repr=False)
+    _ctx: dict[str, int | None] = field(default_factory=dict, repr=False)
+    _callers: dict[str, list[tuple[str, int, str, int]]] = field(default_factory=dict, repr=False)
+    _done: bool = False
+
+    # ---- building ----------------------------------------------------------------------------
+    def add(self, summary: ModuleSummary) -> None:
+        self.summaries[summary.module] = summary
+        self._done = False
+
+    def remove(self, module: str) -> None:
+        self.summaries.pop(module, None)
+        self._done = False
+
+    def _ensure(self) -> None:
+        if not self._done:
+            self._compute_needs()
+            self._compute_contexts()
+            self._done = True
+
+    # ---- references ----------------------------------------------------------------------------
+    def resolve(self, ref: str, _depth: int = 0) -> str | None:
+        """``ext:pkg.mod.Name`` or ``mod:Qual`` -> ``mod:Qual`` of a project symbol, else None."""
+        if not ref.startswith("ext:"):
+            mod, _, qual = ref.partition(":")
+            s = self.summaries.get(mod)
+            return ref if s is not None and qual in s.symbols else None
+        dotted = ref[4:]
+        parts = dotted.split(".")
+        for i in range(len(parts) - 1, 0, -1):
+            mod = ".".join(parts[:i])
+            s = self.summaries.get(mod)
+            if s is None:
+                continue
+            qual = ".".join(parts[i:])
+            if qual in s.symbols:
+                return f"{mod}:{qual}"
+            return None
+        return None
+
+    def symbol(self, ref: str):
+        mod, _, qual = ref.partition(":")
+        s = self.summaries.get(mod)
+        return s.symbols.get(qual) if s else None
+
+    # ---- constraint needs (transitive) ---------------------------------------------------------
+    def _compute_needs(self) -> None:
+        needs: dict[str, int] = {}
+        edges: dict[str, list[str]] = {}
+        for mod, s in self.summaries.items():
+            for qual, sym in s.symbols.items():
+                key = f"{mod}:{qual}"
+                needs[key] = sym.needs
+                targets = []
+                for r in sym.refs:
+                    t = self.resolve(r)
+                    if t is not None and t != key:
+                        targets.append(t)
+                # A class inherits what its project base classes need.
+                for b in sym.bases:
+                    t = self.resolve(f"ext:{b}") or self.resolve(f"{mod}:{b}")
+                    if t is not None:
+                        targets.append(t)
+                edges[key] = targets
+        changed = True
+        while changed:
+            changed = False
+            for key, targets in edges.items():
+                n = needs[key]
+                for t in targets:
+                    n |= needs.get(t, 0)
+                if n != needs[key]:
+                    needs[key] = n
+                    changed = True
+        self._needs = needs
+
+    def needs(self, ref: str) -> int:
+        self._ensure()
+        t = self.resolve(ref)
+        return self._needs.get(t, 0) if t else 0
+
+    def constraint_sites(self, ref: str, limit: int = 3) -> list[tuple[str, Site]]:
+        """A few constraint call sites reached from a symbol, for related locations."""
+        self._ensure()
+        start = self.resolve(ref)
+        out: list[tuple[str, Site]] = []
+        seen: set[str] = set()
+        todo = [start] if start else []
+        while todo and len(out) < limit:
+            key = todo.pop(0)
+            if key in seen:
+                continue
+            seen.add(key)
+            sym = self.symbol(key)
+            if sym is None:
+                continue
+            mod = key.partition(":")[0]
+            for site in sym.sites:
+                out.append((self.summaries[mod].path, site))
+            for r in sorted(sym.refs):
+                t = self.resolve(r)
+                if t and self._needs.get(t):
+                    todo.append(t)
+        return out[:limit]
+
+    def is_subclass(self, ref: str, base: str) -> bool:
+        seen: set[str] = set()
+        todo = [ref]
+        while todo:
+            key = todo.pop()
+            if key in seen:
+                continue
+            seen.add(key)
+            sym = self.symbol(key)
+            if sym is None:
+                continue
+            if sym.kind == "alias":
+                todo.extend(t for t in (self.resolve(r) for r in sym.refs) if t)
+                continue
+            for b in sym.bases:
+                if b == base:
+                    return True
+                mod = key.partition(":")[0]
+                t = self.resolve(f"ext:{b}") or self.resolve(f"{mod}:{b}")
+                if t:
+                    todo.append(t)
+        return False
+
+    # ---- contexts -------------------------------------------------------------------------------
+    @property
+    def rules_setter(self) -> bool:
+        return any(s.rules_setter for s in self.summaries.values())
+
+    @property
+    def mesh_setter(self) -> bool:
+        return any(s.mesh_setter for s in self.summaries.values())
+
+    @property
+    def rules_provider(self) -> bool:
+        return any(s.rules_provider for s in self.summaries.values())
+
+    @property
+    def mesh_provider(self) -> bool:
+        return any(s.mesh_provider for s in self.summaries.values()) or self.mesh_setter
+
+    def _compute_contexts(self) -> None:
+        """ctx(F) = AND over the calls of F of (context at the call | ctx(caller)).
+
+        A function no project code calls has an unknown context (None): it may be called from
+        outside under any context, so nothing is reported inside it.
+        """
+        callers: dict[str, list[tuple[str, int, str, int]]] = {}
+        aliases: dict[str, list[str]] = {}
+        for mod, s in self.summaries.items():
+            for qual, sym in s.symbols.items():
+                if sym.kind == "alias":
+                    aliases[f"{mod}:{qual}"] = [t for t in map(self.resolve, sym.refs) if t]
+            for edge in s.calls:
+                t = self.resolve(edge.target)
+                if t is None:
+                    continue
+                caller = f"{mod}:{edge.caller}"
+                for target in self._through_aliases(t, aliases):
+                    callers.setdefault(target, []).append((caller, edge.ctx, s.path, edge.line))
+        self._callers = callers
+        base = (RULES if self.rules_setter else 0) | (MESH if self.mesh_setter else 0)
+        ctx: dict[str, int | None] = {}
+        for key in callers:
+            ctx[key] = ALL  # greatest fixed point: start from "everything" and narrow
+        changed = True
+        rounds = 0
+        while changed and rounds < 50:
+            changed = False
+            rounds += 1
+            for key, sites in callers.items():
+                value = ALL
+                for caller, site_ctx, _, _ in sites:
+                    mod, _, qual = caller.partition(":")
+                    if qual == "":
+                        outer = base
+                    else:
+                        c = ctx.get(self._function_of(caller))
+                        outer = ALL if c is None else c
+                    value &= site_ctx | outer | base
+                if value != ctx[key]:
+                    ctx[key] = value
+                    changed = True
+        self._ctx = ctx
+
+    def _through_aliases(self, key: str, aliases: dict[str, list[str]]) -> list[str]:
+        out, todo, seen = [], [key], set()
+        while todo:
+            k = todo.pop()
+            if k in seen:
+                continue
+            seen.add(k)
+            if k in aliases:
+                todo.extend(aliases[k])
+            else:
+                out.append(k)
+        return out
+
+    def _function_of(self, key: str) -> str:
+        return key
+
+    def context_of(self, module: str, qualname: str) -> int | None:
+        """Contexts guaranteed when code in this scope runs; None when unknown."""
+        self._ensure()
+        base = (RULES if self.rules_setter else 0) | (MESH if self.mesh_setter else 0)
+        if qualname == "":
+            return base
+        # A method or nested function runs when its enclosing function or class is used; look
+        # for the nearest scope that has callers.
+        parts = qualname.split(".")
+        for i in range(len(parts), 0, -1):
+            key = f"{module}:{'.'.join(parts[:i])}"
+            if key in self._ctx:
+                c = self._ctx[key]
+                return None if c is None else c | base
+        return None
+
+    def callers(self, module: str, qualname: str) -> list[tuple[str, int, str, int]]:
+        self._ensure()
+        return self._callers.get(f"{module}:{qualname}", [])
+
+    # ---- rules tables and meshes ---------------------------------------------------------------
+    def rule_tables(self) -> tuple[list[list], bool]:
+        """All literal rules tables in the project, and whether every table used is known."""
+        tables: list[list] = []
+        complete = True
+        for s in self.summaries.values():
+            for t in s.rule_tables:
+                if t is None:
+                    complete = False
+                else:
+                    tables.append(t)
+            for ref in s.rule_table_refs:
+                found = self._constant(ref)
+                if found is None:
+                    complete = False
+                else:
+                    tables.append(found)
+        return tables, complete
+
+    def _constant(self, dotted: str) -> list | None:
+        parts = dotted.split(".")
+        for i in range(len(parts) - 1, 0, -1):
+            s = self.summaries.get(".".join(parts[:i]))
+            if s is not None:
+                return s.constants.get(".".join(parts[i:]))
+        return None
+
+    def mesh_axes(self) -> tuple[set[str], bool]:
+        names: set[str] = set()
+        complete = True
+        for s in self.summaries.values():
+            for axes in s.mesh_axes:
+                if axes is None:
+                    complete = False
+                else:
+                    names.update(axes)
+        return names, complete
+
+    def entries(self, module: str) -> list[Entry]:
+        s = self.summaries.get(module)
+        return s.entries if s else []

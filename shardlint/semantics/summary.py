@@ -1,0 +1,332 @@
+"""What one module contributes to the ProjectIndex, in a form that is cheap to cache.
+
+A summary holds no ``ast`` nodes: symbols with the constraint needs of their own bodies and what
+they reference, calls between project symbols with the contexts around them, entries (where a
+model is initialised or applied), context providers, rule tables and mesh axis names.
+References are ``"module:qualname"`` for symbols of this module and ``"ext:dotted.name"`` for
+imported names, which the index resolves against the other modules.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import asdict, dataclass, field
+
+from shardlint.semantics.api import Role
+from shardlint.semantics.facts import MESH, RULES, CallSite, FileFacts, Scope
+from shardlint.semantics.names import dotted
+
+ENTRY_METHODS = ("init", "init_with_output", "apply")
+_NEEDS = {
+    Role.LOGICAL_CONSTRAINT: RULES | MESH,
+    Role.LOGICAL_PARTITIONING: RULES | MESH,
+    Role.MESH_PARTITIONING: MESH,
+    Role.NNX_PARTITIONING: MESH,
+}
+
+
+@dataclass
+class Site:
+    """Where a constraint or partitioning call sits (for related locations in findings)."""
+
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+    needs: int
+    api: str
+
+
+@dataclass
+class Symbol:
+    kind: str  # "function" | "class" | "alias"
+    needs: int = 0
+    refs: list[str] = field(default_factory=list)
+    bases: list[str] = field(default_factory=list)
+    sites: list[Site] = field(default_factory=list)
+    line: int = 0
+
+
+@dataclass
+class CallEdge:
+    caller: str  # qualname of the calling scope ("" = module level)
+    target: str  # reference
+    ctx: int
+    line: int
+    col: int
+
+
+@dataclass
+class Entry:
+    """A place where a model runs: ``model.init``/``apply`` or an NNX constructor."""
+
+    model: str  # reference to the model symbol
+    kind: str  # "init" | "apply" | "nnx"
+    scope: str
+    ctx: int
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+
+
+@dataclass
+class ModuleSummary:
+    module: str
+    path: str
+    symbols: dict[str, Symbol] = field(default_factory=dict)
+    calls: list[CallEdge] = field(default_factory=list)
+    entries: list[Entry] = field(default_factory=list)
+    rules_setter: bool = False  # nn.set_logical_axis_rules(...) somewhere
+    mesh_setter: bool = False  # jax.set_mesh(m) as a statement somewhere
+    rules_provider: bool = False  # any rules context, setter or rules= argument
+    mesh_provider: bool = False
+    rule_tables: list[list | None] = field(default_factory=list)
+    rule_table_refs: list[str] = field(default_factory=list)  # tables imported from elsewhere
+    mesh_axes: list[list[str] | None] = field(default_factory=list)
+    constants: dict[str, list] = field(default_factory=dict)  # literal rules tables by name
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> ModuleSummary:
+        s = cls(module=data["module"], path=data["path"])
+        s.symbols = {
+            k: Symbol(v["kind"], v["needs"], v["refs"], v["bases"],
+                      [Site(**x) for x in v["sites"]], v["line"])
+            for k, v in data["symbols"].items()
+        }
+        s.calls = [CallEdge(**c) for c in data["calls"]]
+        s.entries = [Entry(**e) for e in data["entries"]]
+        for key in ("rules_setter", "mesh_setter", "rules_provider", "mesh_provider",
+                    "rule_tables", "rule_table_refs", "mesh_axes", "constants"):
+            setattr(s, key, data[key])
+        return s
+
+
+def site_needs(facts: FileFacts, c: CallSite) -> int:
+    """What context a constraint call needs at trace time, after its own ``rules=``/``mesh=``."""
+    if c.api is None:
+        return 0
+    needs = _NEEDS.get(c.api.role, 0)
+    if c.api.role == Role.NNX_PARAM:
+        needs = MESH if c.has_kwarg("out_sharding", "sharding", "sharding_names") else 0
+    if c.api.role == Role.SHARDING_CONSTRAINT:
+        # With a NamedSharding the mesh travels with the value; a bare spec needs a context mesh.
+        spec = c.arg(1, "shardings")
+        needs = MESH if spec is not None and _is_bare_spec(facts, spec, c.scope) else 0
+    if c.has_kwarg("rules"):
+        needs &= ~RULES
+    if c.has_kwarg("mesh"):
+        needs &= ~MESH
+    return needs
+
+
+def _is_bare_spec(facts: FileFacts, node: ast.expr, scope: Scope) -> bool:
+    if isinstance(node, ast.Name):
+        value = facts.value_of(node.id, scope)
+        if value is None:
+            return False
+        node = value
+    if isinstance(node, ast.Call):
+        known = facts.resolve(node.func)
+        return known is not None and known.role == Role.PARTITION_SPEC
+    return False
+
+
+class _Summariser:
+    def __init__(self, facts: FileFacts):
+        self.f = facts
+        self.out = ModuleSummary(facts.module, facts.path)
+
+    def ref(self, node: ast.expr, scope: Scope) -> str | None:
+        """A reference for a Name/Attribute: a symbol of this module or an imported name."""
+        parts = dotted(node)
+        if parts is None:
+            return None
+        if parts[0] == "self" and len(parts) == 2:
+            cls = scope.enclosing_class
+            if cls is None and scope.parent is not None:
+                cls = scope.parent.enclosing_class  # a lambda or nested def inside a method
+            return f"{self.f.module}:{cls.qualname}.{parts[1]}" if cls else None
+        found = scope.lookup(parts[0])
+        if found is not None:
+            owner, values = found
+            if len(parts) == 1 and values:
+                v = values[-1]
+                if isinstance(v, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    qual = f"{owner.qualname}.{parts[0]}" if owner.qualname else parts[0]
+                    return f"{self.f.module}:{qual}"
+                if owner.kind == "module" and len(values) == 1:
+                    return f"{self.f.module}:{parts[0]}"
+            return None
+        q = self.f.imports.qualify(node)
+        return f"ext:{q}" if q else None
+
+    def build(self) -> ModuleSummary:
+        f = self.f
+        for qual, scope in f.scopes.items():
+            if scope.kind in ("function", "class"):
+                sym = Symbol(scope.kind, line=getattr(scope.node, "lineno", 0))
+                sym.bases = list(scope.bases)
+                for name in sorted(scope.references):
+                    r = self.ref(ast.Name(id=name), scope)
+                    if r:
+                        sym.refs.append(r)
+                cls = scope if scope.kind == "class" else None
+                for name in sorted(scope.self_calls):
+                    owner = cls or scope.enclosing_class
+                    if owner is not None:
+                        sym.refs.append(f"{f.module}:{owner.qualname}.{name}")
+                if scope.kind == "class":
+                    sym.refs.extend(f"{f.module}:{c.qualname}" for c in scope.children.values())
+                self.out.symbols[qual] = sym
+        # Module-level aliases: `Ensemble = nn.vmap(MLP, ...)`, `step = jax.jit(train_step)`.
+        for name, values in f.module_scope.bindings.items():
+            if len(values) != 1 or name in self.out.symbols:
+                continue
+            v = values[0]
+            if isinstance(v, (ast.Call, ast.Name, ast.Attribute)):
+                refs = []
+                for n in ast.walk(v):
+                    if isinstance(n, (ast.Name, ast.Attribute)):
+                        r = self.ref(n, f.module_scope)
+                        if r and r != f"{f.module}:{name}":
+                            refs.append(r)
+                self.out.symbols[name] = Symbol("alias", refs=sorted(set(refs)),
+                                                line=getattr(v, "lineno", 0))
+        for c in f.calls:
+            self._call(c)
+        self._jit_entries()
+        self._providers()
+        return self.out
+
+    def _symbol_for(self, scope: Scope) -> Symbol | None:
+        return self.out.symbols.get(scope.qualname) if scope.qualname else None
+
+    def _call(self, c: CallSite) -> None:
+        f = self.f
+        needs = site_needs(f, c)
+        if needs:
+            sym = self._symbol_for(c.scope)
+            n = c.node
+            site = Site(n.lineno, n.col_offset, n.end_lineno or n.lineno, n.end_col_offset or 0,
+                        needs, c.api.name if c.api else "")
+            if sym is not None:
+                sym.needs |= needs
+                sym.sites.append(site)
+        func = c.node.func
+        if c.api is None:
+            target = self.ref(func, c.scope)
+            if target is not None:
+                self.out.calls.append(CallEdge(c.scope.qualname, target, c.ctx,
+                                               c.node.lineno, c.node.col_offset))
+            # A function handed to another call (`app.run(main)`) runs under this call's context.
+            if c.scope.kind == "module":
+                for a in c.node.args:
+                    if isinstance(a, ast.Name):
+                        r = self.ref(a, c.scope)
+                        if r and r.startswith(f"{f.module}:"):
+                            self.out.calls.append(CallEdge("", r, c.ctx, a.lineno, a.col_offset))
+        if c.abstract:
+            return
+        # Entries: model.init(...) / model.apply(...) / NNX constructors.
+        if isinstance(func, ast.Attribute) and func.attr in ENTRY_METHODS:
+            model = self._model_ref(func.value, c.scope)
+            if model is not None:
+                self._entry(model, "apply" if func.attr == "apply" else "init", c, c.node)
+        elif c.api is None:
+            target = self.ref(func, c.scope)
+            if target is not None:
+                self._entry(target, "nnx", c, c.node)
+
+    def _entry(self, model: str, kind: str, c: CallSite, node: ast.AST) -> None:
+        self.out.entries.append(Entry(
+            model, kind, c.scope.qualname, c.ctx, node.lineno, node.col_offset,  # type: ignore[attr-defined]
+            node.end_lineno or node.lineno, node.end_col_offset or 0))  # type: ignore[attr-defined]
+
+    def _model_ref(self, node: ast.expr, scope: Scope) -> str | None:
+        """The class a model expression is an instance of: `model` bound to `MLP(...)`."""
+        if isinstance(node, ast.Name):
+            value = self.f.value_of(node.id, scope)
+            if not isinstance(value, ast.Call):
+                return None
+            node = value
+        if isinstance(node, ast.Call):
+            return self.ref(node.func, scope) if isinstance(node.func, (ast.Name, ast.Attribute)) \
+                else self._lift_ref(node.func, scope)
+        return None
+
+    def _lift_ref(self, node: ast.expr, scope: Scope) -> str | None:
+        """`nn.vmap(MLP, ...)()`: the lifted class."""
+        if isinstance(node, ast.Call):
+            known = self.f.resolve(node.func)
+            if known is not None and known.role in (Role.LINEN_LIFT, Role.REMAT) and node.args:
+                return self._model_ref(ast.Call(func=node.args[0], args=[], keywords=[]), scope) \
+                    if isinstance(node.args[0], (ast.Name, ast.Attribute)) else None
+        return None
+
+    def _jit_entries(self) -> None:
+        """`init_fn = jax.jit(model.init)`: the model runs where `init_fn` is called."""
+        f = self.f
+        for site in f.jit_sites:
+            t = site.target
+            if not (isinstance(t, ast.Attribute) and t.attr in ENTRY_METHODS):
+                continue
+            model = self._model_ref(t.value, site.scope)
+            if model is None:
+                continue
+            kind = "apply" if t.attr == "apply" else "init"
+            call = f.call_at(site.node) if isinstance(site.node, ast.Call) else None
+            if site.bound_name is None:
+                if call is not None and not call.abstract:
+                    self._entry(model, kind, call, site.node)
+                continue
+            for c in f.calls:
+                if isinstance(c.node.func, ast.Name) and c.node.func.id == site.bound_name \
+                        and not c.abstract and c.scope.lookup(site.bound_name) is not None \
+                        and c.scope.lookup(site.bound_name)[0] is site.scope:  # type: ignore[index]
+                    self._entry(model, kind, c, c.node)
+
+    def _providers(self) -> None:
+        f, out = self.f, self.out
+        for c in f.calls:
+            if c.api is None:
+                continue
+            role = c.api.role
+            is_stmt = isinstance(c.stmt, ast.Expr) and c.stmt.value is c.node
+            if role == Role.RULES_SETTER:
+                out.rules_setter = out.rules_provider = True
+            elif role == Role.RULES_CONTEXT:
+                out.rules_provider = True
+            elif role == Role.MESH_CONTEXT:
+                out.mesh_provider = True
+                if is_stmt and c.api.name == "jax.set_mesh":
+                    out.mesh_setter = True
+            if c.has_kwarg("rules"):
+                out.rules_provider = True
+        if any(w.kind == "legacy_mesh" for w in f.with_items):
+            out.mesh_provider = True
+        for t in f.rule_tables:
+            if t.entries is not None:
+                out.rule_tables.append([list(e) for e in t.entries])
+            else:
+                q = f.qualify(t.expr) if isinstance(t.expr, (ast.Name, ast.Attribute)) else None
+                if q is not None:
+                    out.rule_table_refs.append(q)
+                else:
+                    out.rule_tables.append(None)
+        for m in f.meshes:
+            out.mesh_axes.append(list(m.axis_names) if m.axis_names is not None else None)
+        consts = f.module_constants()
+        for name, value in consts.items():
+            lit = f.literal(value, f.module_scope)
+            if isinstance(lit, (tuple, list)) and lit and all(
+                isinstance(e, (tuple, list)) and len(e) == 2 and isinstance(e[0], str) for e in lit
+            ):
+                out.constants[name] = [list(e) for e in lit]
+
+
+def summarise(facts: FileFacts) -> ModuleSummary:
+    return _Summariser(facts).build()

@@ -1,0 +1,522 @@
+"""The one pass over a module's ``ast`` that fills :class:`FileFacts`."""
+
+from __future__ import annotations
+
+import ast
+
+from shardlint.semantics import api
+from shardlint.semantics.api import Role
+from shardlint.semantics.facts import (
+    MESH,
+    RULES,
+    CallSite,
+    FileFacts,
+    JitSite,
+    MeshBinding,
+    Reference,
+    RulesTable,
+    Scope,
+    WithItem,
+)
+from shardlint.semantics.names import ImportMap, dotted, literal_or_unknown, is_unknown
+
+
+class Opaque(ast.expr):
+    """Stands for a value shardlint cannot see (a parameter, a loop target, tuple unpacking)."""
+
+    _fields = ()
+
+
+OPAQUE = Opaque()
+
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+class Wrappers:
+    """In-house names configured to behave like known APIs (``[tool.shardlint]`` wrapper keys)."""
+
+    def __init__(self, jit: tuple[str, ...] = (), constraint: tuple[str, ...] = (),
+                 rules_context: tuple[str, ...] = (), mesh_context: tuple[str, ...] = ()):
+        self.table: dict[str, api.Api] = {}
+        for names, target in ((jit, "jax.jit"), (constraint, "flax.linen.with_logical_constraint"),
+                              (rules_context, "flax.linen.logical_axis_rules"),
+                              (mesh_context, "jax.set_mesh")):
+            known = api.lookup(target)
+            assert known is not None
+            for n in names:
+                self.table[n] = known
+
+
+NO_WRAPPERS = Wrappers()
+
+
+class FactsBuilder:
+    def __init__(self, path: str, module: str, tree: ast.Module, is_package: bool = False,
+                 wrappers: Wrappers = NO_WRAPPERS):
+        imports = ImportMap(module=module, is_package=is_package)
+        root = Scope("", "module", tree, None)
+        self.facts = FileFacts(path=path, module=module, tree=tree, imports=imports,
+                               module_scope=root, scopes={"": root})
+        self.wrappers = wrappers.table
+        self.scope = root
+        self.ctx = 0
+        self.loop: ast.AST | None = None
+        self.stmt: ast.stmt | None = None
+        self.abstract = 0  # > 0 inside the arguments of jax.eval_shape / nnx.eval_shape
+        self._decorated: set[int] = set()
+
+    # ---- entry ---------------------------------------------------------------------------------
+    def build(self) -> FileFacts:
+        self._body(self.facts.tree.body)
+        self._collect_rule_tables()
+        return self.facts
+
+    def _body(self, stmts: list[ast.stmt]) -> None:
+        for s in stmts:
+            self.stmt = s
+            self.visit(s)
+
+    def visit(self, node: ast.AST) -> None:
+        method = _DISPATCH.get(type(node))
+        if method is not None:
+            method(self, node)
+        else:
+            self.generic(node)
+
+    def generic(self, node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt):
+                self.stmt = child
+            self.visit(child)
+
+    # ---- resolution helpers --------------------------------------------------------------------
+    def resolve(self, node: ast.expr) -> tuple[str | None, api.Api | None]:
+        parts = dotted(node)
+        if parts is None:
+            return None, None
+        joined = ".".join(parts)
+        if joined in self.wrappers:
+            return joined, self.wrappers[joined]
+        q = self.facts.imports.qualify(node)
+        if q is None:
+            return None, None
+        return q, api.lookup(q)
+
+    # ---- imports -------------------------------------------------------------------------------
+    def v_import(self, node: ast.Import | ast.ImportFrom) -> None:
+        self.facts.imports.add_import(node)
+        for alias in node.names:
+            q = self.facts.imports.names.get(alias.asname or alias.name.split(".", 1)[0])
+            if isinstance(node, ast.ImportFrom) and q:
+                self._note_package(q)
+                known = api.lookup(q)
+                if known is not None and (known.deprecated or known.removed):
+                    self.facts.references.append(Reference(alias, q, known, self.scope))
+            elif isinstance(node, ast.Import):
+                self._note_package(alias.name)
+                known = api.lookup(alias.name.rsplit(".", 1)[0]) if "." in alias.name else None
+        if self.scope.kind != "module":
+            for alias in node.names:
+                self._bind(alias.asname or alias.name.split(".", 1)[0], OPAQUE)
+
+    def _note_package(self, qualified: str) -> None:
+        top = qualified.split(".", 1)[0]
+        if top == "flax":
+            self.facts.uses_flax = True
+            self.facts.uses_jax = True
+        elif top in ("jax", "optax"):
+            self.facts.uses_jax = True
+
+    # ---- scopes --------------------------------------------------------------------------------
+    def _new_scope(self, node: ast.AST, kind: str, name: str) -> Scope:
+        qual = f"{self.scope.qualname}.{name}" if self.scope.qualname else name
+        scope = Scope(qual, kind, node, self.scope)
+        self.scope.children[name] = scope
+        # A redefinition keeps the last one, as Python does at run time.
+        self.facts.scopes[qual] = scope
+        return scope
+
+    def v_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        for d in node.decorator_list:
+            self.visit(d)
+        args = node.args
+        for default in [*args.defaults, *[d for d in args.kw_defaults if d is not None]]:
+            self.visit(default)
+        self._bind(node.name, node)  # type: ignore[arg-type]
+        scope = self._new_scope(node, "function", node.name)
+        scope.decorators = list(node.decorator_list)
+        for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
+            scope.params.append(a.arg)
+            scope.bindings[a.arg] = [OPAQUE]
+            if a.annotation is not None:
+                scope.annotations[a.arg] = a.annotation
+        for a in (args.vararg, args.kwarg):
+            if a is not None:
+                scope.bindings[a.arg] = [OPAQUE]
+        for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
+            if a.annotation is not None:
+                self._param_mesh(scope, a)
+        self._decorator_jits(node, scope)
+        saved = (self.scope, self.ctx, self.loop, self.stmt, self.abstract)
+        self.scope, self.ctx, self.loop, self.abstract = scope, 0, None, 0
+        self._body(node.body)
+        self.scope, self.ctx, self.loop, self.stmt, self.abstract = saved
+
+    def v_class(self, node: ast.ClassDef) -> None:
+        for d in node.decorator_list:
+            self.visit(d)
+        for b in node.bases:
+            self.visit(b)
+        for kw in node.keywords:
+            self.visit(kw.value)
+        self._bind(node.name, node)  # type: ignore[arg-type]
+        scope = self._new_scope(node, "class", node.name)
+        scope.decorators = list(node.decorator_list)
+        for b in node.bases:
+            q = self.facts.imports.qualify(b)
+            parts = dotted(b)
+            scope.bases.append(api.canonical(q) if q else ".".join(parts) if parts else "")
+        saved = (self.scope, self.ctx, self.loop, self.stmt)
+        self.scope, self.ctx, self.loop = scope, 0, None
+        self._body(node.body)
+        self.scope, self.ctx, self.loop, self.stmt = saved
+
+    def v_lambda(self, node: ast.Lambda) -> None:
+        # A lambda's parameters shadow outer names only inside it; record them as opaque there.
+        self.generic(node)
+
+    # ---- bindings ------------------------------------------------------------------------------
+    def _bind(self, name: str, value: ast.expr) -> None:
+        self.scope.bindings.setdefault(name, []).append(value)
+
+    def _bind_target(self, target: ast.expr, value: ast.expr | None) -> None:
+        if isinstance(target, ast.Name):
+            self._bind(target.id, value if value is not None else OPAQUE)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            same = isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts)
+            for i, elt in enumerate(target.elts):
+                inner = value.elts[i] if same else None  # type: ignore[union-attr]
+                self._bind_target(elt.value if isinstance(elt, ast.Starred) else elt,
+                                  None if isinstance(elt, ast.Starred) else inner)
+        elif isinstance(target, ast.Starred):
+            self._bind_target(target.value, None)
+
+    def v_assign(self, node: ast.Assign) -> None:
+        self.visit(node.value)
+        for t in node.targets:
+            self.visit(t)
+            self._bind_target(t, node.value)
+            if isinstance(t, ast.Name):
+                self._maybe_alias(t.id, node.value)
+                self._maybe_mesh(t.id, node.value)
+
+    def v_annassign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self.visit(node.value)
+        self.visit(node.target)
+        if isinstance(node.target, ast.Name):
+            if node.value is not None:
+                self._bind(node.target.id, node.value)
+                self._maybe_mesh(node.target.id, node.value)
+            elif self.scope.kind == "class":
+                self._bind(node.target.id, OPAQUE)  # a dataclass field
+
+    def v_augassign(self, node: ast.AugAssign) -> None:
+        self.visit(node.value)
+        self.visit(node.target)
+        if isinstance(node.target, ast.Name):
+            self._bind(node.target.id, OPAQUE)
+
+    def v_namedexpr(self, node: ast.NamedExpr) -> None:
+        self.visit(node.value)
+        self._bind(node.target.id, node.value)
+
+    def v_for(self, node: ast.For | ast.AsyncFor) -> None:
+        self.visit(node.iter)
+        self._bind_target(node.target, None)
+        self._bind_target(node.target, None)  # loop targets take many values
+        self._loop_body(node, node.body)
+        self._body(node.orelse)
+
+    def v_while(self, node: ast.While) -> None:
+        self.visit(node.test)
+        self._loop_body(node, node.body)
+        self._body(node.orelse)
+
+    def _loop_body(self, node: ast.AST, body: list[ast.stmt]) -> None:
+        saved = self.loop
+        self.loop = node
+        self._body(body)
+        self.loop = saved
+
+    def v_comprehension_scope(self, node: ast.AST) -> None:
+        self.generic(node)
+
+    def _maybe_alias(self, name: str, value: ast.expr) -> None:
+        """`P = jax.sharding.PartitionSpec` at module level acts like an import."""
+        if self.scope.kind != "module" or not isinstance(value, (ast.Name, ast.Attribute)):
+            return
+        q = self.facts.imports.qualify(value)
+        if q is not None and (api.lookup(q) is not None or q.split(".", 1)[0] in api.PACKAGES):
+            self.facts.imports.names[name] = q
+
+    # ---- meshes --------------------------------------------------------------------------------
+    def _maybe_mesh(self, name: str | None, value: ast.expr) -> MeshBinding | None:
+        if not isinstance(value, ast.Call):
+            return None
+        _, known = self.resolve(value.func)
+        if known is None or known.role not in (Role.MESH, Role.ABSTRACT_MESH):
+            return None
+        for m in self.facts.meshes:
+            if m.call is value:  # an inline mesh recorded by v_call before its binding was seen
+                m.name = name
+                return m
+        return self._record_mesh(name, value, known)
+
+    def _record_mesh(self, name: str | None, value: ast.Call, known: api.Api) -> MeshBinding:
+        names_node = value.args[1] if len(value.args) > 1 else None
+        for kw in value.keywords:
+            if kw.arg == "axis_names":
+                names_node = kw.value
+        axis = self.facts.axis_names(names_node, self.scope) if names_node is not None else None
+        if axis is not None and any(not isinstance(a, str) for a in axis):
+            axis = None
+        has_types = any(kw.arg == "axis_types" for kw in value.keywords) or len(value.args) > 2
+        mb = MeshBinding(name, value, known.name, axis, has_types, self.scope, value)
+        self.facts.meshes.append(mb)
+        return mb
+
+    def _param_mesh(self, scope: Scope, arg: ast.arg) -> None:
+        ann = arg.annotation
+        if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
+            try:
+                ann = ast.parse(ann.value, mode="eval").body
+            except SyntaxError:
+                return
+        _, known = self.resolve(ann)  # type: ignore[arg-type]
+        if known is not None and known.role in (Role.MESH, Role.ABSTRACT_MESH):
+            self.facts.meshes.append(
+                MeshBinding(arg.arg, None, known.name, None, True, scope, arg)  # type: ignore[arg-type]
+            )
+
+    # ---- with ----------------------------------------------------------------------------------
+    def v_with(self, node: ast.With | ast.AsyncWith) -> None:
+        added = 0
+        for item in node.items:
+            self.visit(item.context_expr)
+            if item.optional_vars is not None:
+                self._bind_target(item.optional_vars, None)
+            kind, mesh = self._context_kind(item.context_expr)
+            if kind is None:
+                continue
+            self.facts.with_items.append(WithItem(kind, item.context_expr, node, self.scope, mesh))
+            added |= RULES if kind == "rules" else MESH
+        saved = self.ctx
+        self.ctx |= added
+        self._body(node.body)
+        self.ctx = saved
+
+    def _context_kind(self, expr: ast.expr) -> tuple[str | None, MeshBinding | None]:
+        if isinstance(expr, ast.Call):
+            _, known = self.resolve(expr.func)
+            if known is not None:
+                if known.role == Role.RULES_CONTEXT:
+                    return "rules", None
+                if known.role == Role.MESH_CONTEXT:
+                    return "mesh", None
+                if known.role in (Role.MESH, Role.ABSTRACT_MESH):
+                    return "legacy_mesh", self.facts.mesh_for(expr, self.scope)
+            return None, None
+        mesh = self.facts.mesh_for(expr, self.scope)
+        if mesh is not None:
+            return "legacy_mesh", mesh
+        return None, None
+
+    # ---- calls ---------------------------------------------------------------------------------
+    def v_call(self, node: ast.Call) -> None:
+        q, known = self.resolve(node.func)
+        site = CallSite(node, self.scope, self.ctx, q, known, self.loop,
+                        self.stmt if self.stmt is not None else node,  # type: ignore[arg-type]
+                        self.abstract > 0)
+        self.facts.calls.append(site)
+        self.facts._call_index[node] = site
+        func = node.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+                and func.value.id == "self":
+            self.scope.self_calls.add(func.attr)
+        if known is not None:
+            if known.role == Role.JIT:
+                self._call_jit(node, known)
+            elif known.role == Role.PARTIAL and node.args:
+                self._partial_jit(node)
+            elif known.role in (Role.MESH, Role.ABSTRACT_MESH):
+                if not any(m.call is node for m in self.facts.meshes):
+                    self._record_mesh(None, node, known)
+        if known is not None and known.role == Role.EVAL_SHAPE:
+            self.visit(node.func)
+            self.abstract += 1
+            for a in node.args:
+                self.visit(a)
+            for kw in node.keywords:
+                self.visit(kw.value)
+            self.abstract -= 1
+            return
+        self.generic(node)
+
+    def _call_jit(self, node: ast.Call, known: api.Api) -> None:
+        if id(node) in self._decorated:
+            return
+        if not node.args:
+            return  # `jax.jit(donate_argnums=...)` used as a decorator factory: see decorators
+        target = node.args[0]
+        kws = {kw.arg: kw.value for kw in node.keywords if kw.arg}
+        self.facts.jit_sites.append(JitSite(
+            node, known.name, "call", kws, target, self._function_named(target),
+            self._bound_name(node), self.scope))
+
+    def _partial_jit(self, node: ast.Call) -> None:
+        """`partial(jax.jit, ...)(f)` in call form."""
+        if id(node) in self._decorated:
+            return
+        _, inner = self.resolve(node.args[0])
+        if inner is None or inner.role != Role.JIT:
+            return
+        # The partial itself compiles nothing until applied; the application is the site.
+        parent_call = None
+        for c in reversed(self.facts.calls):
+            if c.node.func is node:
+                parent_call = c.node
+                break
+        if parent_call is not None and parent_call.args:
+            kws = {kw.arg: kw.value for kw in node.keywords if kw.arg}
+            target = parent_call.args[0]
+            self.facts.jit_sites.append(JitSite(
+                parent_call, inner.name, "partial", kws, target, self._function_named(target),
+                self._bound_name(parent_call), self.scope))
+
+    def _bound_name(self, node: ast.expr) -> str | None:
+        stmt = self.stmt
+        if isinstance(stmt, ast.Assign) and stmt.value is node and len(stmt.targets) == 1 \
+                and isinstance(stmt.targets[0], ast.Name):
+            return stmt.targets[0].id
+        return None
+
+    def _function_named(self, target: ast.expr) -> Scope | None:
+        if isinstance(target, ast.Name):
+            found = self.scope.lookup(target.id)
+            if found is not None:
+                owner, values = found
+                if values and isinstance(values[-1], _FUNCS):
+                    qual = f"{owner.qualname}.{target.id}" if owner.qualname else target.id
+                    return self.facts.scopes.get(qual)
+        return None
+
+    def _decorator_jits(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope) -> None:
+        for d in fn.decorator_list:
+            site: JitSite | None = None
+            q, known = self.resolve(d)
+            if known is not None and known.role == Role.JIT:
+                site = JitSite(d, known.name, "decorator", {}, None, scope, fn.name, self.scope)
+            elif isinstance(d, ast.Call):
+                _, kcall = self.resolve(d.func)
+                kws = {kw.arg: kw.value for kw in d.keywords if kw.arg}
+                if kcall is not None and kcall.role == Role.JIT and not d.args:
+                    site = JitSite(d, kcall.name, "factory", kws, None, scope, fn.name, self.scope)
+                elif kcall is not None and kcall.role == Role.PARTIAL and d.args:
+                    _, inner = self.resolve(d.args[0])
+                    if inner is not None and inner.role == Role.JIT:
+                        site = JitSite(d, inner.name, "partial", kws, None, scope, fn.name,
+                                       self.scope)
+            if site is not None:
+                self._decorated.add(id(d))
+                self.facts.jit_sites.append(site)
+
+    # ---- names and attributes ------------------------------------------------------------------
+    def v_name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Load):
+            self.scope.references.add(node.id)
+
+    def v_attribute(self, node: ast.Attribute) -> None:
+        parts = dotted(node)
+        if parts is not None:
+            self.scope.references.add(parts[0])
+            if parts[0] in self.facts.imports.names:
+                q = self.facts.imports.qualify(node)
+                known = api.lookup(q) if q else None
+                if known is not None and (known.deprecated or known.removed):
+                    self.facts.references.append(Reference(node, q, known, self.scope))  # type: ignore[arg-type]
+            return
+        self.visit(node.value)
+
+    # ---- rule tables (after the pass, when every binding is known) ---------------------------
+    def _collect_rule_tables(self) -> None:
+        for site in self.facts.calls:
+            known = site.api
+            if known is None:
+                continue
+            expr: ast.expr | None = None
+            if known.role in (Role.RULES_CONTEXT, Role.RULES_SETTER):
+                expr = site.arg(0, "rules")
+            elif site.kwarg("rules") is not None:
+                expr = site.kwarg("rules")
+            elif known.name in ("flax.linen.logical_to_mesh_sharding",):
+                expr = site.arg(2, "rules")
+            elif known.name in ("flax.linen.logical_to_mesh",):
+                expr = site.arg(1, "rules")
+            if expr is None:
+                continue
+            self.facts.rule_tables.append(self._rules_table(expr, site.scope))
+
+    def _rules_table(self, expr: ast.expr, scope: Scope) -> RulesTable:
+        consts = self.facts.consts_for(scope)
+        node = expr
+        seen = 0
+        while isinstance(node, ast.Name) and node.id in consts and seen < 8:
+            node = consts[node.id]
+            seen += 1
+        value = literal_or_unknown(expr, consts)
+        entries = None
+        lhs: list[tuple[str, ast.expr]] = []
+        rhs: list[tuple[str, ast.expr]] = []
+        if not is_unknown(value) and isinstance(value, (tuple, list)) and all(
+            isinstance(e, (tuple, list)) and len(e) == 2 and isinstance(e[0], str) for e in value
+        ):
+            entries = tuple((e[0], e[1]) for e in value)
+            if isinstance(node, (ast.Tuple, ast.List)):
+                for elt in node.elts:
+                    if isinstance(elt, (ast.Tuple, ast.List)) and len(elt.elts) == 2:
+                        k, v = elt.elts
+                        if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                            lhs.append((k.value, k))
+                        targets = v.elts if isinstance(v, (ast.Tuple, ast.List)) else [v]
+                        for t in targets:
+                            if isinstance(t, ast.Constant) and isinstance(t.value, str):
+                                rhs.append((t.value, t))
+        return RulesTable(expr, entries, scope, tuple(lhs), tuple(rhs))
+
+
+_DISPATCH = {
+    ast.Import: FactsBuilder.v_import,
+    ast.ImportFrom: FactsBuilder.v_import,
+    ast.FunctionDef: FactsBuilder.v_function,
+    ast.AsyncFunctionDef: FactsBuilder.v_function,
+    ast.ClassDef: FactsBuilder.v_class,
+    ast.Assign: FactsBuilder.v_assign,
+    ast.AnnAssign: FactsBuilder.v_annassign,
+    ast.AugAssign: FactsBuilder.v_augassign,
+    ast.NamedExpr: FactsBuilder.v_namedexpr,
+    ast.For: FactsBuilder.v_for,
+    ast.AsyncFor: FactsBuilder.v_for,
+    ast.While: FactsBuilder.v_while,
+    ast.With: FactsBuilder.v_with,
+    ast.AsyncWith: FactsBuilder.v_with,
+    ast.Call: FactsBuilder.v_call,
+    ast.Name: FactsBuilder.v_name,
+    ast.Attribute: FactsBuilder.v_attribute,
+    ast.Lambda: FactsBuilder.v_lambda,
+}
+
+
+def build_facts(path: str, module: str, tree: ast.Module, is_package: bool = False,
+                wrappers: Wrappers = NO_WRAPPERS) -> FileFacts:
+    return FactsBuilder(path, module, tree, is_package, wrappers).build()

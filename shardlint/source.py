@@ -1,0 +1,94 @@
+"""Source text with exact position maps.
+
+Internally a position is (1-based line, 0-based UTF-8 byte column): what stdlib ``ast`` reports.
+Faces convert: the CLI prints 1-based character (code point) columns, the language server the
+negotiated LSP encoding (UTF-16 by default).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+
+@dataclass(frozen=True)
+class Span:
+    """A range in a source: lines 1-based, columns 0-based UTF-8 byte offsets (as ``ast``)."""
+
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+
+
+@dataclass
+class SourceText:
+    path: str
+    text: str
+    _lines: list[str] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # keepends=False but split only on the line breaks Python's tokenizer knows (\n, \r\n, \r):
+        # str.splitlines also breaks on \x0c, \x1c, \u2028..., which would shift every later line.
+        self._lines = self.text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+    @cached_property
+    def lines(self) -> list[str]:
+        return self._lines
+
+    def line_text(self, line: int) -> str:
+        if 1 <= line <= len(self._lines):
+            return self._lines[line - 1]
+        return ""
+
+    def char_col(self, line: int, utf8_col: int) -> int:
+        """0-based code point column of a UTF-8 byte column."""
+        text = self.line_text(line)
+        if text.isascii():
+            return min(utf8_col, len(text)) if utf8_col <= len(text) else utf8_col
+        return len(text.encode("utf-8")[:utf8_col].decode("utf-8", errors="ignore"))
+
+    def utf16_col(self, line: int, utf8_col: int) -> int:
+        text = self.line_text(line)
+        if text.isascii():
+            return utf8_col
+        prefix = text.encode("utf-8")[:utf8_col].decode("utf-8", errors="ignore")
+        return len(prefix.encode("utf-16-le")) // 2
+
+    def col_in(self, line: int, utf8_col: int, encoding: str) -> int:
+        """Column in an LSP position encoding: ``utf-8``, ``utf-16`` or ``utf-32``."""
+        if encoding == "utf-8":
+            return utf8_col
+        if encoding == "utf-32":
+            return self.char_col(line, utf8_col)
+        return self.utf16_col(line, utf8_col)
+
+    def utf8_col_from(self, line: int, col: int, encoding: str) -> int:
+        """Inverse of :meth:`col_in`: a column in ``encoding`` to a UTF-8 byte column."""
+        text = self.line_text(line)
+        if encoding == "utf-8" or text.isascii():
+            return col
+        if encoding == "utf-32":
+            return len(text[:col].encode("utf-8"))
+        units = 0
+        for i, ch in enumerate(text):
+            if units >= col:
+                return len(text[:i].encode("utf-8"))
+            units += 2 if ord(ch) > 0xFFFF else 1
+        return len(text.encode("utf-8"))
+
+    def offset(self, line: int, utf8_col: int) -> int:
+        """Character offset into ``text`` (for slicing), from a (line, UTF-8 column) pair."""
+        start = sum(len(x) + 1 for x in self._lines[: line - 1])
+        return start + self.char_col(line, utf8_col)
+
+    def segment(self, span: Span) -> str:
+        if span.line == span.end_line:
+            raw = self.line_text(span.line).encode("utf-8")[span.col : span.end_col]
+            return raw.decode("utf-8", errors="replace")
+        parts = [self.line_text(span.line).encode("utf-8")[span.col :].decode("utf-8", "replace")]
+        for ln in range(span.line + 1, span.end_line):
+            parts.append(self.line_text(ln))
+        end = self.line_text(span.end_line).encode("utf-8")[: span.end_col]
+        parts.append(end.decode("utf-8", "replace"))
+        return "\n".join(parts)
