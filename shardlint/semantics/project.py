@@ -39,13 +39,28 @@ class ProjectIndex:
             self._done = True
 
     # ---- references ----------------------------------------------------------------------------
-    def resolve(self, ref: str, _depth: int = 0) -> str | None:
-        """``ext:pkg.mod.Name`` or ``mod:Qual`` -> ``mod:Qual`` of a project symbol, else None."""
+    def resolve(self, ref: str, from_module: str | None = None) -> str | None:
+        """``ext:pkg.mod.Name`` or ``mod:Qual`` -> ``mod:Qual`` of a project symbol, else None.
+
+        ``from_module`` lets script-style imports resolve: ``from model import MLP`` in
+        ``examples/seed/train.py`` finds ``examples.seed.model``.
+        """
         if not ref.startswith("ext:"):
             mod, _, qual = ref.partition(":")
             s = self.summaries.get(mod)
             return ref if s is not None and qual in s.symbols else None
         dotted = ref[4:]
+        prefixes = [""]
+        if from_module:
+            pkg = from_module.split(".")[:-1]
+            prefixes += [".".join(pkg[:i]) + "." for i in range(len(pkg), 0, -1)]
+        for prefix in prefixes:
+            found = self._resolve_dotted(prefix + dotted)
+            if found is not None:
+                return found
+        return None
+
+    def _resolve_dotted(self, dotted: str) -> str | None:
         parts = dotted.split(".")
         for i in range(len(parts) - 1, 0, -1):
             mod = ".".join(parts[:i])
@@ -53,9 +68,7 @@ class ProjectIndex:
             if s is None:
                 continue
             qual = ".".join(parts[i:])
-            if qual in s.symbols:
-                return f"{mod}:{qual}"
-            return None
+            return f"{mod}:{qual}" if qual in s.symbols else None
         return None
 
     def symbol(self, ref: str):
@@ -73,12 +86,12 @@ class ProjectIndex:
                 needs[key] = sym.needs
                 targets = []
                 for r in sym.refs:
-                    t = self.resolve(r)
+                    t = self.resolve(r, mod)
                     if t is not None and t != key:
                         targets.append(t)
                 # A class inherits what its project base classes need.
                 for b in sym.bases:
-                    t = self.resolve(f"ext:{b}") or self.resolve(f"{mod}:{b}")
+                    t = self.resolve(f"ext:{b}", mod) or self.resolve(f"{mod}:{b}")
                     if t is not None:
                         targets.append(t)
                 edges[key] = targets
@@ -94,15 +107,16 @@ class ProjectIndex:
                     changed = True
         self._needs = needs
 
-    def needs(self, ref: str) -> int:
+    def needs(self, ref: str, from_module: str | None = None) -> int:
         self._ensure()
-        t = self.resolve(ref)
+        t = self.resolve(ref, from_module)
         return self._needs.get(t, 0) if t else 0
 
-    def constraint_sites(self, ref: str, limit: int = 3) -> list[tuple[str, Site]]:
+    def constraint_sites(self, ref: str, from_module: str | None = None,
+                         limit: int = 3) -> list[tuple[str, Site]]:
         """A few constraint call sites reached from a symbol, for related locations."""
         self._ensure()
-        start = self.resolve(ref)
+        start = self.resolve(ref, from_module)
         out: list[tuple[str, Site]] = []
         seen: set[str] = set()
         todo = [start] if start else []
@@ -118,14 +132,15 @@ class ProjectIndex:
             for site in sym.sites:
                 out.append((self.summaries[mod].path, site))
             for r in sorted(sym.refs):
-                t = self.resolve(r)
+                t = self.resolve(r, mod)
                 if t and self._needs.get(t):
                     todo.append(t)
         return out[:limit]
 
-    def is_subclass(self, ref: str, base: str) -> bool:
+    def is_subclass(self, ref: str, base: str, from_module: str | None = None) -> bool:
         seen: set[str] = set()
-        todo = [ref]
+        start = self.resolve(ref, from_module)
+        todo = [start] if start else []
         while todo:
             key = todo.pop()
             if key in seen:
@@ -134,14 +149,14 @@ class ProjectIndex:
             sym = self.symbol(key)
             if sym is None:
                 continue
+            mod = key.partition(":")[0]
             if sym.kind == "alias":
-                todo.extend(t for t in (self.resolve(r) for r in sym.refs) if t)
+                todo.extend(t for t in (self.resolve(r, mod) for r in sym.refs) if t)
                 continue
             for b in sym.bases:
                 if b == base:
                     return True
-                mod = key.partition(":")[0]
-                t = self.resolve(f"ext:{b}") or self.resolve(f"{mod}:{b}")
+                t = self.resolve(f"ext:{b}", mod) or self.resolve(f"{mod}:{b}")
                 if t:
                     todo.append(t)
         return False
@@ -174,9 +189,10 @@ class ProjectIndex:
         for mod, s in self.summaries.items():
             for qual, sym in s.symbols.items():
                 if sym.kind == "alias":
-                    aliases[f"{mod}:{qual}"] = [t for t in map(self.resolve, sym.refs) if t]
+                    aliases[f"{mod}:{qual}"] = [t for t in (self.resolve(r, mod) for r in sym.refs)
+                                                if t]
             for edge in s.calls:
-                t = self.resolve(edge.target)
+                t = self.resolve(edge.target, mod)
                 if t is None:
                     continue
                 caller = f"{mod}:{edge.caller}"
@@ -199,7 +215,7 @@ class ProjectIndex:
                     if qual == "":
                         outer = base
                     else:
-                        c = ctx.get(self._function_of(caller))
+                        c = ctx.get(caller)
                         outer = ALL if c is None else c
                     value &= site_ctx | outer | base
                 if value != ctx[key]:
@@ -219,9 +235,6 @@ class ProjectIndex:
             else:
                 out.append(k)
         return out
-
-    def _function_of(self, key: str) -> str:
-        return key
 
     def context_of(self, module: str, qualname: str) -> int | None:
         """Contexts guaranteed when code in this scope runs; None when unknown."""
@@ -284,3 +297,48 @@ class ProjectIndex:
     def entries(self, module: str) -> list[Entry]:
         s = self.summaries.get(module)
         return s.entries if s else []
+
+    def entries_missing_context(self, module: str) -> list[MissingContext]:
+        """Places in ``module`` where constrained model code runs without rules or mesh.
+
+        An entry inside a function nobody in the project calls has an unknown context and is
+        only reported when no code in the project provides that context at all.
+        """
+        self._ensure()
+        out: list[MissingContext] = []
+        absent = (0 if self.rules_provider else RULES) | (0 if self.mesh_provider else MESH)
+        for e in self.entries(module):
+            model = self.resolve(e.model, module)
+            if model is None:
+                continue
+            needs = self._needs.get(model, 0)
+            if not needs:
+                continue
+            if e.kind == "nnx":
+                if not self.is_subclass(model, NNX_MODULE):
+                    continue
+                # NNX names may be mesh axes: only the mesh is certainly needed.
+                needs &= MESH
+            elif self.is_subclass(model, NNX_MODULE):
+                continue
+            outer = self.context_of(module, e.scope)
+            if outer is None:
+                outer = ALL & ~absent
+            missing = needs & ~(e.ctx | outer)
+            if missing:
+                callers = [c for c in self.callers(module, e.scope) if c[1] & missing != missing]
+                out.append(MissingContext(e, model, needs, missing, callers))
+        return out
+
+
+@dataclass
+class MissingContext:
+    entry: Entry
+    model: str  # "module:Qualname" of the model class
+    needs: int
+    missing: int
+    callers: list[tuple[str, int, str, int]]  # (caller, ctx, path, line) lacking the context
+
+    @property
+    def model_name(self) -> str:
+        return self.model.partition(":")[2]

@@ -1,0 +1,29 @@
+"""What SHL102 and SHL103 share: turning a MissingContext into a finding."""
+
+from __future__ import annotations
+
+from shardlint.rules.base import Finding, Related, Rule
+from shardlint.semantics.project import MissingContext
+from shardlint.source import Span
+
+
+def context_finding(rule: Rule, m: MissingContext, message: str) -> Finding:
+    e = m.entry
+    related: list[Related] = []
+    for path, site in rule.project.constraint_sites(m.model, rule.facts.module):
+        short = site.api.rsplit(".", 1)[-1]
+        related.append(Related(path, Span(site.line, site.col, site.end_line, site.end_col),
+                               f"`{short}` here is a no-op without it"))
+    for _, _, path, line in m.callers[:3]:
+        related.append(Related(path, Span(line, 0, line, 0), "called here without it"))
+    span = Span(e.line, e.col, e.end_line, e.end_col)
+    return rule.finding(span, message, related=related)
+
+
+def where(rule: Rule, m: MissingContext) -> str:
+    e = m.entry
+    if e.scope and m.callers:
+        _, _, path, line = m.callers[0]
+        name = path.rsplit("/", 1)[-1]
+        return f" (`{e.scope}` is called at {name}:{line} without it)"
+    return ""

@@ -1,0 +1,152 @@
+"""SHL102 constraint-without-rules."""
+
+from __future__ import annotations
+
+from shardlint.rules._context import context_finding, where
+from shardlint.rules.base import Rule, example, register
+from shardlint.semantics.facts import RULES
+
+_MODEL = """
+import jax
+import flax.linen as nn
+
+class MLP(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        init = nn.with_logical_partitioning(nn.initializers.lecun_normal(), ("embed", "mlp"))
+        y = nn.Dense(512, kernel_init=init)(x)
+        return nn.with_logical_constraint(y, ("batch", "mlp"))
+"""
+
+
+@register
+class ConstraintWithoutRules(Rule):
+    code = "SHL102"
+    name = "constraint-without-rules"
+    severity = "warning"
+    summary = "Flax logical constraints run with no logical axis rules in context: they do nothing."
+    what = """
+Finds where a Flax Linen model whose code calls `nn.with_logical_constraint`,
+`nn.with_logical_partitioning` or `nn.LogicallyPartitioned` is initialised or applied
+(`model.init`, `model.apply`, a jitted `model.init`) with no `nn.logical_axis_rules(...)` around
+it: not in the `with` statement, not in any caller in the project, and no global
+`nn.set_logical_axis_rules`. The constraint may sit in another file than the `init` call: the
+project index follows the model across files. Constraints that pass `rules=` themselves need no
+context.
+"""
+    why = """
+`with_logical_constraint` returns its input unchanged when no rules are active, and logically
+partitioned parameters are never sharded. The program runs, but every device holds a full copy of
+the parameters and activations: per-device memory does not drop when you add devices.
+"""
+    use_instead = """
+```python
+with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+    params = jax.jit(model.init, out_shardings=shardings)(key, x)
+```
+"""
+    versions = "All Flax Linen versions (Linen and NNX share the same rules context)."
+    VALID = [
+        example(_MODEL + """
+mesh = jax.make_mesh((2,), ("data",))
+rules = (("batch", "data"), ("embed", None), ("mlp", None))
+with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+    params = jax.jit(MLP().init)(jax.random.key(0), jax.numpy.ones((8, 4)))
+"""),
+        example(_MODEL + """
+nn.set_logical_axis_rules((("batch", "data"), ("embed", None), ("mlp", None)))
+model = MLP()
+with jax.set_mesh(jax.make_mesh((2,), ("data",))):
+    params = model.init(jax.random.key(0), jax.numpy.ones((8, 4)))
+""", title="global setter"),
+        example({
+            "model.py": _MODEL,
+            "train.py": """
+import jax
+from flax import linen as ln
+from model import MLP
+
+RULES = (("batch", "data"), ("embed", None), ("mlp", None))
+
+def train(mesh):
+    model = MLP()
+    params = jax.jit(model.init)(jax.random.key(0), jax.numpy.ones((8, 4)))
+    return params
+
+with jax.set_mesh(jax.make_mesh((2,), ("data",))), ln.logical_axis_rules(RULES):
+    train(None)
+""",
+        }, title="constraints in model.py, rules entered by the caller in train.py"),
+        example(_MODEL + """
+def init_model(key, x):
+    # nobody in the project calls this: the caller may provide the rules
+    return MLP().init(key, x)
+with nn.logical_axis_rules((("batch", "data"),)):
+    pass
+""", title="unknown caller"),
+        example(_MODEL + """
+abstract = jax.eval_shape(MLP().init, jax.random.key(0), jax.numpy.ones((8, 4)))
+specs = nn.get_partition_spec(abstract)  # abstract evaluation needs no rules
+"""),
+    ]
+    INVALID = [
+        example(_MODEL + """
+model = MLP()
+with jax.set_mesh(jax.make_mesh((2,), ("data",))):
+    params = jax.jit(model.init)(jax.random.key(0), jax.numpy.ones((8, 4)))  # expect: SHL102
+"""),
+        example(_MODEL + """
+model = MLP()
+init_fn = jax.jit(model.init)
+with jax.set_mesh(jax.make_mesh((2,), ("data",))):
+    params = init_fn(jax.random.key(0), jax.numpy.ones((8, 4)))  # expect: SHL102
+""", title="the jitted init runs where it is called"),
+        example({
+            "model.py": _MODEL,
+            "train.py": """
+import jax
+from model import MLP
+
+def create(key, x):
+    return MLP().init(key, x)  # expect: SHL102
+
+with jax.set_mesh(jax.make_mesh((2,), ("data",))):
+    create(jax.random.key(0), jax.numpy.ones((8, 4)))
+""",
+        }, title="cross-file: no caller enters rules"),
+        example({
+            "layers.py": """
+import flax.linen as nn
+
+class Block(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return nn.with_logical_constraint(x, ("batch", "embed"))
+""",
+            "model.py": """
+import jax
+import flax.linen as nn
+from layers import Block
+
+class Model(nn.Module):
+    def setup(self):
+        self.block = Block()
+    def __call__(self, x):
+        return self.block(x)
+
+mesh = jax.make_mesh((2,), ("data",))
+with jax.set_mesh(mesh):
+    variables = Model().init(jax.random.key(0), jax.numpy.ones((8, 4)))  # expect: SHL102
+""",
+        }, title="constraint two modules deep"),
+    ]
+
+    def check(self):
+        for m in self.project.entries_missing_context(self.facts.module):
+            if not m.missing & RULES:
+                continue
+            verb = "applies" if m.entry.kind == "apply" else "initialises"
+            msg = (f"this {verb} `{m.model_name}`, whose logical constraints run with no "
+                   f"`nn.logical_axis_rules` in context: they are no-ops and the values stay "
+                   f"unsharded{where(self, m)}")
+            yield context_finding(self, m, msg)

@@ -1,0 +1,118 @@
+"""SHL103 constraint-without-mesh."""
+
+from __future__ import annotations
+
+from shardlint.rules._context import context_finding, where
+from shardlint.rules.base import Rule, example, register
+from shardlint.semantics.facts import MESH
+
+_MODEL = """
+import jax
+import flax.linen as nn
+
+class MLP(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        init = nn.with_logical_partitioning(nn.initializers.lecun_normal(), ("embed", "mlp"))
+        y = nn.Dense(512, kernel_init=init)(x)
+        return nn.with_logical_constraint(y, ("batch", "mlp"))
+
+RULES = (("batch", "data"), ("embed", None), ("mlp", "model"))
+"""
+
+
+@register
+class ConstraintWithoutMesh(Rule):
+    code = "SHL103"
+    name = "constraint-without-mesh"
+    severity = "warning"
+    summary = "Flax constraints run with no mesh in context (`jax.set_mesh`): they do nothing."
+    what = """
+Finds where a model whose code applies Flax partitioning or constraints is initialised or applied
+with no mesh in context: no `with jax.set_mesh(mesh):` (or `jax.sharding.use_abstract_mesh`)
+around it or around any caller in the project, and no global `jax.set_mesh(mesh)` call.
+Constraints that pass `mesh=` themselves need no context. A legacy `with mesh:` is reported by
+SHL101 instead, once, at the `with`.
+"""
+    why = """
+Flax applies a constraint only when a global mesh is defined. Without one, parameters and
+activations stay on a single device (device 0) no matter how the rules map the names: the memory
+you expected to spread over N devices lands on one.
+"""
+    use_instead = """
+```python
+with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+    params = jax.jit(model.init, out_shardings=shardings)(key, x)
+```
+"""
+    versions = "All versions; `jax.set_mesh` exists since jax 0.7.1."
+    VALID = [
+        example(_MODEL + """
+mesh = jax.make_mesh((2, 1), ("data", "model"))
+with jax.set_mesh(mesh), nn.logical_axis_rules(RULES):
+    params = jax.jit(MLP().init)(jax.random.key(0), jax.numpy.ones((8, 4)))
+"""),
+        example(_MODEL + """
+jax.set_mesh(jax.make_mesh((2, 1), ("data", "model")))  # global
+with nn.logical_axis_rules(RULES):
+    params = MLP().init(jax.random.key(0), jax.numpy.ones((8, 4)))
+"""),
+        example({
+            "model.py": _MODEL,
+            "train.py": """
+import jax
+import flax.linen as nn
+from model import MLP, RULES
+
+def main():
+    with nn.logical_axis_rules(RULES):
+        return MLP().init(jax.random.key(0), jax.numpy.ones((8, 4)))
+
+if __name__ == "__main__":
+    with jax.set_mesh(jax.make_mesh((2, 1), ("data", "model"))):
+        main()
+""",
+        }, title="the mesh is entered by the caller"),
+        example(_MODEL + """
+from jax.sharding import Mesh
+mesh = Mesh(jax.devices(), ("data",))
+with mesh, nn.logical_axis_rules(RULES):  # SHL101 reports this, not SHL103
+    params = MLP().init(jax.random.key(0), jax.numpy.ones((8, 4)))
+"""),
+    ]
+    INVALID = [
+        example(_MODEL + """
+with nn.logical_axis_rules(RULES):
+    params = jax.jit(MLP().init)(jax.random.key(0), jax.numpy.ones((8, 4)))  # expect: SHL103
+"""),
+        example(_MODEL + """
+model = MLP()
+@jax.jit
+def forward(variables, x):
+    return model.apply(variables, x)  # expect: SHL103
+
+with nn.logical_axis_rules(RULES):
+    y = forward({}, jax.numpy.ones((8, 4)))
+"""),
+        example({
+            "model.py": _MODEL,
+            "train.py": """
+import jax
+from flax import linen as ln
+import model as m
+
+with ln.logical_axis_rules(m.RULES):
+    variables = m.MLP().init(jax.random.key(0), jax.numpy.ones((8, 4)))  # expect: SHL103
+""",
+        }, title="cross-file, module import"),
+    ]
+
+    def check(self):
+        for m in self.project.entries_missing_context(self.facts.module):
+            if not m.missing & MESH:
+                continue
+            verb = "applies" if m.entry.kind == "apply" else "initialises"
+            msg = (f"this {verb} `{m.model_name}`, whose Flax constraints run with no mesh in "
+                   f"context (`jax.set_mesh`): they are no-ops and the values stay on one "
+                   f"device{where(self, m)}")
+            yield context_finding(self, m, msg)
