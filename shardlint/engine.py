@@ -101,11 +101,13 @@ class Engine:
         return ".".join(parts) or "__main__", is_package
 
     # ---- the project index ------------------------------------------------------------------------
-    def build_index(self) -> ProjectIndex:
+    def build_index(self, skip: set[Path] | None = None) -> ProjectIndex:
         if self._indexed:
             return self.index
         self._load_cache()
         for path in self.project_files():
+            if skip and path.resolve() in skip:
+                continue
             try:
                 text = path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError):
@@ -157,7 +159,7 @@ class Engine:
         return self.root / CACHE_DIR / "index-v1.json"
 
     def _load_cache(self) -> None:
-        if not self.use_cache:
+        if not self.use_cache or self._cache:
             return
         try:
             data = json.loads(self._cache_file().read_text(encoding="utf-8"))
@@ -192,28 +194,42 @@ class Engine:
     def lint_text(self, path: Path | str, text: str) -> list[Finding]:
         """Findings for one file's text (which may differ from the file on disk)."""
         path = Path(path)
-        spath = str(path)
         if not mentions_jax(text):
             return []
         self.build_index()
+        prepared = self._prepare(path, text)
+        return self._run_rules(*prepared)
+
+    def _prepare(self, path: Path, text: str):
+        """Parse and build facts; the file's summary goes into the index (unsaved text counts)."""
+        spath = str(path)
         source = SourceText(spath, text)
-        rules = self.selected_rules(spath)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 tree = ast.parse(text, filename=spath)
         except SyntaxError as exc:
-            return self._filter([self._syntax_error(spath, source, exc)], text, spath)
+            return spath, text, source, None, self._syntax_error(spath, source, exc)
         except ValueError as exc:  # null bytes
-            return self._filter([Finding("SHL000", "syntax-error", "error",
-                                         f"cannot parse: {exc}", spath, Span(1, 0, 1, 0))],
-                                text, spath)
+            return spath, text, source, None, Finding(
+                "SHL000", "syntax-error", "error", f"cannot parse: {exc}", spath, Span(1, 0, 1, 0))
         module, is_package = self.module_name(path)
         facts = build_facts(spath, module, tree, is_package, self.wrappers)
-        self.index.add(summarise(facts))
+        summary = summarise(facts)
+        self.index.add(summary)
+        key = self._rel(path)
+        digest = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+        if self._cache.get(key, [None])[0] != digest:
+            self._cache[key] = [digest, summary.to_json()]
+            self._cache_dirty = True
+        return spath, text, source, facts, None
+
+    def _run_rules(self, spath: str, text: str, source: SourceText, facts, error) -> list[Finding]:
+        if facts is None:
+            return self._filter([error], text, spath)
         ctx = RuleContext(facts, self.index, self.versions, source)  # type: ignore[arg-type]
         findings: list[Finding] = []
-        for cls in rules:
+        for cls in self.selected_rules(spath):
             if not cls.applies(self.versions):  # type: ignore[arg-type]
                 continue
             try:
@@ -251,7 +267,9 @@ class Engine:
         return out
 
     def lint_paths(self, paths: list[Path]) -> list[Finding]:
-        findings: list[Finding] = []
+        """Lint files: their summaries join the index first, so it is computed once for all."""
+        self._load_cache()
+        prepared = []
         for path in self.expand(paths):
             try:
                 data = path.read_bytes()
@@ -263,7 +281,12 @@ class Engine:
             except UnicodeDecodeError as exc:
                 self.errors.append(InternalError(str(path), f"not UTF-8 text: {exc.reason}"))
                 continue
-            findings.extend(self.lint_text(path, text))
+            if mentions_jax(text):
+                prepared.append(self._prepare(path, text))
+        self.build_index(skip={Path(p[0]).resolve() for p in prepared})
+        findings: list[Finding] = []
+        for item in prepared:
+            findings.extend(self._run_rules(*item))
         self._save_cache()
         findings.sort(key=Finding.sort_key)
         return findings

@@ -22,15 +22,18 @@ class ProjectIndex:
     _ctx: dict[str, int | None] = field(default_factory=dict, repr=False)
     _callers: dict[str, list[tuple[str, int, str, int]]] = field(default_factory=dict, repr=False)
     _done: bool = False
+    _resolved: dict[tuple[str, str | None], str | None] = field(default_factory=dict, repr=False)
 
     # ---- building ----------------------------------------------------------------------------
     def add(self, summary: ModuleSummary) -> None:
         self.summaries[summary.module] = summary
         self._done = False
+        self._resolved.clear()
 
     def remove(self, module: str) -> None:
         self.summaries.pop(module, None)
         self._done = False
+        self._resolved.clear()
 
     def _ensure(self) -> None:
         if not self._done:
@@ -45,6 +48,14 @@ class ProjectIndex:
         ``from_module`` lets script-style imports resolve: ``from model import MLP`` in
         ``examples/seed/train.py`` finds ``examples.seed.model``.
         """
+        key = (ref, from_module)
+        if key in self._resolved:
+            return self._resolved[key]
+        found = self._resolve(ref, from_module)
+        self._resolved[key] = found
+        return found
+
+    def _resolve(self, ref: str, from_module: str | None) -> str | None:
         if not ref.startswith("ext:"):
             mod, _, qual = ref.partition(":")
             s = self.summaries.get(mod)

@@ -1,0 +1,292 @@
+"""The `shardlint check` command as users run it: exit codes, formats, config, suppressions."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from shardlint.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED = ROOT / "examples" / "seed_ensemble"
+SCHEMA = json.loads((Path(__file__).parent / "data" / "sarif-schema-2.1.0.json").read_text())
+
+PITFALL = """\
+import jax
+from jax.sharding import Mesh
+mesh = Mesh(jax.devices(), ("data",))
+with mesh:
+    pass
+params = jax.tree_map(lambda p: p, {})
+"""
+
+
+def run(argv, capsys, cwd: Path | None = None, monkeypatch=None):
+    if cwd is not None and monkeypatch is not None:
+        monkeypatch.chdir(cwd)
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def as_json(argv, capsys):
+    code, out, err = run([*argv, "--format", "json", "--no-cache"], capsys)
+    return code, json.loads(out), err
+
+
+# ---- the seed story ------------------------------------------------------------------------------
+def test_seed_original_reports_missing_rules_and_mesh(capsys):
+    code, items, _ = as_json(["check", str(SEED / "original.py")], capsys)
+    assert code == 1
+    codes = {i["code"] for i in items}
+    assert {"SHL102", "SHL103"} <= codes
+    src = (SEED / "original.py").read_text().splitlines()
+    for i in items:
+        if i["code"] in ("SHL102", "SHL103"):
+            assert ".init(" in src[i["line"] - 1] or ".apply(" in src[i["line"] - 1]
+
+
+def test_seed_discussion_advice_reports_legacy_mesh_on_the_with_line(capsys):
+    code, items, _ = as_json(["check", str(SEED / "discussion_advice.py")], capsys)
+    assert code == 1
+    shl101 = [i for i in items if i["code"] == "SHL101"]
+    assert len(shl101) == 1
+    line = (SEED / "discussion_advice.py").read_text().splitlines()[shl101[0]["line"] - 1]
+    assert line.startswith("with nn.logical_axis_rules(rules), mesh:")
+    assert line[shl101[0]["column"] - 1:].startswith("mesh")
+    assert shl101[0]["fix"]["applicability"] == "safe"
+    assert not {"SHL102", "SHL103"} & {i["code"] for i in items}
+
+
+def test_seed_fixed_is_clean(capsys):
+    code, out, _ = run(["check", str(SEED / "fixed.py"), "--no-cache"], capsys)
+    assert code == 0, out
+    assert out == ""
+
+
+def test_examples_folder(capsys):
+    code, items, _ = as_json(["check", str(ROOT / "examples")], capsys)
+    assert code == 1
+    paths = {Path(i["path"]).name for i in items}
+    assert "fixed.py" not in paths
+    assert {"original.py", "discussion_advice.py"} <= paths
+
+
+# ---- formats -------------------------------------------------------------------------------------
+def test_json_fields(tmp_path, capsys):
+    f = tmp_path / "t.py"
+    f.write_text(PITFALL)
+    code, items, _ = as_json(["check", str(f)], capsys)
+    assert code == 1
+    assert [i["code"] for i in items] == ["SHL101", "SHL501"]
+    for i in items:
+        assert set(i) >= {"code", "name", "severity", "message", "path", "line", "column",
+                          "end_line", "end_column", "fix"}
+    w = items[0]
+    assert (w["line"], w["column"], w["end_line"], w["end_column"]) == (4, 6, 4, 10)
+    t = items[1]
+    assert (t["line"], t["column"], t["end_column"]) == (6, 10, 22)
+
+
+def test_sarif_validates_against_the_official_schema(tmp_path, capsys):
+    f = tmp_path / "t.py"
+    f.write_text(PITFALL)
+    code, out, _ = run(["check", str(f), "--format", "sarif", "--no-cache"], capsys)
+    assert code == 1
+    doc = json.loads(out)
+    jsonschema.validate(doc, SCHEMA)
+    results = doc["runs"][0]["results"]
+    assert [r["ruleId"] for r in results] == ["SHL101", "SHL501"]
+    assert all(r["partialFingerprints"] for r in results)
+    # the same tree gives the same fingerprints
+    code, out2, _ = run(["check", str(f), "--format", "sarif", "--no-cache"], capsys)
+    assert [r["partialFingerprints"] for r in json.loads(out2)["runs"][0]["results"]] == \
+        [r["partialFingerprints"] for r in results]
+
+
+def test_github_annotations(tmp_path, capsys):
+    f = tmp_path / "t.py"
+    f.write_text(PITFALL)
+    code, out, _ = run(["check", str(f), "--format", "github", "--no-cache"], capsys)
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("::warning file=")
+    assert lines[1].startswith("::error file=")
+    assert ",line=4,col=6,endLine=4,endColumn=10," in lines[0]
+
+
+def test_full_format_shows_the_source(tmp_path, capsys):
+    f = tmp_path / "t.py"
+    f.write_text(PITFALL)
+    _, out, _ = run(["check", str(f), "--format", "full", "--no-cache"], capsys)
+    assert "4 | with mesh:" in out and "^^^^" in out
+
+
+def test_statistics_and_exit_zero(tmp_path, capsys):
+    f = tmp_path / "t.py"
+    f.write_text(PITFALL)
+    code, out, _ = run(["check", str(f), "--statistics", "--exit-zero", "--no-cache"], capsys)
+    assert code == 0
+    assert "SHL101" in out and "SHL501" in out and "Found 2 findings." in out
+
+
+def test_stdin(tmp_path, capsys, monkeypatch):
+    import io
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO(PITFALL))
+    code, out, _ = run(["check", "-", "--stdin-filename", str(tmp_path / "x.py"),
+                        "--no-cache"], capsys)
+    assert code == 1
+    assert "x.py:4:6: SHL101" in out
+
+
+# ---- select / ignore / config --------------------------------------------------------------------
+def test_select_and_ignore(tmp_path, capsys):
+    f = tmp_path / "t.py"
+    f.write_text(PITFALL)
+    _, items, _ = as_json(["check", str(f), "--select", "SHL5"], capsys)
+    assert [i["code"] for i in items] == ["SHL501"]
+    _, items, _ = as_json(["check", str(f), "--ignore", "SHL1"], capsys)
+    assert [i["code"] for i in items] == ["SHL501"]
+    code, _, err = run(["check", str(f), "--select", "SHL999"], capsys)
+    assert code == 2 and "SHL999" in err
+
+
+def test_config_table(tmp_path, capsys):
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.shardlint]\nignore = ["SHL501"]\nseverity = { SHL101 = "info" }\n'
+        'per-file-ignores = { "legacy/*" = ["SHL1"] }\n')
+    (tmp_path / "t.py").write_text(PITFALL)
+    (tmp_path / "legacy").mkdir()
+    (tmp_path / "legacy" / "old.py").write_text(PITFALL)
+    code, items, _ = as_json(["check", str(tmp_path)], capsys)
+    assert code == 1
+    assert [(Path(i["path"]).name, i["code"], i["severity"]) for i in items] == \
+        [("t.py", "SHL101", "info")]
+
+
+@pytest.mark.parametrize("table,key", [
+    ('unknown-key = 1', "unknown-key"),
+    ('select = "SHL1"', "select"),
+    ('ignore = ["E501"]', "ignore"),
+    ('severity = { SHL101 = "fatal" }', "severity.SHL101"),
+    ('jax-version = "latest"', "jax-version"),
+])
+def test_bad_config_is_a_clear_error(tmp_path, capsys, table, key):
+    (tmp_path / "pyproject.toml").write_text(f"[tool.shardlint]\n{table}\n")
+    (tmp_path / "t.py").write_text(PITFALL)
+    code, out, err = run(["check", str(tmp_path / "t.py"), "--no-cache"], capsys)
+    assert code == 2
+    assert key in err and "Traceback" not in err
+
+
+def test_broken_toml_is_a_clear_error(tmp_path, capsys):
+    (tmp_path / "pyproject.toml").write_text("[tool.shardlint\n")
+    (tmp_path / "t.py").write_text(PITFALL)
+    code, _, err = run(["check", str(tmp_path / "t.py")], capsys)
+    assert code == 2 and "pyproject.toml" in err
+
+
+def test_version_override_changes_findings(tmp_path, capsys):
+    (tmp_path / "t.py").write_text(PITFALL)
+    _, items, _ = as_json(["check", str(tmp_path / "t.py"), "--jax-version", "0.4.20",
+                           "--flax-version", "0.8.0"], capsys)
+    assert items == []
+
+
+# ---- suppressions --------------------------------------------------------------------------------
+@pytest.mark.parametrize("comment,suppressed", [
+    ("# shardlint: ignore[SHL101]", True),
+    ("# shardlint: ignore[SHL1]", True),
+    ("# noqa: SHL101", True),
+    ("# noqa: SHL5", False),
+    ("# noqa", False),  # codes are required
+    ("# shardlint: ignore[]", False),
+])
+def test_line_suppressions(tmp_path, capsys, comment, suppressed):
+    f = tmp_path / "t.py"
+    f.write_text(PITFALL.replace("with mesh:", f"with mesh:  {comment}"))
+    _, items, _ = as_json(["check", str(f)], capsys)
+    assert ("SHL101" not in {i["code"] for i in items}) is suppressed
+    assert "SHL501" in {i["code"] for i in items}
+
+
+def test_file_suppression(tmp_path, capsys):
+    f = tmp_path / "t.py"
+    f.write_text("# shardlint: file-ignore[SHL5]\n" + PITFALL)
+    _, items, _ = as_json(["check", str(f)], capsys)
+    assert [i["code"] for i in items] == ["SHL101"]
+
+
+# ---- bad input -----------------------------------------------------------------------------------
+def test_syntax_error_is_one_finding_and_other_files_still_lint(tmp_path, capsys):
+    (tmp_path / "a.py").write_text("import jax\ndef f(:\n    pass\n")
+    (tmp_path / "b.py").write_text(PITFALL)
+    code, items, err = as_json(["check", str(tmp_path)], capsys)
+    assert code == 1
+    by_file = {}
+    for i in items:
+        by_file.setdefault(Path(i["path"]).name, []).append(i)
+    assert [i["code"] for i in by_file["a.py"]] == ["SHL000"]
+    assert (by_file["a.py"][0]["line"], by_file["a.py"][0]["column"]) == (2, 7)
+    assert "cannot parse" in by_file["a.py"][0]["message"]
+    assert {i["code"] for i in by_file["b.py"]} == {"SHL101", "SHL501"}
+
+
+def test_file_without_jax_is_skipped_before_parsing(tmp_path, capsys):
+    # Not even a syntax error is reported: the file is never parsed.
+    (tmp_path / "plain.py").write_text("def f(:\n    mesh = 1\n")
+    code, items, _ = as_json(["check", str(tmp_path / "plain.py")], capsys)
+    assert code == 0 and items == []
+
+
+def test_missing_path(tmp_path, capsys):
+    code, _, err = run(["check", str(tmp_path / "nope.py")], capsys)
+    assert code == 2 and "no such file" in err
+
+
+def test_binary_and_non_utf8_files(tmp_path, capsys):
+    (tmp_path / "bin.py").write_bytes(b"import jax\n\xff\xfe\x00\x00")
+    code, _, err = run(["check", str(tmp_path / "bin.py"), "--no-cache"], capsys)
+    assert code == 2 and "UTF-8" in err and "Traceback" not in err
+
+
+def test_null_bytes(tmp_path, capsys):
+    (tmp_path / "nul.py").write_text("import jax\nx = 1\x00\n")
+    code, items, _ = as_json(["check", str(tmp_path / "nul.py")], capsys)
+    assert code == 1 and [i["code"] for i in items] == ["SHL000"]
+
+
+# ---- positions -----------------------------------------------------------------------------------
+def test_columns_count_characters_not_bytes(tmp_path, capsys):
+    f = tmp_path / "t.py"
+    f.write_text(PITFALL.replace("params = jax.tree_map", "données = 'é😀'; p = jax.tree_map"))
+    _, items, _ = as_json(["check", str(f)], capsys)
+    i = next(i for i in items if i["code"] == "SHL501")
+    line = f.read_text().splitlines()[i["line"] - 1]
+    assert line[i["column"] - 1:i["end_column"] - 1] == "jax.tree_map"
+
+
+# ---- rule docs -----------------------------------------------------------------------------------
+def test_rule_docs(capsys):
+    code, out, _ = run(["rule", "SHL101"], capsys)
+    assert code == 0
+    for heading in ("# SHL101 legacy-mesh-context", "## What it does", "## Why is this bad?",
+                    "## Example", "## Use instead", "## Fix safety", "## Versions"):
+        assert heading in out
+    assert "# expect" not in out
+    code, out, _ = run(["rules"], capsys)
+    assert code == 0 and "SHL101" in out and "SHL501" in out
+    code, _, err = run(["rule", "SHL999"], capsys)
+    assert code == 2 and "unknown rule" in err
+
+
+def test_console_script_runs_in_a_subprocess():
+    proc = subprocess.run([sys.executable, "-m", "shardlint", "check", "--no-cache",
+                           str(SEED / "discussion_advice.py")], capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert "SHL101" in proc.stdout and proc.stderr == ""
