@@ -47,8 +47,9 @@ def main() -> int:
         print(f"probe            {run.probe.display(ROOT)} @ {args.devices} simulated devices")
         print(
             f"wall time        {wall:.1f} s (jax import {env.get('import_s', 0):.1f} s, "
-            f"probe call {t.get('call_s', 0):.1f} s, trace {t.get('trace_s', 0):.1f} s, lower {t.get('lower_s', 0):.1f} s, "
-            f"compile {t.get('compile_s', 0):.1f} s, inspect {t.get('inspect_s', 0):.1f} s, probe total {t.get('probe_s', 0):.1f} s)"
+            f"probe call {t.get('call_s', 0):.1f} s, trace {t.get('trace_s', 0):.1f} s, "
+            f"lower {t.get('lower_s', 0):.1f} s, compile {t.get('compile_s', 0):.1f} s, "
+            f"inspect {t.get('inspect_s', 0):.1f} s, probe total {t.get('probe_s', 0):.1f} s)"
         )
         print(f"worker peak RSS  {format_bytes(run.worker_max_rss)}")
         print(f"global state     {format_bytes(state)} (arguments, all devices together)")

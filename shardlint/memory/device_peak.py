@@ -19,7 +19,9 @@ _STAT_KEYS = ("bytes_in_use", "peak_bytes_in_use", "bytes_limit", "largest_alloc
 def _random_leaf(shape: tuple[int, ...], dtype: Any, sharding: Any, seed: int) -> Any:
     def make(key: Any) -> Any:
         if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
-            impl = getattr(dtype, "_impl", None)  # the key type's own implementation (threefry, rbg)
+            impl = getattr(
+                dtype, "_impl", None
+            )  # the key type's own implementation (threefry, rbg)
             key_shape = tuple(getattr(impl, "key_shape", (2,)))
             return jax.random.wrap_key_data(jnp.zeros(shape + key_shape, jnp.uint32), impl=impl)
         if jnp.issubdtype(dtype, jnp.floating):
@@ -34,8 +36,8 @@ def _random_leaf(shape: tuple[int, ...], dtype: Any, sharding: Any, seed: int) -
 
 
 def random_inputs(compiled: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    is_info = lambda x: isinstance(x, jax.stages.ArgInfo)  # noqa: E731
-    is_sharding = lambda x: isinstance(x, jax.sharding.Sharding)  # noqa: E731
+    is_info = lambda x: isinstance(x, jax.stages.ArgInfo)
+    is_sharding = lambda x: isinstance(x, jax.sharding.Sharding)
     infos, tree = jax.tree_util.tree_flatten(compiled.args_info, is_leaf=is_info)
     shardings = jax.tree_util.tree_leaves(compiled.input_shardings, is_leaf=is_sharding)
     if len(shardings) != len(infos):
@@ -62,7 +64,7 @@ def _stats(devices: list[Any]) -> list[dict[str, int] | None]:
 
 def measure_peak(compiled: Any) -> dict[str, Any]:
     """Run the step once on random inputs; per device: bytes before, after inputs, peak."""
-    is_sharding = lambda x: isinstance(x, jax.sharding.Sharding)  # noqa: E731
+    is_sharding = lambda x: isinstance(x, jax.sharding.Sharding)
     ids: set[int] = set()
     for tree in (compiled.input_shardings, compiled.output_shardings):
         for sharding in jax.tree_util.tree_leaves(tree, is_leaf=is_sharding):
@@ -95,7 +97,9 @@ def measure_peak(compiled: Any) -> dict[str, Any]:
                 "id": device.id,
                 "kind": device.device_kind,
                 "in_use_before": (b or {}).get("bytes_in_use"),
-                "inputs": ((i or {}).get("bytes_in_use", 0) - (b or {}).get("bytes_in_use", 0)) if i else None,
+                "inputs": ((i or {}).get("bytes_in_use", 0) - (b or {}).get("bytes_in_use", 0))
+                if i
+                else None,
                 "peak_before_run": (i or {}).get("peak_bytes_in_use"),
                 "peak_bytes_in_use": a.get("peak_bytes_in_use"),
                 "bytes_limit": a.get("bytes_limit"),

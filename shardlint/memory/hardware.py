@@ -62,7 +62,7 @@ def find_accelerator(name: str) -> Accelerator:
     wanted = _key(_ALIASES.get(name.strip().lower(), name))
     for acc in ACCELERATORS:
         key = _key(acc.name)
-        if wanted == key or (acc.kind == "tpu" and wanted == key[len("tpu"):]):
+        if wanted == key or (acc.kind == "tpu" and wanted == key[len("tpu") :]):
             return acc
     known = ", ".join(acc.name for acc in ACCELERATORS)
     raise KeyError(f"unknown hardware {name!r}; known: {known} (or give --capacity 24GiB)")

@@ -69,7 +69,9 @@ class MemorySettings:
         for key in table:
             if key not in KEYS:
                 close = difflib.get_close_matches(key.replace("_", "-"), KEYS, n=1)
-                hint = f"; did you mean '{close[0]}'?" if close else f"; known keys: {', '.join(KEYS)}"
+                hint = (
+                    f"; did you mean '{close[0]}'?" if close else f"; known keys: {', '.join(KEYS)}"
+                )
                 raise ConfigError(f"{TABLE}: unknown key '{key}'{hint}")
         kw: dict[str, Any] = {}
         if "probes" in table:
@@ -93,7 +95,9 @@ class MemorySettings:
         if "memory-limit" in table:
             kw["memory_limit"] = _size(table["memory-limit"], "memory-limit")
         if "replicated-threshold" in table:
-            kw["replicated_threshold"] = _size(table["replicated-threshold"], "replicated-threshold")
+            kw["replicated_threshold"] = _size(
+                table["replicated-threshold"], "replicated-threshold"
+            )
         if "python" in table:
             kw["python"] = _string(table["python"], "python")
         if "platform" in table:
@@ -115,12 +119,9 @@ def parse_devices(value: object, *, key: str = "--devices") -> tuple[int, ...]:
         raise ConfigError(f"'{key}' must be a list of device counts like [1, 2, 8]")
     counts: set[int] = set()
     for item in items:
-        try:
-            if isinstance(item, bool) or isinstance(item, float):
-                raise ValueError
-            count = int(item)  # type: ignore[call-overload]
-        except (TypeError, ValueError):
-            raise ConfigError(f"'{key}': {item!r} is not a device count") from None
+        if isinstance(item, (bool, float)) or not str(item).strip().isdigit():
+            raise ConfigError(f"'{key}': {item!r} is not a device count")
+        count = int(str(item).strip())
         if count < 1:
             raise ConfigError(f"'{key}': a device count must be at least 1, got {count}")
         counts.add(count)
@@ -131,7 +132,9 @@ def parse_devices(value: object, *, key: str = "--devices") -> tuple[int, ...]:
 
 def _probes(value: object) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
-        raise ConfigError(f"{TABLE}: 'probes' must be a list of \"path/to/file.py:function\" strings")
+        raise ConfigError(
+            f"{TABLE}: 'probes' must be a list of \"path/to/file.py:function\" strings"
+        )
     for item in value:
         path = item.rsplit(":", 1)[0] if _has_function(item) else item
         if not path.endswith(".py"):
@@ -152,9 +155,9 @@ def _string(value: object, key: str) -> str:
 
 
 def _size(value: object, key: str) -> int:
+    if not isinstance(value, (str, int)) or isinstance(value, bool):
+        raise ConfigError(f"{TABLE}: '{key}': not a size: {value!r} (write e.g. 24GiB)")
     try:
-        if not isinstance(value, (str, int)) or isinstance(value, bool):
-            raise ValueError(f"not a size: {value!r}")
         size = parse_size(value)
     except ValueError as exc:
         raise ConfigError(f"{TABLE}: '{key}': {exc}") from None

@@ -11,11 +11,14 @@ import math
 import re
 import time
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 
-_COLLECTIVE = re.compile(r"\b(all-gather|all-reduce|reduce-scatter|all-to-all|collective-permute)(?:-start)?\(")
+_COLLECTIVE = re.compile(
+    r"\b(all-gather|all-reduce|reduce-scatter|all-to-all|collective-permute)(?:-start)?\("
+)
 _MEMORY_FIELDS = {
     "argument": "argument_size_in_bytes",
     "output": "output_size_in_bytes",
@@ -38,8 +41,15 @@ class ReturnError(Exception):
 
 
 def _describe(value: object) -> str:
-    text = repr(value)
-    return f"{type(value).__name__} {text[:80]}{'...' if len(text) > 80 else ''}"
+    # Never repr a whole array or tree: it can be huge (and a device array would be copied).
+    name = type(value).__name__
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return f"{name} {value.dtype}{list(value.shape)}"
+    if isinstance(value, (tuple, list, dict)):
+        items = value.values() if isinstance(value, dict) else value
+        return f"{name} of {len(value)} ({', '.join(type(v).__name__ for v in list(items)[:4])})"
+    text = repr(value) if isinstance(value, (int, float, str, bool, type(None))) else ""
+    return f"{name} {text[:80]}".rstrip()
 
 
 def _arg_names(fn: Any, count: int) -> list[str]:
@@ -49,31 +59,70 @@ def _arg_names(fn: Any, count: int) -> list[str]:
         return [f"args[{i}]" for i in range(count)]
     names = []
     for i in range(count):
-        if i < len(params) and params[i].kind in (params[i].POSITIONAL_ONLY, params[i].POSITIONAL_OR_KEYWORD):
+        if i < len(params) and params[i].kind in (
+            params[i].POSITIONAL_ONLY,
+            params[i].POSITIONAL_OR_KEYWORD,
+        ):
             names.append(params[i].name)
         else:
             names.append(f"args[{i}]")
     return names
 
 
-def lower(value: Any, on_stage: Callable[[str], None], timings: dict[str, float]) -> tuple[Any, str, list[str]]:
+_UNKNOWN = object()  # a sharding jax did not report (trees that do not line up)
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _debug_arg_names(lowered: Any) -> list[str]:
+    """Positional argument names of a Lowered whose function we never saw (best effort).
+
+    jax keeps them per flattened input in the lowering's debug info (a private attribute, so any
+    failure just means the report says args[i]).
+    """
+    try:
+        flat = list(lowered._lowering.compile_args["all_args_info"].debug_info.arg_names)
+        paths = jax.tree_util.tree_flatten_with_path(
+            lowered.args_info, is_leaf=lambda x: isinstance(x, jax.stages.ArgInfo)
+        )[0]
+    except Exception:  # noqa: BLE001
+        return []
+    if len(flat) != len(paths):
+        return []
+    names: dict[int, str] = {}
+    for (path, _), flat_name in zip(paths, flat):
+        match = _IDENT.match(flat_name or "")
+        if len(path) > 1 and getattr(path[0], "idx", 1) == 0 and hasattr(path[1], "idx") and match:
+            names.setdefault(path[1].idx, match.group(0))
+    count = max(names, default=-1) + 1
+    return [names.get(i, f"args[{i}]") for i in range(count)]
+
+
+def lower(
+    value: Any, on_stage: Callable[[str], None], timings: dict[str, float]
+) -> tuple[Any, str, list[str]]:
     """(Lowered, kind, positional argument names) for any accepted probe return value."""
     stages = jax.stages
+    if isinstance(value, stages.Compiled):
+        return value, "compiled", []
     if isinstance(value, stages.Lowered):
-        return value, "lowered", []
+        return value, "lowered", _debug_arg_names(value)
     if isinstance(value, stages.Traced):
         on_stage("lower")
         started = time.perf_counter()
         lowered = value.lower()
         timings["lower_s"] = time.perf_counter() - started
-        return lowered, "traced", []
+        return lowered, "traced", _debug_arg_names(lowered)
     if isinstance(value, (tuple, list)) and len(value) in (2, 3) and callable(value[0]):
         fn, args = value[0], value[1]
         kwargs = value[2] if len(value) == 3 else {}
         if not isinstance(args, (tuple, list)):
-            raise ReturnError(f"the args of (fn, args) must be a tuple or list, got {_describe(args)}")
+            raise ReturnError(
+                f"the args of (fn, args) must be a tuple or list, got {_describe(args)}"
+            )
         if not isinstance(kwargs, dict):
-            raise ReturnError(f"the kwargs of (fn, args, kwargs) must be a dict, got {_describe(kwargs)}")
+            raise ReturnError(
+                f"the kwargs of (fn, args, kwargs) must be a dict, got {_describe(kwargs)}"
+            )
         kind = "fn-args"
     elif callable(value) and hasattr(value, "trace"):
         fn, args, kwargs, kind = value, (), {}, "wrapped"
@@ -81,7 +130,8 @@ def lower(value: Any, on_stage: Callable[[str], None], timings: dict[str, float]
         raise ReturnError(f"the probe returned {_describe(value)}: {_EXPECTED}")
     if not (hasattr(fn, "trace") or hasattr(fn, "lower")):
         raise ReturnError(
-            f"{getattr(fn, '__name__', _describe(fn))} is not jitted: return (jax.jit(fn, ...), args) "
+            f"{getattr(fn, '__name__', _describe(fn))} is not jitted: "
+            "return (jax.jit(fn, ...), args) "
             "so shardings and donation are the ones your code uses"
         )
     started = time.perf_counter()
@@ -105,7 +155,9 @@ def _spec(sharding: Any) -> tuple[str, str]:
         return str(sharding.spec), mesh
     if isinstance(sharding, jax.sharding.SingleDeviceSharding):
         return "single device", ""
-    return type(sharding).__name__, ""
+    if getattr(sharding, "is_fully_replicated", False):
+        return "replicated", f"{len(sharding.device_set)} devices"
+    return type(sharding).__name__, f"{len(sharding.device_set)} devices"
 
 
 def _key_text(key: Any) -> str:
@@ -128,7 +180,7 @@ def _names(path: tuple[Any, ...], role: str, names: list[str]) -> tuple[str, tup
 def _group(base: str, rest: tuple[Any, ...], role: str) -> str:
     # Outputs group by their first key (init returns {"params": ...}); both descend one more level
     # through tuples, so ((params, opt_state), loss) gives out[0][0], out[0][1], out[1].
-    group, rest = base, rest
+    group = base
     if role == "out" and rest:
         group, rest = group + _key_text(rest[0]), rest[1:]
     if rest and hasattr(rest[0], "idx"):
@@ -136,19 +188,32 @@ def _group(base: str, rest: tuple[Any, ...], role: str) -> str:
     return group
 
 
-def _leaf(path: tuple[Any, ...], shape: tuple[int, ...], dtype: Any, sharding: Any, role: str,
-          names: list[str], donated: bool) -> dict[str, Any]:
+def _shard_bytes(sharding: Any, shape: tuple[int, ...], itemsize: int, whole: int) -> int:
+    try:
+        return math.prod(sharding.shard_shape(tuple(shape))) * itemsize
+    except Exception:  # noqa: BLE001 - exotic shardings: count the whole leaf on each device
+        return whole
+
+
+def _leaf(
+    path: tuple[Any, ...],
+    shape: tuple[int, ...],
+    dtype: Any,
+    sharding: Any,
+    role: str,
+    names: list[str],
+    donated: bool,
+) -> dict[str, Any]:
     base, rest = _names(path, role, names)
     itemsize = getattr(dtype, "itemsize", None) or 0
     size = math.prod(shape)
     per_device = size * itemsize
     devices, replicated = 1, False
     spec, mesh = ("unknown", "")
-    if sharding is not None:
-        try:
-            per_device = math.prod(sharding.shard_shape(tuple(shape))) * itemsize
-        except Exception:  # noqa: BLE001 - exotic shardings: fall back to the whole leaf
-            pass
+    if sharding is None and role == "arg":
+        per_device, devices, spec = 0, 0, "unused by the step"
+    elif sharding is not None and sharding is not _UNKNOWN:
+        per_device = _shard_bytes(sharding, shape, itemsize, per_device)
         devices = len(sharding.device_set)
         replicated = devices > 1 and bool(sharding.is_fully_replicated)
         spec, mesh = _spec(sharding)
@@ -169,12 +234,15 @@ def _leaf(path: tuple[Any, ...], shape: tuple[int, ...], dtype: Any, sharding: A
 
 
 def leaves(compiled: Any, names: list[str]) -> list[dict[str, Any]]:
-    is_info = lambda x: isinstance(x, jax.stages.ArgInfo)  # noqa: E731
-    is_sharding = lambda x: isinstance(x, jax.sharding.Sharding)  # noqa: E731
+    is_info = lambda x: isinstance(x, jax.stages.ArgInfo)
+    is_sharding = lambda x: isinstance(x, jax.sharding.Sharding)
     arg_paths = jax.tree_util.tree_flatten_with_path(compiled.args_info, is_leaf=is_info)[0]
-    in_shardings = jax.tree_util.tree_leaves(compiled.input_shardings, is_leaf=is_sharding)
+    # None marks an argument the step never reads (pruned): it costs the step nothing.
+    in_shardings = jax.tree_util.tree_leaves(
+        compiled.input_shardings, is_leaf=lambda x: x is None or is_sharding(x)
+    )
     if len(in_shardings) != len(arg_paths):
-        in_shardings = [None] * len(arg_paths)
+        in_shardings = [_UNKNOWN] * len(arg_paths)
     result = [
         _leaf(path, tuple(info.shape), info.dtype, sharding, "arg", names, bool(info.donated))
         for (path, info), sharding in zip(arg_paths, in_shardings)
@@ -214,7 +282,7 @@ def collectives(compiled: Any) -> dict[str, int]:
 
 
 def _device_ids(compiled: Any) -> list[int]:
-    is_sharding = lambda x: isinstance(x, jax.sharding.Sharding)  # noqa: E731
+    is_sharding = lambda x: isinstance(x, jax.sharding.Sharding)
     ids: set[int] = set()
     for tree in (compiled.input_shardings, compiled.output_shardings):
         for sharding in jax.tree_util.tree_leaves(tree, is_leaf=is_sharding):
@@ -236,7 +304,7 @@ def analyse(
         lowered, kind, names = lower(value, on_stage, timings)
         on_stage("compile")
         started = time.perf_counter()
-        compiled = lowered.compile()
+        compiled = lowered if kind == "compiled" else lowered.compile()
         timings["compile_s"] = time.perf_counter() - started
     messages = [str(w.message) for w in caught if not issubclass(w.category, DeprecationWarning)]
     facts: dict[str, Any] = {
@@ -249,9 +317,11 @@ def analyse(
         "leaves": leaves(compiled, names),
         "donation_warnings": [m.split("\n")[0] for m in messages if "donated buffers" in m],
         "warnings": [m.split("\n")[0][:300] for m in messages if "donated buffers" not in m][:10],
-        "collectives": collectives(compiled),
         "timings": timings,
     }
+    started = time.perf_counter()
+    facts["collectives"] = collectives(compiled)
+    timings["inspect_s"] = time.perf_counter() - started
     run = measure == "always" or (measure == "auto" and jax.default_backend() != "cpu")
     if run and measure_peak is not None:
         on_stage("run")

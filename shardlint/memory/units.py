@@ -23,24 +23,26 @@ _UNITS = {
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([a-zA-Z]*)\s*$")
 
 
-def parse_size(text: str | int | float) -> int:
+def parse_size(text: str | float) -> int:
     """Bytes from `24GiB`, `24 GB` (decimal), `24G` (binary, like most tools) or a plain number.
 
     Raises ValueError with the accepted forms when the text is not a size.
     """
-    if isinstance(text, bool):
-        raise ValueError(f"not a size: {text!r}")
+    if isinstance(text, bool):  # callers turn ValueError into a message naming the option
+        raise ValueError(f"not a size: {text!r}")  # noqa: TRY004
     if isinstance(text, (int, float)):
         if text < 0:
             raise ValueError(f"a size cannot be negative: {text!r}")
         return int(text)
     match = _SIZE.match(text)
     if not match or match.group(2).lower() not in _UNITS:
-        raise ValueError(f"not a size: {text!r} (write e.g. 24GiB, 80GB, 512MiB or a number of bytes)")
+        raise ValueError(
+            f"not a size: {text!r} (write e.g. 24GiB, 80GB, 512MiB or a number of bytes)"
+        )
     return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
 
 
-def format_bytes(n: int | float | None) -> str:
+def format_bytes(n: float | None) -> str:
     """Binary units with two decimals, so 1/N ratios stay readable (`64.00 MiB` -> `32.00 MiB`)."""
     if n is None:
         return "-"

@@ -25,6 +25,7 @@ import json
 import os
 import platform
 import sys
+import threading
 import time
 import traceback
 from typing import Any
@@ -34,18 +35,22 @@ _PRINTED_LIMIT = 8000
 
 
 class EventWriter:
+    """Appends one JSON line per event; reopened each time so every line is on disk when written."""
+
     def __init__(self, path: str) -> None:
-        self._file = open(path, "a", encoding="utf-8")
+        self._path = path
 
     def write(self, **event: Any) -> None:
-        self._file.write(json.dumps(event, default=str) + "\n")
-        self._file.flush()
+        with open(self._path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(event, default=str) + "\n")
 
 
 def _load_sibling(name: str) -> Any:
     # By path and under a private name: shardlint need not be importable here, and a user
     # module called `step_facts` can never shadow ours (or ours theirs).
-    spec = importlib.util.spec_from_file_location(f"_shardlint_{name}", os.path.join(_HERE, f"{name}.py"))
+    spec = importlib.util.spec_from_file_location(
+        f"_shardlint_{name}", os.path.join(_HERE, f"{name}.py")
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -88,7 +93,9 @@ def _is_ours(filename: str) -> bool:
 
 
 def _is_library(filename: str) -> bool:
-    return "site-packages" in filename or "dist-packages" in filename or filename.startswith("<frozen")
+    return (
+        "site-packages" in filename or "dist-packages" in filename or filename.startswith("<frozen")
+    )
 
 
 def _format_frames(stack: traceback.StackSummary) -> list[str]:
@@ -122,9 +129,15 @@ def user_traceback(exc: BaseException) -> str:
     while te is not None and len(chain) < 8:
         chain.append((te, sentence))
         if te.__cause__ is not None:
-            te, sentence = te.__cause__, "The above exception was the direct cause of the following exception:"
+            te, sentence = (
+                te.__cause__,
+                "The above exception was the direct cause of the following exception:",
+            )
         elif te.__context__ is not None and not te.__suppress_context__:
-            te, sentence = te.__context__, "During handling of the above exception, another exception occurred:"
+            te, sentence = (
+                te.__context__,
+                "During handling of the above exception, another exception occurred:",
+            )
         else:
             te = None
     lines: list[str] = []
@@ -159,10 +172,17 @@ def run_probe(
             if not callable(fn):
                 raise facts.ReturnError(f"{probe['function']} is not a function in {probe['path']}")
             on_stage("call")
+            called = time.perf_counter()
             value = fn()
+            call_s = time.perf_counter() - called
             result = facts.analyse(
-                value, on_stage=on_stage, measure=request.get("measure", "auto"), measure_peak=peak.measure_peak
+                value,
+                on_stage=on_stage,
+                measure=request.get("measure", "auto"),
+                measure_peak=peak.measure_peak,
             )
+        # call_s includes tracing and lowering when the probe returns a Lowered itself.
+        result["timings"]["call_s"] = round(call_s, 3)
         result["timings"]["probe_s"] = round(time.perf_counter() - started, 3)
         return {"ok": True, "facts": result, "printed": printed.getvalue()[-_PRINTED_LIMIT:]}
     except facts.ReturnError as exc:
@@ -179,7 +199,20 @@ def run_probe(
     return {"ok": False, "error": error, "printed": printed.getvalue()[-_PRINTED_LIMIT:]}
 
 
+def _exit_with_parent() -> None:
+    """Exit when shardlint goes away (an editor crash, a killed terminal): never run orphaned."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(4)
+
+    threading.Thread(target=watch, name="shardlint-parent-watch", daemon=True).start()
+
+
 def main(argv: list[str]) -> int:
+    _exit_with_parent()
     if sys.path and os.path.abspath(sys.path[0] or ".") == _HERE:
         sys.path.pop(0)  # started by path: our folder must not shadow the user's modules
     if len(argv) != 2:
@@ -196,7 +229,9 @@ def main(argv: list[str]) -> int:
     try:
         import jax
     except BaseException as exc:  # noqa: BLE001 - a broken jax install is reported, not raised
-        events.write(event="fatal", kind="jax-missing", message=f"{type(exc).__name__}: {exc}", **base)
+        events.write(
+            event="fatal", kind="jax-missing", message=f"{type(exc).__name__}: {exc}", **base
+        )
         return 3
     try:
         devices = jax.devices()
@@ -219,7 +254,8 @@ def main(argv: list[str]) -> int:
         events.write(
             event="fatal",
             kind="device-count",
-            message=f"asked for {wanted} devices, the {jax.default_backend()} backend has {len(devices)}",
+            message=f"asked for {wanted} devices, "
+            f"the {jax.default_backend()} backend has {len(devices)}",
             **base,
         )
         return 3

@@ -1,0 +1,338 @@
+"""Run probes in worker subprocesses: device count, time limit, memory limit, cancellation.
+
+One worker process per device count (the count is fixed before JAX starts), running that count's
+probes one after another to pay the jax import once. A probe that hangs or exhausts memory gets
+its worker killed (the whole process group) and the remaining probes continue in a fresh worker.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shardlint.memory.probes import Probe
+from shardlint.memory.process import HAS_PROC, describe_exit, kill, rss, worker_env
+from shardlint.memory.units import format_bytes
+
+WORKER = Path(__file__).with_name("worker.py")
+_POLL_S = 0.05
+_LOG_TAIL = 4000
+_START_TIMEOUT = 120.0  # importing jax can be slow on a cold disk; a probe's own limit starts after
+
+# on_progress(probe or None while starting, device count, stage)
+Progress = Callable[[Probe | None, int, str], None]
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    python: str = sys.executable
+    platform: str = "cpu"  # "cpu": simulate N host devices; "native": the real accelerators
+    timeout: float = 300.0  # seconds per probe (and for the worker to import jax)
+    memory_limit: int | None = None  # bytes of worker RSS
+    measure: str = "auto"  # "auto": run the step on non-CPU backends; "never"; "always"
+    cwd: Path = field(default_factory=Path.cwd)
+
+
+@dataclass
+class ProbeError:
+    kind: str  # raised, bad-return, bad-probe, timeout, memory-limit, crashed, jax-missing,
+    #            interpreter, backend, device-count, protocol, cancelled
+    message: str
+    stage: str | None = None
+    traceback: str | None = None
+    log: str | None = None  # tail of the worker's own output, for crashes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+@dataclass
+class ProbeRun:
+    """One probe at one device count: the worker's figures, or why there are none."""
+
+    probe: Probe
+    devices: int
+    facts: dict[str, Any] | None = None
+    error: ProbeError | None = None
+    printed: str = ""
+    wall_s: float = 0.0
+    environment: dict[str, Any] = field(default_factory=dict)
+    worker_max_rss: int | None = None
+
+
+class Cancelled(Exception):
+    pass
+
+
+class _Session:
+    """One worker process over a list of probes; stops early on a kill or a requested restart."""
+
+    def __init__(
+        self, probes: list[Probe], devices: int, options: WorkerOptions, folder: Path
+    ) -> None:
+        self.probes, self.devices, self.options = probes, devices, options
+        self.events_path = folder / "events.jsonl"
+        self.log_path = folder / "worker.log"
+        request = folder / "request.json"
+        request.write_text(
+            json.dumps(
+                {
+                    "device_count": devices,
+                    "measure": options.measure,
+                    "probes": [
+                        {"key": p.key, "path": str(p.path), "function": p.function} for p in probes
+                    ],
+                }
+            ),
+            encoding="utf-8",
+        )
+        self.events_path.write_text("", encoding="utf-8")
+        self.results: dict[str, ProbeRun] = {}
+        self.environment: dict[str, Any] = {}
+        self.fatal: dict[str, Any] | None = None
+        self.end: dict[str, Any] | None = None
+        self.current: Probe | None = None
+        self.current_started = 0.0
+        self.current_stage = "start"
+        self.peak_rss = 0
+        self._offset = 0
+        with self.log_path.open("wb") as log:
+            self.proc = subprocess.Popen(
+                [options.python, str(WORKER), str(request), str(self.events_path)],
+                cwd=options.cwd,
+                env=worker_env(devices, options.platform),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def log_tail(self) -> str:
+        try:
+            return self.log_path.read_text(encoding="utf-8", errors="replace")[-_LOG_TAIL:].strip()
+        except OSError:
+            return ""
+
+    def _read_events(self, progress: Progress | None) -> None:
+        with self.events_path.open("rb") as handle:
+            handle.seek(self._offset)
+            data = handle.read()
+        complete = data[: data.rfind(b"\n") + 1]  # a line still being written is read next time
+        self._offset += len(complete)
+        by_key = {p.key: p for p in self.probes}
+        for line in complete.splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            kind = event.get("event")
+            probe = by_key.get(event.get("probe", ""))
+            if kind == "hello":
+                self.environment = {k: v for k, v in event.items() if k != "event"}
+            elif kind == "fatal":
+                self.fatal = event
+            elif kind == "end":
+                self.end = event
+            elif kind == "begin" and probe:
+                self.current, self.current_started, self.current_stage = (
+                    probe,
+                    time.monotonic(),
+                    "import",
+                )
+            elif kind == "stage" and probe:
+                self.current_stage = event.get("stage", "")
+                if progress:
+                    progress(probe, self.devices, self.current_stage)
+            elif kind == "result" and probe:
+                run = ProbeRun(
+                    probe,
+                    self.devices,
+                    printed=event.get("printed", ""),
+                    environment=self.environment,
+                )
+                run.wall_s = round(time.monotonic() - self.current_started, 3)
+                if event.get("ok"):
+                    run.facts = event.get("facts")
+                else:
+                    err = event.get("error", {})
+                    run.error = ProbeError(
+                        kind=err.get("kind", "raised"),
+                        message=err.get("message", "the probe failed"),
+                        stage=err.get("stage"),
+                        traceback=err.get("traceback"),
+                    )
+                self.results[probe.key] = run
+                self.current = None
+                if progress:
+                    progress(probe, self.devices, "done" if run.facts else "failed")
+
+    def wait(self, progress: Progress | None, cancel: threading.Event | None) -> ProbeError | None:
+        """Run to the end; the error is for the probe in flight when the worker was stopped."""
+        started = time.monotonic()
+        limit = self.options.memory_limit
+        if progress:
+            progress(None, self.devices, "starting")
+        while True:
+            self._read_events(progress)
+            if self.proc.poll() is not None:
+                self._read_events(progress)
+                return None
+            now = time.monotonic()
+            if cancel is not None and cancel.is_set():
+                kill(self.proc)
+                return ProbeError("cancelled", "cancelled")
+            if self.current is not None and now - self.current_started > self.options.timeout:
+                kill(self.proc)
+                return ProbeError(
+                    "timeout",
+                    f"the probe did not finish within {self.options.timeout:g} s "
+                    f"(stage: {self.current_stage}); raise --timeout if the step is just big",
+                    stage=self.current_stage,
+                )
+            start_limit = max(self.options.timeout, _START_TIMEOUT)
+            if self.current is None and not self.environment and now - started > start_limit:
+                kill(self.proc)
+                return ProbeError(
+                    "timeout",
+                    f"the worker did not import jax within {start_limit:g} s",
+                    log=self.log_tail() or None,
+                )
+            used = rss(self.proc.pid) if limit or HAS_PROC else None
+            self.peak_rss = max(self.peak_rss, used or 0)
+            if limit and used is not None and used > limit:
+                kill(self.proc)
+                return ProbeError(
+                    "memory-limit",
+                    f"the worker used {format_bytes(used)} of host memory, over the limit of "
+                    f"{format_bytes(limit)} (stage: {self.current_stage}); raise --memory-limit, "
+                    "or build inputs with jax.ShapeDtypeStruct / jax.eval_shape so nothing is "
+                    "allocated",
+                    stage=self.current_stage,
+                )
+            time.sleep(_POLL_S)
+
+
+def _fatal_error(fatal: dict[str, Any], python: str) -> ProbeError:
+    kind = fatal.get("kind", "backend")
+    if kind == "jax-missing":
+        shown = fatal.get("python") or python
+        version = fatal.get("python_version", "?")
+        return ProbeError(
+            "jax-missing",
+            f"jax cannot be imported by {shown} (Python {version}): {fatal.get('message')}\n"
+            f"install the memory extra in that interpreter: "
+            f"{shown} -m pip install 'shardlint[memory]' "
+            "(or point --python / [tool.shardlint.memory] python at the interpreter that has jax)",
+        )
+    return ProbeError(kind, str(fatal.get("message", "the worker could not start")))
+
+
+def run_probes(
+    probes: Sequence[Probe],
+    devices: int,
+    options: WorkerOptions,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+) -> list[ProbeRun]:
+    """Every probe at one device count; never raises for a probe's failure (see ProbeRun.error)."""
+    runs: dict[str, ProbeRun] = {}
+    from_worker: set[str] = set()
+    remaining = []
+    for probe in probes:
+        if probe.takes_arguments:
+            runs[probe.key] = ProbeRun(
+                probe,
+                devices,
+                error=ProbeError(
+                    "bad-probe", f"{probe.function} takes arguments; a probe is called with none"
+                ),
+            )
+        else:
+            remaining.append(probe)
+    while remaining:
+        with tempfile.TemporaryDirectory(prefix="shardlint-memory-") as folder:
+            try:
+                session = _Session(remaining, devices, options, Path(folder))
+            except OSError as exc:
+                error = ProbeError(
+                    "interpreter", f"cannot run the interpreter {options.python}: {exc}"
+                )
+                runs.update({p.key: ProbeRun(p, devices, error=error) for p in remaining})
+                break
+            stopped = session.wait(progress, cancel)
+            code = session.proc.returncode
+            runs.update(session.results)
+            from_worker.update(session.results)
+            max_rss = (session.end or {}).get("max_rss") or session.peak_rss or None
+            for run in session.results.values():
+                run.worker_max_rss = max_rss
+            left = [p for p in remaining if p.key not in session.results]
+            if stopped is not None and stopped.kind == "cancelled":
+                raise Cancelled()
+            if session.fatal is not None:
+                error = _fatal_error(session.fatal, options.python)
+                runs.update(
+                    {
+                        p.key: ProbeRun(p, devices, error=error, environment=session.environment)
+                        for p in left
+                    }
+                )
+                break
+            if not session.environment or (stopped is None and session.current is None and left):
+                # Nothing ran (a broken interpreter, a worker that never started) or the worker
+                # stopped between probes: a worker problem, so no point in retrying each probe.
+                if stopped is not None:
+                    error = stopped
+                elif not session.environment:
+                    error = ProbeError(
+                        "interpreter",
+                        f"{describe_exit(code)} before importing jax with {options.python}",
+                        log=session.log_tail() or None,
+                    )
+                else:
+                    error = ProbeError(
+                        "protocol",
+                        f"{describe_exit(code)} between probes",
+                        log=session.log_tail() or None,
+                    )
+                if session.end is not None and session.end.get("reason") == "fresh-process":
+                    remaining = left
+                    continue
+                runs.update(
+                    {
+                        p.key: ProbeRun(p, devices, error=error, environment=session.environment)
+                        for p in left
+                    }
+                )
+                break
+            in_flight = session.current
+            if in_flight is not None:
+                error = stopped or ProbeError(
+                    "crashed",
+                    f"{describe_exit(code)} while the probe was at stage '{session.current_stage}'",
+                    stage=session.current_stage,
+                    log=session.log_tail() or None,
+                )
+                elapsed = time.monotonic() - session.current_started
+                runs[in_flight.key] = ProbeRun(
+                    in_flight,
+                    devices,
+                    error=error,
+                    environment=session.environment,
+                    wall_s=round(elapsed, 3),
+                )
+                left = [p for p in left if p.key != in_flight.key]
+            remaining = left
+    if progress:  # the worker reported its own results; these failures were decided here
+        for key, run in runs.items():
+            if key not in from_worker:
+                progress(run.probe, devices, "failed")
+    return [runs[p.key] for p in probes if p.key in runs]

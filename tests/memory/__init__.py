@@ -1,0 +1,1 @@
+"""Tests of the memory check (a package, so its conftest never shadows tests/conftest.py)."""
