@@ -43,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--output-file", "-o", type=Path, help="write the report to this file")
     check.add_argument("--jax-version", help="assume this jax version")
     check.add_argument("--flax-version", help="assume this flax version")
+    check.add_argument("--memory", action="store_true",
+                       help="also run the memory probes and add measured findings (SHL9xx)")
 
     rule = sub.add_parser("rule", help="show a rule's documentation")
     rule.add_argument("code", nargs="?", help="e.g. SHL401")
@@ -123,7 +125,7 @@ def _check(args: argparse.Namespace) -> int:
     known = {r.code for r in all_rules()}
     for code in (args.select or []) + (args.ignore or []) + (args.extend_select or []):
         c = code.upper()
-        if c != "ALL" and not any(k.startswith(c) for k in known | {"SHL000"}):
+        if c != "ALL" and not any(k.startswith(c) for k in known | {"SHL000", "SHL900"}):
             raise UsageError(f"no rule matches {code!r}; see `shardlint rules`")
     if args.jax_version or args.flax_version:
         from dataclasses import replace
@@ -146,6 +148,12 @@ def _check(args: argparse.Namespace) -> int:
                     sources[f.path] = SourceText(f.path, Path(f.path).read_text(encoding="utf-8"))
                 except (OSError, UnicodeDecodeError):
                     pass
+    if args.memory:
+        specs = None if stdin or not paths else [str(p.resolve()) for p in paths]
+        findings = sorted(findings + _memory_findings(cfg, specs), key=lambda f: f.sort_key())
+        for f in findings:
+            if f.path not in sources and Path(f.path).is_file():
+                sources[f.path] = SourceText(f.path, Path(f.path).read_text(encoding="utf-8"))
     for err in engine.errors:
         print(f"shardlint: error: {formats.display_path(err.path)}: {err.message}", file=sys.stderr)
 
@@ -183,6 +191,26 @@ def _check(args: argparse.Namespace) -> int:
     if findings and not args.exit_zero:
         return 1
     return 0
+
+
+def _memory_findings(cfg, specs: list[str] | None) -> list:
+    """Measured findings from the memory probes, as engine findings (SHL900-SHL905)."""
+    from shardlint.memory.findings import measured_findings
+    from shardlint.rules.base import Finding
+    from shardlint.source import Span
+
+    out = []
+    if specs is None and cfg.memory.get("probes"):
+        specs = None  # the configured probes
+    for item in measured_findings(specs, root=cfg.root,
+                                  progress=lambda line: print(line, file=sys.stderr)):
+        if not cfg.is_selected(item["code"], True, item["path"]):
+            continue
+        path = str(cfg.root / item["path"])
+        line, col = item["line"], item["column"]
+        out.append(Finding(item["code"], item["name"], cfg.severity_of(item["code"], item["severity"]),
+                           item["message"], path, Span(line, col, item.get("end_line") or line, col)))
+    return out
 
 
 def _in_github_actions() -> bool:

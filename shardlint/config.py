@@ -174,6 +174,9 @@ def from_table(table: dict, root: Path, path: Path | None = None) -> Config:
     if "memory" in table:
         if not isinstance(table["memory"], dict):
             raise ConfigError("`memory` must be a table ([tool.shardlint.memory])")
+        from shardlint.memory.settings import MemorySettings
+
+        MemorySettings.from_table(table["memory"])  # raises ConfigError naming the bad key
         kw["memory"] = dict(table["memory"])
     return Config(**kw)
 

@@ -290,3 +290,16 @@ def test_console_script_runs_in_a_subprocess():
                            str(SEED / "discussion_advice.py")], capture_output=True, text=True)
     assert proc.returncode == 1
     assert "SHL101" in proc.stdout and proc.stderr == ""
+
+
+@pytest.mark.memory
+@pytest.mark.slow
+def test_check_memory_adds_measured_findings(capsys):
+    pytest.importorskip("jax")
+    probes = SEED / "probes.py"
+    code, out, _ = run(["check", "--memory", str(probes), "--format", "json", "--no-cache"],
+                       capsys)
+    items = json.loads(out)
+    assert code == 1
+    assert {"SHL902", "SHL905"} <= {i["code"] for i in items}
+    assert all(Path(i["path"]).name == "probes.py" for i in items)

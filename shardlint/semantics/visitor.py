@@ -77,17 +77,33 @@ class FactsBuilder:
             self.visit(s)
 
     def visit(self, node: ast.AST) -> None:
-        method = _DISPATCH.get(type(node))
+        method = _DISPATCH.get(type(node), _generic)
         if method is not None:
             method(self, node)
-        else:
-            self.generic(node)
 
     def generic(self, node: ast.AST) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.stmt):
-                self.stmt = child
-            self.visit(child)
+        # Hand-rolled ast.iter_child_nodes over the fields that can hold code (no ctx/op nodes):
+        # this loop runs for every node of every file, so it is kept tight.
+        fields = _CHILD_FIELDS.get(type(node))
+        if fields is None:
+            fields = _child_fields(type(node))
+        dispatch = _DISPATCH
+        for name in fields:
+            value = getattr(node, name, None)
+            if value is None:
+                continue
+            if type(value) is list:
+                for child in value:
+                    if isinstance(child, ast.AST):
+                        if isinstance(child, ast.stmt):
+                            self.stmt = child
+                        method = dispatch.get(type(child), _generic)
+                        if method is not None:
+                            method(self, child)
+            elif isinstance(value, ast.AST):
+                method = dispatch.get(type(value), _generic)
+                if method is not None:
+                    method(self, value)
 
     # ---- resolution helpers --------------------------------------------------------------------
     def resolve(self, node: ast.expr) -> tuple[str | None, api.Api | None]:
@@ -515,6 +531,26 @@ _DISPATCH = {
     ast.Attribute: FactsBuilder.v_attribute,
     ast.Lambda: FactsBuilder.v_lambda,
 }
+
+
+def _generic(self: FactsBuilder, node: ast.AST) -> None:
+    self.generic(node)
+
+
+_NO_CODE_FIELDS = {"ctx", "op", "ops", "type_comment", "type_ignores"}
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _child_fields(cls: type) -> tuple[str, ...]:
+    fields = tuple(f for f in cls._fields if f not in _NO_CODE_FIELDS)
+    _CHILD_FIELDS[cls] = fields
+    return fields
+
+
+# Leaves and context markers: nothing to record, nothing below them.
+for _leaf in (ast.Constant, ast.Load, ast.Store, ast.Del, ast.Pass, ast.Break, ast.Continue,
+              ast.Global, ast.Nonlocal, ast.alias):
+    _DISPATCH[_leaf] = None  # type: ignore[assignment]
 
 
 def build_facts(path: str, module: str, tree: ast.Module, is_package: bool = False,
