@@ -13,7 +13,7 @@ from pathlib import Path
 from shardlint import __version__
 from shardlint.errors import ShardlintError, UsageError
 
-FORMATS = ("concise", "full", "json", "sarif", "github")
+FORMATS = ("concise", "full", "json", "sarif", "github", "junit", "gitlab")
 
 
 def _codes(value: str) -> list[str]:
@@ -45,6 +45,16 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--flax-version", help="assume this flax version")
     check.add_argument("--memory", action="store_true",
                        help="also run the memory probes and add measured findings (SHL9xx)")
+    check.add_argument("--fix", action="store_true", help="apply safe fixes")
+    check.add_argument("--unsafe-fixes", action="store_true",
+                       help="with --fix or --diff, also apply unsafe fixes")
+    check.add_argument("--diff", action="store_true",
+                       help="print the fixes as a diff and change nothing (exit 1 if any)")
+    check.add_argument("--baseline", type=Path, help="report only findings not in this baseline")
+    check.add_argument("--write-baseline", type=Path, metavar="FILE",
+                       help="record today's findings in FILE and exit 0")
+    check.add_argument("--jobs", "-j", type=int, default=None,
+                       help="worker processes (default: the number of cores)")
 
     rule = sub.add_parser("rule", help="show a rule's documentation")
     rule.add_argument("code", nargs="?", help="e.g. SHL401")
@@ -74,7 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(exc.code or 0)
     try:
         if args.command == "check":
-            return _check(args)
+            from shardlint.check import run_check
+
+            return run_check(args)
         if args.command == "rule":
             return _rule(args)
         if args.command == "rules":
@@ -97,126 +109,6 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
-
-
-def _check(args: argparse.Namespace) -> int:
-    from shardlint import config as config_mod
-    from shardlint.engine import Engine
-    from shardlint.report import formats
-    from shardlint.report.sarif import to_sarif
-    from shardlint.source import SourceText
-
-    paths: list[Path] = args.paths
-    stdin = len(paths) == 1 and str(paths[0]) == "-"
-    if not stdin:
-        for p in paths:
-            if not p.exists():
-                raise UsageError(f"{p}: no such file or folder")
-    start = args.config.parent if args.config else (
-        Path(args.stdin_filename).parent if stdin and args.stdin_filename else
-        (paths[0] if paths else Path.cwd()))
-    if args.config and not args.config.is_file():
-        raise UsageError(f"{args.config}: no such file")
-    cfg = config_mod.load(args.config if args.config else start)
-    cfg = cfg.with_overrides(select=args.select, ignore=args.ignore,
-                             extend_select=args.extend_select)
-    from shardlint.rules.base import all_rules, get_rule
-
-    known = {r.code for r in all_rules()}
-    for code in (args.select or []) + (args.ignore or []) + (args.extend_select or []):
-        c = code.upper()
-        if c != "ALL" and not any(k.startswith(c) for k in known | {"SHL000", "SHL900"}):
-            raise UsageError(f"no rule matches {code!r}; see `shardlint rules`")
-    if args.jax_version or args.flax_version:
-        from dataclasses import replace
-
-        cfg = replace(cfg, jax_version=args.jax_version or cfg.jax_version,
-                      flax_version=args.flax_version or cfg.flax_version)
-    engine = Engine(cfg, use_cache=not args.no_cache)
-    sources: dict[str, SourceText] = {}
-    if stdin:
-        text = sys.stdin.read()
-        name = args.stdin_filename or "<stdin>"
-        findings = engine.lint_text(Path(name), text)
-        sources[str(Path(name))] = SourceText(str(Path(name)), text)
-    else:
-        targets = paths or [cfg.root]
-        findings = engine.lint_paths(targets)
-        for f in findings:
-            if f.path not in sources:
-                try:
-                    sources[f.path] = SourceText(f.path, Path(f.path).read_text(encoding="utf-8"))
-                except (OSError, UnicodeDecodeError):
-                    pass
-    if args.memory:
-        specs = None if stdin or not paths else [str(p.resolve()) for p in paths]
-        findings = sorted(findings + _memory_findings(cfg, specs), key=lambda f: f.sort_key())
-        for f in findings:
-            if f.path not in sources and Path(f.path).is_file():
-                sources[f.path] = SourceText(f.path, Path(f.path).read_text(encoding="utf-8"))
-    for err in engine.errors:
-        print(f"shardlint: error: {formats.display_path(err.path)}: {err.message}", file=sys.stderr)
-
-    fmt = args.format or ("github" if _in_github_actions() else "concise")
-    located = formats.locate(findings, sources)
-    out_stream = sys.stdout
-    color = out_stream.isatty() and args.output_file is None
-    if fmt == "json":
-        text_out = formats.to_json(located, sources)
-    elif fmt == "sarif":
-        text_out = to_sarif(located, sources, all_rules(), cfg.root)
-    elif fmt == "github":
-        text_out = formats.github(located)
-    elif fmt == "full":
-        text_out = formats.full(located, sources, color)
-    else:
-        text_out = formats.concise(located, color)
-    if args.statistics and fmt in ("concise", "full"):
-        text_out = formats.statistics(findings)
-    elif fmt in ("concise", "full") and findings:
-        fixable = sum(1 for f in findings if f.fix is not None)
-        n = len(findings)
-        text_out += f"\nFound {n} finding{'s' if n != 1 else ''}"
-        text_out += f" ({fixable} with a fix)." if fixable else "."
-    if args.output_file is not None:
-        try:
-            args.output_file.write_text(text_out + "\n", encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot write {args.output_file}: {exc.strerror}") from None
-    elif text_out:
-        print(text_out)
-    del get_rule
-    if engine.errors:
-        return 2
-    if findings and not args.exit_zero:
-        return 1
-    return 0
-
-
-def _memory_findings(cfg, specs: list[str] | None) -> list:
-    """Measured findings from the memory probes, as engine findings (SHL900-SHL905)."""
-    from shardlint.memory.findings import measured_findings
-    from shardlint.rules.base import Finding
-    from shardlint.source import Span
-
-    out = []
-    if specs is None and cfg.memory.get("probes"):
-        specs = None  # the configured probes
-    for item in measured_findings(specs, root=cfg.root,
-                                  progress=lambda line: print(line, file=sys.stderr)):
-        if not cfg.is_selected(item["code"], True, item["path"]):
-            continue
-        path = str(cfg.root / item["path"])
-        line, col = item["line"], item["column"]
-        out.append(Finding(item["code"], item["name"], cfg.severity_of(item["code"], item["severity"]),
-                           item["message"], path, Span(line, col, item.get("end_line") or line, col)))
-    return out
-
-
-def _in_github_actions() -> bool:
-    import os
-
-    return os.environ.get("GITHUB_ACTIONS") == "true"
 
 
 def _rule_json(cls) -> dict:

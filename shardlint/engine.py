@@ -40,6 +40,45 @@ def mentions_jax(text: str) -> bool:
     return _PREFILTER.search(text) is not None
 
 
+_MIN_FILES_PER_JOB = 8
+_WORKER: Engine | None = None
+
+
+def _quiet_read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _init_worker(engine: Engine) -> None:
+    global _WORKER
+    _WORKER = engine
+    gc.disable()  # see _gc_paused
+
+
+def _summarise_worker(item: tuple[str, str, str]) -> tuple[str, str, dict | None]:
+    path, rel, digest = item
+    assert _WORKER is not None
+    text = _quiet_read(Path(path))
+    summary = _WORKER.summary_for(Path(path), text) if text is not None else None
+    return rel, digest, summary.to_json() if summary is not None else None
+
+
+def _lint_worker(paths: list[str]) -> tuple[list[Finding], list[InternalError]]:
+    engine = _WORKER
+    assert engine is not None
+    engine.errors = []
+    found: list[Finding] = []
+    for p in paths:
+        text = engine._read_text(Path(p))
+        if text is None or not mentions_jax(text):
+            continue
+        # The index already holds this file's summary: do not invalidate it per file.
+        found.extend(engine._run_rules(*engine._prepare(Path(p), text, add_to_index=False)))
+    return found, engine.errors
+
+
 @contextlib.contextmanager
 def _gc_paused():
     """Pause the cyclic garbage collector during a batch.
@@ -219,7 +258,7 @@ class Engine:
         prepared = self._prepare(path, text)
         return self._run_rules(*prepared)
 
-    def _prepare(self, path: Path, text: str):
+    def _prepare(self, path: Path, text: str, add_to_index: bool = True):
         """Parse and build facts; the file's summary goes into the index (unsaved text counts)."""
         spath = str(path)
         source = SourceText(spath, text)
@@ -234,6 +273,8 @@ class Engine:
                 "SHL000", "syntax-error", "error", f"cannot parse: {exc}", spath, Span(1, 0, 1, 0))
         module, is_package = self.module_name(path)
         facts = build_facts(spath, module, tree, is_package, self.wrappers)
+        if not add_to_index:
+            return spath, text, source, facts, None
         summary = summarise(facts)
         self.index.add(summary)
         key = self._rel(path)
@@ -256,7 +297,10 @@ class Engine:
             except Exception:  # a broken rule must not take the other rules down
                 self.errors.append(InternalError(
                     spath, f"rule {cls.code} failed: {traceback.format_exc(limit=-3)}"))
-        return self._filter(findings, text, spath)
+        kept = self._filter(findings, text, spath)
+        for f in kept:
+            f.symbol = facts.symbol_at(f.span.line)
+        return kept
 
     def _syntax_error(self, path: str, source: SourceText, exc: SyntaxError) -> Finding:
         line = exc.lineno or 1
@@ -285,33 +329,85 @@ class Engine:
         out.sort(key=Finding.sort_key)
         return out
 
-    def lint_paths(self, paths: list[Path]) -> list[Finding]:
-        """Lint files: their summaries join the index first, so it is computed once for all."""
-        with _gc_paused():
-            return self._lint_paths(paths)
+    def lint_paths(self, paths: list[Path], jobs: int = 1) -> list[Finding]:
+        """Lint files: their summaries join the index first, so it is computed once for all.
 
-    def _lint_paths(self, paths: list[Path]) -> list[Finding]:
+        With ``jobs > 1`` and enough files, parsing and rules run in a process pool; the index
+        is still computed once, in this process, and handed to the workers.
+        """
+        targets = self.expand(paths)
+        with _gc_paused():
+            if jobs > 1 and len(targets) >= _MIN_FILES_PER_JOB * 2:
+                findings = self._lint_parallel(targets, jobs)
+            else:
+                findings = self._lint_serial(targets)
+        findings.sort(key=Finding.sort_key)
+        return findings
+
+    def _read_text(self, path: Path) -> str | None:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            self.errors.append(InternalError(str(path), f"cannot read: {exc.strerror}"))
+            return None
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self.errors.append(InternalError(str(path), f"not UTF-8 text: {exc.reason}"))
+            return None
+
+    def _lint_serial(self, targets: list[Path]) -> list[Finding]:
         self._load_cache()
         prepared = []
-        for path in self.expand(paths):
-            try:
-                data = path.read_bytes()
-            except OSError as exc:
-                self.errors.append(InternalError(str(path), f"cannot read: {exc.strerror}"))
-                continue
-            try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                self.errors.append(InternalError(str(path), f"not UTF-8 text: {exc.reason}"))
-                continue
-            if mentions_jax(text):
+        for path in targets:
+            text = self._read_text(path)
+            if text is not None and mentions_jax(text):
                 prepared.append(self._prepare(path, text))
         self.build_index(skip={Path(p[0]).resolve() for p in prepared})
         findings: list[Finding] = []
         for item in prepared:
             findings.extend(self._run_rules(*item))
         self._save_cache()
-        findings.sort(key=Finding.sort_key)
+        return findings
+
+    def _lint_parallel(self, targets: list[Path], jobs: int) -> list[Finding]:
+        import multiprocessing
+
+        from concurrent.futures import ProcessPoolExecutor
+
+        self._load_cache()
+        context = multiprocessing.get_context(
+            "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+        # 1. Summaries of every project file and target the cache does not hold, in parallel.
+        wanted = {p.resolve(): p for p in [*self.project_files(), *targets]}
+        missing: list[tuple[str, str, str]] = []
+        for path in wanted.values():
+            text = self._read_text(path) if path in targets else _quiet_read(path)
+            if text is None or not mentions_jax(text):
+                continue
+            digest = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+            cached = self._cache.get(self._rel(path))
+            if cached is None or cached[0] != digest:
+                missing.append((str(path), self._rel(path), digest))
+        with ProcessPoolExecutor(jobs, mp_context=context, initializer=_init_worker,
+                                 initargs=(self,)) as pool:
+            chunk = max(1, len(missing) // (jobs * 4))
+            for rel, digest, summary in pool.map(_summarise_worker, missing, chunksize=chunk):
+                self._cache[rel] = [digest, summary]
+                self._cache_dirty = True
+        self.build_index()
+        self.index._ensure()
+        self._save_cache()
+        # 2. Rules, in parallel, against the finished index.
+        findings: list[Finding] = []
+        names = [str(p) for p in targets]
+        size = max(_MIN_FILES_PER_JOB, len(names) // (jobs * 4) + 1)
+        chunks = [names[i:i + size] for i in range(0, len(names), size)]
+        with ProcessPoolExecutor(jobs, mp_context=context, initializer=_init_worker,
+                                 initargs=(self,)) as pool:
+            for found, errors in pool.map(_lint_worker, chunks):
+                findings.extend(found)
+                self.errors.extend(errors)
         return findings
 
     def expand(self, paths: list[Path]) -> list[Path]:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
 from shardlint import __version__
+from shardlint.fingerprint import fingerprints
 from shardlint.report.formats import Located, relative_uri
 from shardlint.rules.base import Rule
 from shardlint.source import SourceText
@@ -20,26 +20,15 @@ def rule_url(cls: type[Rule]) -> str:
     return DOCS_URL.format(anchor=f"{cls.code.lower()}-{cls.name}")
 
 
-def fingerprint(code: str, uri: str, source_line: str) -> str:
-    """Stable across runs and across edits that move the finding: no line numbers in it."""
-    normal = " ".join(source_line.split())
-    return hashlib.sha256(f"{code}\0{uri}\0{normal}".encode()).hexdigest()[:32]
-
-
 def to_sarif(located: list[Located], sources: dict[str, SourceText], rules: list[type[Rule]],
              root: Path) -> str:
     rule_index = {r.code: i for i, r in enumerate(rules)}
     results = []
-    seen: dict[str, int] = {}
-    for loc in located:
+    prints = fingerprints([loc.finding for loc in located], sources, root)
+    for loc, fp in zip(located, prints):
         f = loc.finding
         uri = relative_uri(f.path, root)
         src = sources.get(f.path)
-        line_text = src.line_text(loc.line) if src else ""
-        fp = fingerprint(f.code, uri, line_text)
-        # Identical lines in one file get an occurrence count so fingerprints stay unique.
-        n = seen.get(fp, 0)
-        seen[fp] = n + 1
         result: dict = {
             "ruleId": f.code,
             "level": _LEVEL[f.severity],
@@ -49,7 +38,7 @@ def to_sarif(located: list[Located], sources: dict[str, SourceText], rules: list
                 "region": {"startLine": loc.line, "startColumn": loc.column,
                            "endLine": loc.end_line, "endColumn": loc.end_column},
             }}],
-            "partialFingerprints": {"shardlint/v1": f"{fp}:{n}"},
+            "partialFingerprints": {"shardlint/v1": fp},
         }
         if f.code in rule_index:
             result["ruleIndex"] = rule_index[f.code]

@@ -52,6 +52,7 @@ class Finding:
     fix: Fix | None = None
     related: tuple[Related, ...] = ()
     tags: tuple[str, ...] = ()  # "deprecated", "unnecessary"
+    symbol: str = ""  # the enclosing function or class ("Trainer.step"); "" at module level
 
     @property
     def line(self) -> int:

@@ -241,5 +241,17 @@ class FileFacts:
                     return m
         return None
 
+    def symbol_at(self, line: int) -> str:
+        """Qualified name of the innermost function or class whose body holds ``line``."""
+        best, best_start = "", -1
+        for qual, scope in self.scopes.items():
+            node = scope.node
+            start = getattr(node, "lineno", None)
+            end = getattr(node, "end_lineno", None)
+            if qual and start is not None and end is not None and start <= line <= end \
+                    and start > best_start:
+                best, best_start = qual, start
+        return best
+
     def function_scopes(self) -> Iterator[Scope]:
         return (s for s in self.scopes.values() if s.kind == "function")

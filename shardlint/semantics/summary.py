@@ -10,13 +10,22 @@ imported names, which the index resolves against the other modules.
 from __future__ import annotations
 
 import ast
+import sys
 from dataclasses import asdict, dataclass, field
 
 from shardlint.semantics.api import Role
+from shardlint.semantics.donation import exported_donations
 from shardlint.semantics.facts import MESH, RULES, CallSite, FileFacts, Scope
 from shardlint.semantics.names import dotted
 
 ENTRY_METHODS = ("init", "init_with_output", "apply")
+# Imported names from these packages are never project symbols: not worth a reference.
+_EXTERNAL = frozenset(sys.stdlib_module_names) | frozenset({
+    "jax", "jaxlib", "flax", "optax", "numpy", "scipy", "chex", "orbax", "einops", "absl",
+    "tensorflow", "torch", "ml_collections", "tensorstore", "transformers", "etils", "typing_extensions"})
+_MESH_LIKE = frozenset({"Mesh", "make_mesh", "AbstractMesh"})
+_RULES_LIKE = frozenset({"logical_axis_rules", "axis_rules", "set_logical_axis_rules",
+                         "set_axis_rules"})
 _NEEDS = {
     Role.LOGICAL_CONSTRAINT: RULES | MESH,
     Role.LOGICAL_PARTITIONING: RULES | MESH,
@@ -85,6 +94,8 @@ class ModuleSummary:
     rule_table_refs: list[str] = field(default_factory=list)  # tables imported from elsewhere
     mesh_axes: list[list[str] | None] = field(default_factory=list)
     constants: dict[str, list] = field(default_factory=dict)  # literal rules tables by name
+    # module-level callables that donate: name -> [positions, keyword names, "donate_argnums=0"]
+    donating: dict[str, list] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -102,6 +113,7 @@ class ModuleSummary:
         for key in ("rules_setter", "mesh_setter", "rules_provider", "mesh_provider",
                     "rule_tables", "rule_table_refs", "mesh_axes", "constants"):
             setattr(s, key, data[key])
+        s.donating = data.get("donating", {})
         return s
 
 
@@ -142,6 +154,8 @@ class _Summariser:
 
     def ref(self, node: ast.expr, scope: Scope) -> str | None:
         """A reference for a Name/Attribute: a symbol of this module or an imported name."""
+        if type(node) is ast.Name:
+            return self.ref_name(node.id, scope, node)
         parts = dotted(node)
         if parts is None:
             return None
@@ -162,7 +176,23 @@ class _Summariser:
                     return f"{self.f.module}:{parts[0]}"
             return None
         q = self.f.imports.qualify(node)
-        return f"ext:{q}" if q else None
+        return f"ext:{q}" if q and q.split(".", 1)[0] not in _EXTERNAL else None
+
+    def ref_name(self, name: str, scope: Scope, node: ast.expr | None = None) -> str | None:
+        """:meth:`ref` for a plain name (the common case, kept fast)."""
+        found = scope.lookup(name)
+        if found is not None:
+            owner, values = found
+            if values:
+                v = values[-1]
+                if isinstance(v, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    qual = f"{owner.qualname}.{name}" if owner.qualname else name
+                    return f"{self.f.module}:{qual}"
+                if owner.kind == "module" and len(values) == 1:
+                    return f"{self.f.module}:{name}"
+            return None
+        q = self.f.imports.names.get(name)
+        return f"ext:{q}" if q and q.split(".", 1)[0] not in _EXTERNAL else None
 
     def build(self) -> ModuleSummary:
         f = self.f
@@ -171,7 +201,7 @@ class _Summariser:
                 sym = Symbol(scope.kind, line=getattr(scope.node, "lineno", 0))
                 sym.bases = list(scope.bases)
                 for name in sorted(scope.references):
-                    r = self.ref(ast.Name(id=name), scope)
+                    r = self.ref_name(name, scope)
                     if r:
                         sym.refs.append(r)
                 cls = scope if scope.kind == "class" else None
@@ -200,6 +230,7 @@ class _Summariser:
             self._call(c)
         self._jit_entries()
         self._providers()
+        self.out.donating = exported_donations(f)
         return self.out
 
     def _symbol_for(self, scope: Scope) -> Symbol | None:
@@ -238,7 +269,8 @@ class _Summariser:
                 self._entry(model, "apply" if func.attr == "apply" else "init", c, c.node)
         elif c.api is None:
             target = self.ref(func, c.scope)
-            if target is not None:
+            # NNX modules are classes: a local ClassDef, or an imported CapWords name.
+            if target is not None and target.replace(":", ".").rpartition(".")[2][:1].isupper():
                 self._entry(target, "nnx", c, c.node)
 
     def _entry(self, model: str, kind: str, c: CallSite, node: ast.AST) -> None:
@@ -319,6 +351,14 @@ class _Summariser:
                     out.rule_tables.append(None)
         for m in f.meshes:
             out.mesh_axes.append(list(m.axis_names) if m.axis_names is not None else None)
+        # A mesh or rules call that does not resolve (star import, re-export shardlint does not
+        # know) still makes a mesh / a table: its names are unknown, so the sets are incomplete.
+        for c in f.calls:
+            parts = dotted(c.node.func) if c.api is None else None
+            if parts and parts[-1] in _MESH_LIKE:
+                out.mesh_axes.append(None)
+            elif parts and parts[-1] in _RULES_LIKE:
+                out.rule_tables.append(None)
         consts = f.module_constants()
         for name, value in consts.items():
             lit = f.literal(value, f.module_scope)

@@ -1,0 +1,218 @@
+"""``shardlint check``: lint, optionally fix, and report in the chosen format."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from shardlint import config as config_mod
+from shardlint.config import Config
+from shardlint.engine import Engine
+from shardlint.errors import UsageError
+from shardlint.fixes import apply_fixes, fixable, unified_diff
+from shardlint.report import formats
+from shardlint.rules.base import Finding, all_rules
+from shardlint.source import SourceText
+
+
+def _config(args: argparse.Namespace, paths: list[Path], stdin: bool) -> Config:
+    if args.config and not args.config.is_file():
+        raise UsageError(f"{args.config}: no such file")
+    start = args.config if args.config else (
+        Path(args.stdin_filename) if stdin and args.stdin_filename else
+        (paths[0] if paths else Path.cwd()))
+    cfg = config_mod.load(start)
+    known = {r.code for r in all_rules()} | {"SHL000", "SHL900"}
+    for code in (args.select or []) + (args.ignore or []) + (args.extend_select or []):
+        c = code.upper()
+        if c != "ALL" and not any(k.startswith(c) for k in known):
+            raise UsageError(f"no rule matches {code!r}; see `shardlint rules`")
+    cfg = cfg.with_overrides(select=args.select, ignore=args.ignore,
+                             extend_select=args.extend_select)
+    if args.jax_version or args.flax_version:
+        cfg = replace(cfg, jax_version=args.jax_version or cfg.jax_version,
+                      flax_version=args.flax_version or cfg.flax_version)
+    return cfg
+
+
+def _read(path: str) -> SourceText | None:
+    try:
+        return SourceText(path, Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def run_check(args: argparse.Namespace) -> int:
+    paths: list[Path] = args.paths
+    stdin = len(paths) == 1 and str(paths[0]) == "-"
+    if not stdin:
+        for p in paths:
+            if not p.exists():
+                raise UsageError(f"{p}: no such file or folder")
+    cfg = _config(args, paths, stdin)
+    jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
+    if jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    engine = Engine(cfg, use_cache=not args.no_cache)
+    sources: dict[str, SourceText] = {}
+    fixing = args.fix or args.diff
+    changed = 0
+
+    if stdin:
+        text = sys.stdin.read()
+        name = str(Path(args.stdin_filename or "<stdin>"))
+        findings = engine.lint_text(Path(name), text)
+        if fixing:
+            result = apply_fixes(text, findings, args.unsafe_fixes)
+            if args.diff:
+                diff = unified_diff(name, text, result.text)
+                sys.stdout.write(diff)
+                return 1 if diff else 0
+            sys.stdout.write(result.text)
+            return 0
+        sources[name] = SourceText(name, text)
+        files = [name]
+    else:
+        targets = engine.expand(paths or [cfg.root])
+        files = [str(p) for p in targets]
+        findings = engine.lint_paths(targets, jobs=jobs)
+        if fixing:
+            findings, changed = _fix_files(engine, targets, findings, args)
+            if args.diff:
+                return 1 if changed else 0
+        for f in findings:
+            if f.path not in sources:
+                src = _read(f.path)
+                if src is not None:
+                    sources[f.path] = src
+
+    if args.memory:
+        specs = None if stdin or not paths else [str(p.resolve()) for p in paths]
+        findings = sorted(findings + _memory_findings(cfg, specs), key=Finding.sort_key)
+        for f in findings:
+            if f.path not in sources:
+                src = _read(f.path)
+                if src is not None:
+                    sources[f.path] = src
+
+    for err in engine.errors:
+        print(f"shardlint: error: {formats.display_path(err.path)}: {err.message}", file=sys.stderr)
+
+    if args.write_baseline is not None:
+        from shardlint import baseline
+
+        baseline.write(args.write_baseline, findings, sources, cfg.root)
+        print(f"wrote {len(findings)} finding(s) to {args.write_baseline}", file=sys.stderr)
+        return 2 if engine.errors else 0
+    if args.baseline is not None:
+        from shardlint import baseline
+
+        known = baseline.load(args.baseline)
+        findings = baseline.new_findings(findings, sources, cfg.root, known)
+
+    _emit(args, cfg, findings, sources, files, changed)
+    if engine.errors:
+        return 2
+    if findings and not args.exit_zero:
+        return 1
+    return 0
+
+
+def _fix_files(engine: Engine, targets: list[Path], findings: list[Finding],
+               args: argparse.Namespace) -> tuple[list[Finding], int]:
+    """Apply fixes file by file (or print them with --diff); re-lint the files that changed."""
+    by_path: dict[str, list[Finding]] = {}
+    for f in findings:
+        if fixable(f, args.unsafe_fixes):
+            by_path.setdefault(f.path, []).append(f)
+    changed: list[Path] = []
+    for path_s, items in sorted(by_path.items()):
+        path = Path(path_s)
+        try:
+            raw = path.read_bytes()
+            text = raw.decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        result = apply_fixes(text, items, args.unsafe_fixes)
+        if result.text == text:
+            continue
+        if args.diff:
+            sys.stdout.write(unified_diff(formats.display_path(path_s), text, result.text))
+            changed.append(path)
+            continue
+        # Write to a temporary file beside it and rename: a crash never leaves half a file.
+        tmp = path.with_name(f".{path.name}.shardlint-tmp")
+        try:
+            with open(tmp, "w", encoding="utf-8", newline="") as fh:
+                fh.write(result.text)
+            os.replace(tmp, path)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+        changed.append(path)
+    if args.diff or not changed:
+        return findings, len(changed)
+    fresh = Engine(engine.config, versions=engine.versions, use_cache=engine.use_cache)
+    refreshed = fresh.lint_paths(targets)
+    engine.errors.extend(fresh.errors)
+    print(f"Fixed {len(findings) - len(refreshed)} finding(s) in {len(changed)} file(s).",
+          file=sys.stderr)
+    return refreshed, len(changed)
+
+
+def _emit(args, cfg: Config, findings: list[Finding], sources: dict[str, SourceText],
+          files: list[str], changed: int) -> None:
+    from shardlint.report import ci
+    from shardlint.report.sarif import to_sarif
+
+    fmt = args.format or ("github" if os.environ.get("GITHUB_ACTIONS") == "true" else "concise")
+    located = formats.locate(findings, sources)
+    color = sys.stdout.isatty() and args.output_file is None and "NO_COLOR" not in os.environ
+    if fmt == "json":
+        out = formats.to_json(located, sources)
+    elif fmt == "sarif":
+        out = to_sarif(located, sources, all_rules(), cfg.root)
+    elif fmt == "github":
+        out = formats.github(located)
+    elif fmt == "junit":
+        out = ci.junit(located, sorted({formats.display_path(f) for f in files}))
+    elif fmt == "gitlab":
+        out = ci.gitlab(located, sources, cfg.root)
+    elif args.statistics:
+        out = formats.statistics(findings)
+    else:
+        out = formats.full(located, sources, color) if fmt == "full" else \
+            formats.concise(located, color)
+        if findings:
+            n = len(findings)
+            fixes = sum(1 for f in findings if f.fix is not None)
+            out += f"\nFound {n} finding{'s' if n != 1 else ''}"
+            out += f" ({fixes} with a fix; `--fix` applies the safe ones)." if fixes else "."
+    if args.output_file is not None:
+        try:
+            args.output_file.write_text(out + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write {args.output_file}: {exc.strerror}") from None
+    elif out:
+        print(out)
+
+
+def _memory_findings(cfg: Config, specs: list[str] | None) -> list[Finding]:
+    """Measured findings from the memory probes, as engine findings (SHL900-SHL905)."""
+    from shardlint.memory.findings import measured_findings
+    from shardlint.source import Span
+
+    out = []
+    for item in measured_findings(specs, root=cfg.root,
+                                  progress=lambda line: print(line, file=sys.stderr)):
+        if not cfg.is_selected(item["code"], True, item["path"]):
+            continue
+        path = str(cfg.root / item["path"])
+        line, col = item["line"], item["column"]
+        out.append(Finding(item["code"], item["name"],
+                           cfg.severity_of(item["code"], item["severity"]), item["message"],
+                           path, Span(line, col, item.get("end_line") or line, col)))
+    return out

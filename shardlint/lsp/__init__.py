@@ -1,0 +1,11 @@
+"""The language server: ``shardlint server`` (pygls 2, stdio).
+
+Modules, each a thin layer over the engine:
+
+- ``server``: handler registration and ``run_stdio``;
+- ``session``: open documents, debounced analysis, push/pull diagnostics, cross-file refresh;
+- ``analyzer``: the engines of the workspace's projects (runs on one worker thread only);
+- ``documents``: text documents and notebooks, with LSP line and column semantics;
+- ``convert``: findings to diagnostics, spans to ranges in the negotiated position encoding;
+- ``actions``, ``hover``, ``settings``, ``protocol``.
+"""

@@ -1,0 +1,227 @@
+"""The engines of the workspace's projects, one per configuration root.
+
+Only the server's single worker thread calls an ``Analyzer``: engines and their ProjectIndex are
+not thread-safe, and one thread also orders the work (an edit's analysis never overtakes the
+previous one's index update).
+
+``generation`` grows whenever something other documents' findings may depend on changes: a
+module summary in an index, a configuration, an index rebuild. A result computed at an older
+generation is stale.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shardlint.config import Config, find_root, load
+from shardlint.engine import Engine, mentions_jax
+from shardlint.errors import ConfigError
+from shardlint.rules.base import Finding
+
+_OVERRIDE_KEYS = ("select", "ignore", "extend_select", "severity")
+
+
+@dataclass
+class Outcome:
+    findings: list[Finding]
+    root: Path | None
+    generation: int
+    index_changed: bool = False
+    errors: list[str] = field(default_factory=list)
+
+
+def _compatible(old: Config, new: Config) -> bool:
+    """Only rule selection or severities differ: the engine and its index stay valid."""
+    return (old.root == new.root and old.fingerprint == new.fingerprint
+            and old.exclude == new.exclude and old.jax_version == new.jax_version
+            and old.flax_version == new.flax_version)
+
+
+class Analyzer:
+    def __init__(self) -> None:
+        self.overrides: dict = {}
+        self.generation = 0
+        self.messages: list[tuple[str, str]] = []  # (level, text) for the client, drained by the session
+        self._configs: dict[Path, Config] = {}  # by folder of a linted file
+        self._good: dict[Path, Config] = {}  # last configuration that loaded, by folder
+        self._engines: dict[Path, Engine] = {}  # by configuration root
+        self._indexed: set[Path] = set()
+        self._open: dict[Path, str] = {}  # unsaved text of open files: it outranks the disk
+
+    # ---- configuration ----------------------------------------------------------------------------
+    def config_for(self, path: Path) -> Config:
+        folder = path.parent
+        cfg = self._configs.get(folder)
+        if cfg is not None:
+            return cfg
+        try:
+            cfg = load(folder)
+            self._good[folder] = cfg
+        except ConfigError as exc:
+            self.messages.append(("error", f"shardlint: {exc} (using the last valid settings)"))
+            cfg = self._good.get(folder) or Config(root=find_root(folder))
+        cfg = self._with_overrides(cfg)
+        self._configs[folder] = cfg
+        return cfg
+
+    def _with_overrides(self, cfg: Config) -> Config:
+        if not self.overrides:
+            return cfg
+        try:
+            return cfg.with_overrides(**self.overrides)
+        except ConfigError as exc:
+            self.messages.append(("error", f"shardlint: client settings: {exc}"))
+            return cfg
+
+    def set_overrides(self, overrides: dict) -> bool:
+        """Client settings (select/ignore/extend_select/severity) over pyproject's."""
+        clean = {k: v for k, v in overrides.items() if k in _OVERRIDE_KEYS and v is not None}
+        if clean == self.overrides:
+            return False
+        self.overrides = clean
+        return self.reload_config(force=True)
+
+    def reload_config(self, force: bool = False) -> bool:
+        """Re-read every configuration (a pyproject.toml changed); True when any differs."""
+        old_configs = dict(self._configs)
+        self._configs.clear()
+        changed = force
+        for folder, old in old_configs.items():
+            if self.config_for(folder / "__init__.py") != old:
+                changed = True
+        for root, engine in list(self._engines.items()):
+            new = self.config_for(root / "__init__.py")
+            if new == engine.config:
+                continue
+            changed = True
+            if _compatible(engine.config, new):
+                engine.config = new
+            else:  # wrappers, excludes or versions changed: summaries must be recomputed
+                del self._engines[root]
+                self._indexed.discard(root)
+        if changed:
+            self.generation += 1
+        return changed
+
+    def config_stamp(self) -> tuple:
+        """(path, mtime, size) of every pyproject.toml that could configure an open file."""
+        seen: set[Path] = set()
+        for folder in list(self._configs) + [e.root for e in self._engines.values()]:
+            top = find_root(folder)
+            for d in (folder, *folder.parents):
+                seen.add(d / "pyproject.toml")
+                if d == top:
+                    break
+        out = []
+        for p in sorted(seen):
+            try:
+                st = p.stat()
+                out.append((str(p), st.st_mtime_ns, st.st_size))
+            except OSError:
+                out.append((str(p), None, None))
+        return tuple(out)
+
+    # ---- engines and their indexes ----------------------------------------------------------------
+    def engine_for(self, path: Path) -> Engine:
+        cfg = self.config_for(path)
+        engine = self._engines.get(cfg.root)
+        if engine is None:
+            engine = Engine(cfg)
+            self._engines[cfg.root] = engine
+        elif engine.config != cfg and _compatible(engine.config, cfg):
+            engine.config = cfg
+        return engine
+
+    def root_needing_index(self, path: Path) -> Path | None:
+        root = self.engine_for(path).root
+        return None if root in self._indexed else root
+
+    def build_index(self, path: Path) -> tuple[Path, int, float]:
+        """Index the project of ``path`` (cached on disk by content hash); open files' text wins."""
+        engine = self.engine_for(path)
+        t0 = time.perf_counter()
+        if engine.root not in self._indexed:
+            engine.build_index()
+            for p, text in self._open.items():
+                if self._engines.get(self.config_for(p).root) is engine and self._indexable(engine, p):
+                    engine.update_file(p, text)
+            self._indexed.add(engine.root)
+            self.generation += 1
+        return engine.root, len(engine.index.summaries), time.perf_counter() - t0
+
+    @staticmethod
+    def _indexable(engine: Engine, path: Path) -> bool:
+        return path.suffix in (".py", ".pyi") and not engine.config.is_excluded(path)
+
+    # ---- linting ----------------------------------------------------------------------------------
+    def lint(self, path: Path, text: str) -> Outcome:
+        engine = self.engine_for(path)
+        if engine.root not in self._indexed:
+            self.build_index(path)
+        if engine.config.is_excluded(path):
+            return Outcome([], engine.root, self.generation)
+        self._open[path] = text
+        module, _ = engine.module_name(path)
+        before = engine.index.summaries.get(module)
+        if mentions_jax(text):
+            findings = engine.lint_text(path, text)
+        else:
+            engine.update_file(path, text)  # a file that stops mentioning jax leaves the index
+            findings = []
+        changed = engine.index.summaries.get(module) != before
+        if changed:
+            self.generation += 1
+        errors = [e.message for e in engine.errors]
+        engine.errors.clear()
+        return Outcome(findings, engine.root, self.generation, changed, errors)
+
+    def forget(self, path: Path) -> Outcome:
+        """A file was closed: what is on disk counts again (unsaved edits are gone)."""
+        self._open.pop(path, None)
+        engine = self.engine_for(path)
+        module, _ = engine.module_name(path)
+        before = engine.index.summaries.get(module)
+        text = None
+        if self._indexable(engine, path):
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                text = None
+        if text is None:
+            engine.index.remove(module)
+        else:
+            engine.update_file(path, text)
+        changed = engine.index.summaries.get(module) != before
+        if changed:
+            self.generation += 1
+        return Outcome([], engine.root, self.generation, changed)
+
+    def files_changed(self, paths: list[Path]) -> bool:
+        """Files changed on disk (a checkout, another tool): files open in the editor keep their
+        unsaved text; the others update the index of an already loaded project."""
+        changed = False
+        for path in paths:
+            if path in self._open or path.suffix not in (".py", ".pyi"):
+                continue
+            engine = self._engines.get(self.config_for(path).root)
+            if engine is None or engine.root not in self._indexed:
+                continue
+            if not self._indexable(engine, path):
+                continue
+            module, _ = engine.module_name(path)
+            before = engine.index.summaries.get(module)
+            try:
+                engine.update_file(path, path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError):
+                engine.index.remove(module)
+            if engine.index.summaries.get(module) != before:
+                changed = True
+        if changed:
+            self.generation += 1
+        return changed
+
+    def drain_messages(self) -> list[tuple[str, str]]:
+        out, self.messages = self.messages, []
+        return out

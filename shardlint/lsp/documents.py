@@ -1,0 +1,294 @@
+"""Open text documents and notebooks, kept by the server itself with LSP line semantics.
+
+pygls's own store splits lines with ``str.splitlines``, which also breaks on form feeds, ``\\x1c``
+to ``\\x1e``, ``\\x85``, ``\\u2028`` and ``\\u2029``; LSP (and Python's tokenizer) break only on
+``\\n``, ``\\r\\n`` and ``\\r``, so an incremental edit after such a character would land on the
+wrong line. Here a document is a plain string and every position is converted with the
+negotiated encoding.
+
+A *unit* is what the engine analyses: a text document, or a notebook with all its Python cells.
+Each unit has a ``revision`` that grows on every change, so stale work can be recognised.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from lsprotocol import types
+from pygls.uris import to_fs_path
+
+_EOL = re.compile(r"\r\n|\r|\n")
+_REVISIONS = itertools.count(1)
+# Cell magics whose body is still Python; any other ``%%magic`` cell (bash, html...) is left out.
+_PYTHON_CELL_MAGICS = {"time", "timeit", "capture", "prun", "debug"}
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines without their line breaks, as LSP and Python's tokenizer count them."""
+    return _EOL.split(text)
+
+
+def code_units(s: str, encoding: str) -> int:
+    if encoding == "utf-8":
+        return len(s.encode("utf-8", "surrogatepass"))
+    if encoding == "utf-32" or s.isascii():
+        return len(s)
+    return len(s.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def char_index(line: str, col: int, encoding: str) -> int:
+    """Code point index in ``line`` of a column in ``encoding`` code units (clamped)."""
+    if col <= 0:
+        return 0
+    if encoding == "utf-32" or line.isascii():
+        return min(col, len(line))
+    n = 0
+    for i, ch in enumerate(line):
+        if n >= col:
+            return i
+        cp = ord(ch)
+        if encoding == "utf-8":
+            n += 1 if cp < 0x80 else 2 if cp < 0x800 else 3 if cp < 0x10000 else 4
+        else:
+            n += 2 if cp > 0xFFFF else 1
+    return len(line)
+
+
+def offset_at(text: str, line: int, col: int, encoding: str) -> int:
+    """String index of an LSP position; positions past a line's end or the text clamp."""
+    if line < 0:
+        return 0
+    start = 0
+    for _ in range(line):
+        m = _EOL.search(text, start)
+        if m is None:
+            return len(text)
+        start = m.end()
+    m = _EOL.search(text, start)
+    end = m.start() if m else len(text)
+    return start + char_index(text[start:end], col, encoding)
+
+
+def apply_change(text: str, change, encoding: str) -> str:
+    if isinstance(change, types.TextDocumentContentChangePartial):
+        r = change.range
+        a = offset_at(text, r.start.line, r.start.character, encoding)
+        b = offset_at(text, r.end.line, r.end.character, encoding)
+        if b < a:
+            a, b = b, a
+        return text[:a] + change.text + text[b:]
+    return change.text
+
+
+def uri_to_path(uri: str) -> Path | None:
+    if urlparse(uri).scheme in ("", "file"):
+        p = to_fs_path(uri)
+        return Path(p) if p else None
+    return None
+
+
+@dataclass
+class TextDoc:
+    uri: str
+    language_id: str
+    version: int | None
+    text: str
+    path: Path | None
+    notebook: str | None = None  # the notebook's uri when this is a cell
+    revision: int = field(default_factory=lambda: next(_REVISIONS))
+
+    @property
+    def is_python(self) -> bool:
+        if self.language_id:
+            return self.language_id == "python"
+        return self.path is not None and self.path.suffix in (".py", ".pyi")
+
+
+@dataclass
+class CellSpan:
+    """Where a cell's lines sit in the notebook's combined source (``start`` is 1-based)."""
+
+    uri: str
+    start: int
+    count: int
+
+
+@dataclass
+class NotebookSource:
+    text: str
+    cells: list[CellSpan]
+
+    def locate(self, line: int) -> tuple[CellSpan, int] | None:
+        """(cell, 0-based line in that cell) of a 1-based line of the combined source."""
+        for cell in self.cells:
+            if cell.start <= line < cell.start + cell.count:
+                return cell, line - cell.start
+        return None
+
+    def line_of(self, cell_uri: str, cell_line: int) -> int | None:
+        """1-based line of the combined source for a 0-based line of a cell."""
+        for cell in self.cells:
+            if cell.uri == cell_uri:
+                return cell.start + min(max(cell_line, 0), max(cell.count - 1, 0))
+        return None
+
+
+@dataclass
+class Notebook:
+    uri: str
+    notebook_type: str
+    version: int
+    cells: list[types.NotebookCell]
+    path: Path | None
+    revision: int = field(default_factory=lambda: next(_REVISIONS))
+
+    def source(self, docs: dict[str, TextDoc]) -> NotebookSource:
+        """Python code cells joined in order, so a mesh made in cell 1 counts in cell 5.
+
+        IPython magics become blank lines (or ``pass`` where indented) so the rest parses; every
+        line keeps its number and columns within its cell.
+        """
+        parts: list[str] = []
+        spans: list[CellSpan] = []
+        line = 1
+        for cell in self.cells:
+            doc = docs.get(cell.document)
+            if doc is None or cell.kind != types.NotebookCellKind.Code or not doc.is_python:
+                continue
+            lines = split_lines(doc.text)
+            spans.append(CellSpan(cell.document, line, len(lines)))
+            parts.extend(_neutralise_magics(lines))
+            line += len(lines)
+        return NotebookSource("\n".join(parts) + "\n", spans)
+
+
+def _neutralise_magics(lines: list[str]) -> list[str]:
+    if lines and lines[0].startswith("%%"):
+        name = lines[0][2:].split(maxsplit=1)[0] if lines[0][2:].strip() else ""
+        if name not in _PYTHON_CELL_MAGICS:
+            return [""] * len(lines)
+    out = []
+    for ln in lines:
+        stripped = ln.lstrip()
+        if stripped.startswith(("%", "!")):
+            indent = ln[: len(ln) - len(stripped)]
+            out.append(indent + "pass" if indent else "")
+        else:
+            out.append(ln)
+    return out
+
+
+class DocumentStore:
+    """Every open text document and notebook; only the event loop thread touches it."""
+
+    def __init__(self) -> None:
+        self.docs: dict[str, TextDoc] = {}
+        self.notebooks: dict[str, Notebook] = {}
+
+    @staticmethod
+    def key(uri: str) -> str:
+        return unquote(uri)
+
+    # ---- text documents ---------------------------------------------------------------------------
+    def open_text(self, item: types.TextDocumentItem, notebook: str | None = None) -> TextDoc:
+        doc = TextDoc(item.uri, item.language_id or "", item.version, item.text,
+                      uri_to_path(item.uri), notebook)
+        self.docs[self.key(item.uri)] = doc
+        return doc
+
+    def change_text(self, ident, changes, encoding: str) -> TextDoc | None:
+        doc = self.docs.get(self.key(ident.uri))
+        if doc is None:
+            return None
+        text = doc.text
+        for change in changes:
+            text = apply_change(text, change, encoding)
+        doc.text = text
+        doc.version = ident.version
+        doc.revision = next(_REVISIONS)
+        if doc.notebook is not None:
+            nb = self.notebooks.get(self.key(doc.notebook))
+            if nb is not None:
+                nb.revision = next(_REVISIONS)
+        return doc
+
+    def close_text(self, uri: str) -> TextDoc | None:
+        return self.docs.pop(self.key(uri), None)
+
+    def text_doc(self, uri: str) -> TextDoc | None:
+        return self.docs.get(self.key(uri))
+
+    # ---- notebooks --------------------------------------------------------------------------------
+    def open_notebook(self, params: types.DidOpenNotebookDocumentParams) -> Notebook:
+        nbd = params.notebook_document
+        nb = Notebook(nbd.uri, nbd.notebook_type, nbd.version, list(nbd.cells),
+                      uri_to_path(nbd.uri))
+        self.notebooks[self.key(nbd.uri)] = nb
+        for item in params.cell_text_documents:
+            self.open_text(item, notebook=nbd.uri)
+        return nb
+
+    def change_notebook(self, params: types.DidChangeNotebookDocumentParams,
+                        encoding: str) -> Notebook | None:
+        nb = self.notebooks.get(self.key(params.notebook_document.uri))
+        if nb is None:
+            return None
+        nb.version = params.notebook_document.version
+        nb.revision = next(_REVISIONS)
+        cells = params.change.cells
+        if cells is None:
+            return nb
+        by_uri = {c.document: c for c in nb.cells}
+        for data in cells.data or []:
+            cell = by_uri.get(data.document)
+            if cell is not None:
+                cell.kind = data.kind
+        if cells.structure is not None:
+            s = cells.structure
+            nb.cells[s.array.start:s.array.start + s.array.delete_count] = list(s.array.cells or [])
+            for item in s.did_open or []:
+                self.open_text(item, notebook=nb.uri)
+            for ident in s.did_close or []:
+                self.close_text(ident.uri)
+        for content in cells.text_content or []:
+            self.change_text(content.document, content.changes, encoding)
+        nb.revision = next(_REVISIONS)
+        return nb
+
+    def close_notebook(self, params: types.DidCloseNotebookDocumentParams) -> Notebook | None:
+        nb = self.notebooks.pop(self.key(params.notebook_document.uri), None)
+        for ident in params.cell_text_documents:
+            self.close_text(ident.uri)
+        if nb is not None:
+            for cell in nb.cells:
+                self.close_text(cell.document)
+        return nb
+
+    def notebook(self, uri: str) -> Notebook | None:
+        return self.notebooks.get(self.key(uri))
+
+    # ---- units ------------------------------------------------------------------------------------
+    def unit(self, uri: str) -> TextDoc | Notebook | None:
+        """The unit analysed for ``uri``: the document itself, or the notebook of a cell."""
+        doc = self.docs.get(self.key(uri))
+        if doc is not None and doc.notebook is not None:
+            return self.notebooks.get(self.key(doc.notebook))
+        if doc is not None:
+            return doc
+        return self.notebooks.get(self.key(uri))
+
+    def units(self) -> list[TextDoc | Notebook]:
+        out: list[TextDoc | Notebook] = [d for d in self.docs.values() if d.notebook is None]
+        out.extend(self.notebooks.values())
+        return out
+
+    def text_of_path(self, path: str) -> str | None:
+        """Unsaved text of an open document by file path (for related locations)."""
+        for doc in self.docs.values():
+            if doc.path is not None and doc.notebook is None and str(doc.path) == path:
+                return doc.text
+        return None

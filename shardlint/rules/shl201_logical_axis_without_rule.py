@@ -1,0 +1,332 @@
+"""SHL201 logical-axis-without-rule."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+from collections.abc import Iterator
+
+from shardlint.rules.base import Finding, Rule, example, register
+from shardlint.semantics.api import Role
+from shardlint.semantics.facts import CallSite
+from shardlint.semantics.lifts import lifted_ref, lifts
+from shardlint.semantics.partitioning import (
+    LINEN_LOGICAL_BOXES,
+    NNX_SHARDING_KWARGS,
+    deref,
+    is_partition_name_key,
+    literal_dict,
+    logical_names_with_rules,
+    reached_apis,
+    spec_entries,
+)
+
+# Where each Linen API takes its logical names: (position, keyword); position None = keyword only.
+_LINEN_NAMES = {
+    "flax.linen.with_logical_partitioning": (1, "names"),
+    "flax.linen.LogicallyPartitioned": (1, "names"),
+    "flax.linen.with_logical_constraint": (1, "logical_axis_resources"),
+    "flax.linen.partitioning.param_with_axes": (None, "axes"),
+}
+
+_LINEN_MODEL = """
+import jax
+import flax.linen as nn
+
+class MLP(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        init = nn.with_logical_partitioning(nn.initializers.lecun_normal(), ("embed", "mlp"))
+        y = nn.Dense(512, kernel_init=init)(x)
+        return nn.with_logical_constraint(y, ("batch", "mlp"))
+"""
+
+
+@register
+class LogicalAxisWithoutRule(Rule):
+    code = "SHL201"
+    name = "logical-axis-without-rule"
+    severity = "warning"
+    summary = "A logical axis name that no rule maps: Linen replicates it silently, NNX raises."
+    what = """
+Collects the string logical axis names written in `nn.with_logical_partitioning`,
+`nn.with_logical_constraint`, `nn.LogicallyPartitioned`, `param_with_axes(..., axes=...)` and
+`metadata_params={nn.PARTITION_NAME: ...}` of `nn.vmap`/`nn.scan`, and in NNX
+`nnx.with_partitioning` / `nnx.Param(..., out_sharding=...)`, and flags each name that is on the
+left of no rule in any logical axis rules table of the project. The finding points at the string
+literal, also when it sits in a module constant (`KERNEL_AXES = ("embed", "mlp")`).
+
+NNX accepts mesh axis names directly, so an NNX name is flagged only when it is not an axis of any
+mesh either, and only when every mesh of the project has literal axis names. A
+`PARTITION_NAME` is a logical name only when the lifted module boxes its params with
+`nn.with_logical_partitioning`; over `nn.with_partitioning` it is a mesh axis and is not checked.
+
+The rule speaks only when it can see every rules table the project uses: each must be a literal
+(or a module constant holding one, possibly imported from another file) and at least one must
+exist. Rules read from a config file or handed in by a caller keep it silent. Names built at run
+time (function arguments, f-strings) are not checked.
+"""
+    why = """
+Linen maps logical names through the rules and treats a name with no rule as unsharded
+(`RulesFallback.AXIS_IS_UNSHARDED` is the default): a typo such as `"hidden"` for `"mlp"` gives a
+kernel spec of `P(None, None)`, a full copy on every device, with no warning. NNX passes an
+unmatched name to the mesh as if it were a mesh axis and fails when the variable is created:
+`ValueError: Resource axis: embed of P('embed', 'mlp') is not found in mesh`.
+"""
+    use_instead = """
+```python
+rules = (("batch", "data"), ("mlp", "model"), ("embed", None))   # every name has a rule
+init = nn.with_logical_partitioning(nn.initializers.lecun_normal(), ("embed", "mlp"))
+```
+A name that should stay replicated gets an explicit `("name", None)` rule.
+"""
+    fix_safety = "No automatic fix: which mesh axis a name should map to is a design decision."
+    versions = "All Flax versions with logical partitioning (Linen) and NNX `out_sharding` metadata."
+    VALID = [
+        example("""
+            import jax
+            from flax import linen as ln
+
+            RULES = (("batch", "data"), ("mlp", "model"), ("embed", None))
+
+            class MLP(ln.Module):
+                @ln.compact
+                def __call__(self, x):
+                    init = ln.with_logical_partitioning(ln.initializers.lecun_normal(), ("embed", "mlp"))
+                    y = ln.Dense(512, kernel_init=init)(x)
+                    return ln.with_logical_constraint(y, ("batch", "mlp"))
+
+            with jax.set_mesh(jax.make_mesh((2, 4), ("data", "model"))), ln.logical_axis_rules(RULES):
+                MLP().init(jax.random.key(0), jax.numpy.ones((8, 4)))
+        """, title="every name has a rule; `(\"embed\", None)` replicates on purpose"),
+        example(_LINEN_MODEL + """
+import yaml
+
+config = yaml.safe_load(open("config.yaml"))
+with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config["rules"]):
+    MLP().init(jax.random.key(0), jax.numpy.ones((8, 4)))
+""", title="rules from a config file: shardlint cannot see them and stays silent"),
+        example(_LINEN_MODEL, title="no rules table anywhere (SHL102 reports that)"),
+        example({
+            "model.py": _LINEN_MODEL,
+            "config.py": """
+                import jax
+                RULES = [("batch", "data"), ("embed", None), ("mlp", "model")]
+            """,
+            "train.py": """
+                import jax
+                import flax.linen as nn
+                from config import RULES
+                from model import MLP
+
+                with jax.set_mesh(jax.make_mesh((2, 4), ("data", "model"))), nn.logical_axis_rules(RULES):
+                    MLP().init(jax.random.key(0), jax.numpy.ones((8, 4)))
+            """,
+        }, title="cross-file: the table lives in config.py and is entered in train.py"),
+        example("""
+            import jax
+            from flax import nnx
+
+            mesh = jax.make_mesh((2, 4), ("data", "model"))
+
+            class Block(nnx.Module):
+                def __init__(self, rngs):
+                    init = nnx.with_partitioning(nnx.initializers.lecun_normal(), ("embed", "model"))
+                    self.linear = nnx.Linear(512, 1024, kernel_init=init, rngs=rngs)
+
+            with jax.set_mesh(mesh), nnx.logical_axis_rules((("embed", None),)):
+                Block(nnx.Rngs(0))
+        """, title="NNX: 'model' has no rule but is a mesh axis, which NNX accepts"),
+        example("""
+            import jax
+            import flax.linen as nn
+
+            def dense(x, axes):
+                init = nn.with_logical_partitioning(nn.initializers.lecun_normal(), axes)
+                return nn.Dense(512, kernel_init=init)(x)
+
+            with nn.logical_axis_rules((("batch", "data"),)):
+                pass
+        """, title="names passed in as arguments are not guessed"),
+        example({
+            "model.py": """
+                import flax.linen as nn
+
+                class Block(nn.Module):
+                    @nn.compact
+                    def __call__(self, x):
+                        init = nn.with_partitioning(nn.initializers.lecun_normal(), (None, "model"))
+                        return nn.Dense(512, kernel_init=init)(x)
+
+                Stack = nn.scan(Block, variable_axes={"params": 0}, split_rngs={"params": True},
+                                length=4, metadata_params={nn.PARTITION_NAME: "data"})
+            """,
+            "train.py": """
+                import flax.linen as nn
+                RULES = (("batch", "data"),)
+                with nn.logical_axis_rules(RULES):
+                    pass
+            """,
+        }, title="PARTITION_NAME over mesh-axis boxes (`with_partitioning`) is a mesh axis, not a logical name"),
+    ]
+    INVALID = [
+        example("""
+            import jax
+            from flax import linen as ln
+
+            rules = (("batch", "data"), ("mlp", "model"))
+
+            class MLP(ln.Module):
+                @ln.compact
+                def __call__(self, x):
+                    init = ln.with_logical_partitioning(
+                        ln.initializers.lecun_normal(), ("embed", "hidden"))  # expect: SHL201
+                    return ln.Dense(4096, kernel_init=init)(x)
+
+            with jax.set_mesh(jax.make_mesh((2, 4), ("data", "model"))), ln.logical_axis_rules(rules):
+                MLP().init(jax.random.key(0), jax.numpy.ones((8, 4)))
+        """, title="a typo: 'hidden' (and 'embed') have no rule"),
+        example("""
+            import flax.linen as nn
+
+            class Attn(nn.Module):
+                @nn.compact
+                def __call__(self, x):
+                    return nn.spmd.with_logical_constraint(x, ("batch", "lenght", None))  # expect: SHL201
+
+            nn.set_logical_axis_rules([("batch", "data"), ("length", None)])
+        """),
+        example({
+            "model.py": """
+                import flax.linen as nn
+
+                class MLP(nn.Module):
+                    @nn.compact
+                    def __call__(self, x):
+                        init = nn.with_logical_partitioning(nn.initializers.lecun_normal(),
+                                                            ("embed", "mlp"))  # expect: SHL201
+                        return nn.Dense(512, kernel_init=init)(x)
+
+                Ensemble = nn.vmap(MLP, variable_axes={"params": 0}, split_rngs={"params": True},
+                                   metadata_params={nn.PARTITION_NAME: "ensemble"})  # expect: SHL201
+            """,
+            "train.py": """
+                import jax
+                import flax.linen as nn
+                from model import Ensemble
+
+                RULES = (("batch", "data"), ("embed", None))
+                with jax.set_mesh(jax.make_mesh((8,), ("data",))), nn.logical_axis_rules(RULES):
+                    Ensemble().init(jax.random.key(0), jax.numpy.ones((8, 4)))
+            """,
+        }, title="cross-file: rules in train.py lack 'mlp' and the vmap's 'ensemble'"),
+        example("""
+            import jax
+            from flax import nnx
+
+            mesh = jax.make_mesh((2, 4), ("data", "model"))
+
+            class Block(nnx.Module):
+                def __init__(self, rngs):
+                    init = nnx.with_partitioning(nnx.initializers.lecun_normal(), ("embed", "mlp"))  # expect: SHL201
+                    self.linear = nnx.Linear(512, 1024, kernel_init=init, rngs=rngs)
+                    self.scale = nnx.Param(jax.numpy.ones((1024,)), out_sharding=("mlp_out",))  # expect: SHL201
+
+            with jax.set_mesh(mesh), nnx.logical_axis_rules((("mlp", "model"),)):
+                Block(nnx.Rngs(0))
+        """, title="NNX: 'embed' and 'mlp_out' are neither rules nor mesh axes: raises"),
+        example("""
+            import jax
+            import flax.linen as nn
+
+            KERNEL_AXES = ("embed", "hiden")  # expect: SHL201
+            RULES = (("embed", None), ("hidden", "model"))
+
+            class MLP(nn.Module):
+                @nn.compact
+                def __call__(self, x):
+                    init = nn.with_logical_partitioning(nn.initializers.lecun_normal(), KERNEL_AXES)
+                    return nn.Dense(512, kernel_init=init)(x)
+
+            with nn.logical_axis_rules(RULES):
+                pass
+        """, title="a module constant: the finding points at the literal"),
+    ]
+
+    def check(self) -> Iterator[Finding]:
+        known, trusted = logical_names_with_rules(self.project)
+        if not trusted:
+            return
+        mesh_axes, mesh_complete = self.project.mesh_axes()
+        seen: set[int] = set()
+        for c in self.facts.calls:
+            if c.api is None:
+                continue
+            if c.api.name in _LINEN_NAMES:
+                yield from self._report(self._linen_names(c), known, seen, nnx=False)
+            elif c.api.role in (Role.NNX_PARTITIONING, Role.NNX_PARAM):
+                # NNX accepts mesh axes directly: only a name that is neither can be judged, and
+                # only when every mesh of the project has literal axis names.
+                if not (mesh_complete and mesh_axes) or c.has_kwarg("sharding_rules"):
+                    continue
+                names = [(n, node) for n, node in self._nnx_names(c) if n not in mesh_axes]
+                yield from self._report(names, known, seen, nnx=True)
+        yield from self._report(self._partition_names(), known, seen, nnx=False)
+
+    def _report(self, names, known: set[str], seen: set[int], nnx: bool) -> Iterator[Finding]:
+        for name, node in names:
+            if name in known or id(node) in seen:
+                continue
+            seen.add(id(node))
+            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            if nnx:
+                msg = (f"axis name '{name}' has no logical axis rule and is not a mesh axis: NNX "
+                       f"passes it to the mesh unchanged and raises `ValueError: Resource axis: "
+                       f"{name} ... is not found in mesh`{hint}; add a rule for it, or "
+                       f"`(\"{name}\", None)` to replicate that dimension explicitly")
+            else:
+                msg = (f"logical axis name '{name}' has no rule in the project's logical axis "
+                       f"rules: Flax treats it as unsharded, so this dimension is silently "
+                       f"replicated on every device{hint}; add a rule for it, or "
+                       f"`(\"{name}\", None)` to make the replication explicit")
+            yield self.finding(node, msg)
+
+    def _linen_names(self, c: CallSite) -> list[tuple[str, ast.expr]]:
+        assert c.api is not None
+        pos, kw = _LINEN_NAMES[c.api.name]
+        arg = c.arg(pos, kw) if pos is not None else c.kwarg(kw)
+        return self._top_level_names(arg, c)
+
+    def _nnx_names(self, c: CallSite) -> list[tuple[str, ast.expr]]:
+        if c.api is not None and c.api.role == Role.NNX_PARTITIONING:
+            return self._top_level_names(c.arg(1, "sharding"), c)
+        for kw in NNX_SHARDING_KWARGS:
+            if c.kwarg(kw) is not None:
+                return self._top_level_names(c.kwarg(kw), c)
+        return []
+
+    def _top_level_names(self, node: ast.expr | None, c: CallSite) -> list[tuple[str, ast.expr]]:
+        # Only top-level strings are logical names: a nested tuple is taken as mesh axes as is.
+        entries = spec_entries(self.facts, node, c.scope)
+        if entries is None:
+            return []
+        return [e.names[0] for e in entries if e.names and not e.nested]
+
+    def _partition_names(self) -> list[tuple[str, ast.expr]]:
+        """``metadata_params={nn.PARTITION_NAME: "name"}`` names the stacked axis; it is a
+        logical name when the lifted module boxes its params with logical names."""
+        out: list[tuple[str, ast.expr]] = []
+        for lift in lifts(self.facts, Role.LINEN_LIFT):
+            pairs = literal_dict(self.facts, lift.keywords.get("metadata_params"), lift.scope)
+            if not pairs:
+                continue
+            ref = lifted_ref(self.facts, lift)
+            if ref is None or not reached_apis(self.project, ref, self.facts.module) & LINEN_LOGICAL_BOXES:
+                continue
+            for key, written in pairs:
+                value, _ = deref(self.facts, written, lift.scope)
+                if is_partition_name_key(self.facts, key) and isinstance(value, ast.Constant) \
+                        and isinstance(value.value, str):
+                    out.append((value.value, value))
+        return out

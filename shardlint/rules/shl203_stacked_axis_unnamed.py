@@ -1,0 +1,388 @@
+"""SHL203 stacked-axis-unnamed."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from shardlint.rules.base import Finding, Related, Rule, example, register
+from shardlint.semantics.api import Role
+from shardlint.semantics.facts import Scope
+from shardlint.semantics.lifts import (
+    Lift,
+    annotation_calls,
+    is_nnx_annotation,
+    lifted_ref,
+    lifts,
+    returned_calls,
+)
+from shardlint.semantics.partitioning import (
+    LINEN_BOXES,
+    NNX_ANNOTATIONS,
+    is_partition_name_key,
+    literal_dict,
+    reached_apis,
+    symbol_ref,
+)
+from shardlint.semantics.project import NNX_MODULE
+from shardlint.source import Span
+
+_LINEN_BLOCK = """
+import jax
+import flax.linen as nn
+
+class Block(nn.Module):
+    @nn.compact
+    def __call__(self, x, _):
+        init = nn.with_logical_partitioning(nn.initializers.lecun_normal(), ("embed", "mlp"))
+        return nn.Dense(512, kernel_init=init)(x), None
+"""
+
+_NNX_BLOCK = """
+import jax
+from flax import nnx
+
+class Block(nnx.Module):
+    def __init__(self, rngs: nnx.Rngs):
+        init = nnx.with_partitioning(nnx.initializers.lecun_normal(), (None, "model"))
+        self.linear = nnx.Linear(512, 1024, kernel_init=init, rngs=rngs)
+"""
+
+
+@register
+class StackedAxisUnnamed(Rule):
+    code = "SHL203"
+    name = "stacked-axis-unnamed"
+    severity = "error"
+    summary = "`vmap`/`scan` stacks partitioned variables without naming the new axis."
+    what = """
+Flags a lifted transform that stacks the variables of a model whose code annotates them with
+partition names, without saying how the new leading axis is named:
+
+* Linen `nn.vmap` / `nn.scan` with a literal `variable_axes` that maps `"params"` (or every
+  collection) to an axis, over a module that boxes its params (`nn.with_logical_partitioning`,
+  `nn.with_partitioning`, `LogicallyPartitioned`, `Partitioned`), with no
+  `metadata_params={nn.PARTITION_NAME: ...}`. An error: init raises.
+* NNX `nnx.vmap` / `nnx.scan`, as a decorator or a call, whose function constructs and returns
+  an `nnx.Module` of the project annotated with `nnx.with_partitioning` or `out_sharding=` (or an
+  `nnx` layer given such an initializer), with no `transform_metadata={nnx.PARTITION_NAME: ...}`.
+  A warning: nothing fails, the metadata is wrong.
+
+Not flagged: transforms that stack no params (`variable_axes={"params": None}`, a forward
+`nn.vmap` with only `in_axes`, an `nnx.vmap` over a function that only calls a model or drops
+what it builds, `out_axes=None`), targets without partitioning annotations, and targets
+shardlint cannot resolve (lambdas over Linen modules, classes from other packages).
+"""
+    why = """
+Partitioned variables carry one name per dimension. A lifted transform that adds a dimension
+must add a name too. Linen refuses to guess: `PartitioningUnspecifiedError: Trying to transform a
+Partitioned variable but "partition_name" is not specified in metadata_params`, raised at init,
+after the rest of the program has been set up. NNX does not refuse: the value becomes
+`(L, 512, 1024)` but its `out_sharding` stays `(None, 'model')`, so `nnx.get_partition_spec`,
+`nnx.get_named_sharding`, checkpoint restore and `nnx.Optimizer` all shard dimension 1 instead of
+dimension 2, silently.
+"""
+    use_instead = """
+```python
+Stack = nn.scan(Block, variable_axes={"params": 0}, split_rngs={"params": True}, length=L,
+                metadata_params={nn.PARTITION_NAME: "layers"})
+
+@nnx.vmap(in_axes=0, out_axes=0, transform_metadata={nnx.PARTITION_NAME: "layers"})
+def make_blocks(rngs):
+    return Block(rngs)
+```
+`None` as the name keeps the stacked axis replicated; a logical name needs a rule (SHL201).
+"""
+    fix_safety = "No automatic fix: the name of the stacked axis (and its rule) is a design decision."
+    versions = "All Flax versions with Linen `metadata_params` and NNX `transform_metadata`."
+    VALID = [
+        example(_LINEN_BLOCK + """
+Stack = nn.scan(Block, variable_axes={"params": 0}, split_rngs={"params": True}, length=4,
+                metadata_params={nn.PARTITION_NAME: "layers"})
+"""),
+        example("""
+            import flax.linen as nn
+            from flax import linen as ln
+
+            class MLP(ln.Module):
+                @ln.compact
+                def __call__(self, x):
+                    init = ln.with_logical_partitioning(ln.initializers.lecun_normal(), ("embed", "mlp"))
+                    return ln.Dense(512, kernel_init=init)(x)
+
+            # one set of params shared by every element of the batch
+            Shared = ln.vmap(MLP, variable_axes={"params": None}, split_rngs={"params": False},
+                             in_axes=0)
+        """, title="params broadcast: nothing is stacked"),
+        example("""
+            import flax.linen as nn
+
+            class Plain(nn.Module):
+                @nn.compact
+                def __call__(self, x, _):
+                    x = nn.Dense(512)(x)
+                    return nn.with_logical_constraint(x, ("batch", "embed")), None
+
+            Stack = nn.scan(Plain, variable_axes={"params": 0}, split_rngs={"params": True}, length=4)
+        """, title="no boxed params (a constraint on activations is not metadata)"),
+        example("""
+            import flax.linen as nn
+            from some_library import Block   # not in the project: shardlint stays silent
+
+            Stack = nn.scan(Block, variable_axes={"params": 0}, split_rngs={"params": True}, length=4)
+        """),
+        example(_NNX_BLOCK + """
+@nnx.split_rngs(splits=4)
+@nnx.vmap(in_axes=(0,), out_axes=0, transform_metadata={nnx.PARTITION_NAME: "layers"})
+def make_blocks(rngs):
+    return Block(rngs)
+
+@nnx.vmap(in_axes=(0, None))
+def forward(block, x):   # runs the stacked blocks, creates nothing
+    return block.linear(x)
+"""),
+        example("""
+            import jax
+            from flax import nnx
+
+            class Plain(nnx.Module):
+                def __init__(self, rngs):
+                    self.linear = nnx.Linear(512, 1024, rngs=rngs)
+
+            @nnx.vmap(in_axes=0, out_axes=0)
+            def make(rngs):
+                return Plain(rngs)
+        """, title="NNX module without sharding annotations"),
+        example({
+            "model.py": _LINEN_BLOCK,
+            "train.py": """
+                import jax
+                from flax import linen as ln
+                from model import Block
+
+                Stack = ln.scan(Block, variable_axes={"params": 0}, split_rngs={"params": True},
+                                length=4, metadata_params={"partition_name": None})
+            """,
+        }, title="cross-file, named with the string key"),
+    ]
+    INVALID = [
+        example("""
+            import jax
+            import flax.linen as nn
+
+            class MLP(nn.Module):
+                @nn.compact
+                def __call__(self, x):
+                    init = nn.with_logical_partitioning(nn.initializers.lecun_normal(), ("embed", "mlp"))
+                    return nn.Dense(4096, kernel_init=init)(x)
+
+            Ensemble = nn.vmap(MLP, variable_axes={"params": 0}, split_rngs={"params": True},  # expect: SHL203
+                               in_axes=0)
+        """),
+        example(_LINEN_BLOCK.replace("import flax.linen as nn", "from flax import linen as nn") + """
+from flax import linen as ln
+Stack = ln.scan(ln.remat(Block), variable_axes={"params": 0}, split_rngs={"params": True},  # expect: SHL203
+                length=4, metadata_params={})
+""", title="`metadata_params` without the name, through `remat`"),
+        example({
+            "model.py": _LINEN_BLOCK,
+            "train.py": """
+                import functools
+                import flax.linen as nn
+                from model import Block
+
+                class Decoder(nn.Module):
+                    @functools.partial(nn.scan, variable_axes={"params": 0},  # expect: SHL203
+                                       split_rngs={"params": True}, length=4)
+                    @nn.compact
+                    def __call__(self, x, _):
+                        return Block()(x, None)
+            """,
+        }, title="cross-file, a scanned method"),
+        example(_NNX_BLOCK + """
+@nnx.split_rngs(splits=4)
+@nnx.vmap(in_axes=(0,), out_axes=0)  # expect: SHL203
+def make_blocks(rngs):
+    return Block(rngs)
+"""),
+        example({
+            "model.py": _NNX_BLOCK,
+            "train.py": """
+                from flax import nnx
+                from model import Block
+
+                rngs = nnx.Rngs(0)
+                blocks = nnx.vmap(lambda r: Block(r), in_axes=0, out_axes=0)(rngs.split(4))  # expect: SHL203
+            """,
+        }, title="cross-file NNX, call form"),
+    ]
+
+    def check(self) -> Iterator[Finding]:
+        for lift in lifts(self.facts, Role.LINEN_LIFT):
+            finding = self._linen(lift)
+            if finding is not None:
+                yield finding
+        for lift in lifts(self.facts, Role.NNX_LIFT):
+            finding = self._nnx(lift)
+            if finding is not None:
+                yield finding
+
+    # ---- Linen ---------------------------------------------------------------------------------
+    def _linen(self, lift: Lift) -> Finding | None:
+        if lift.opaque_kwargs:
+            return None
+        axes = literal_dict(self.facts, lift.keywords.get("variable_axes"), lift.scope)
+        stacked = next((self._stacked_params(k, v) for k, v in axes or () if self._stacked_params(k, v)), None)
+        if stacked is None or self._names_axis(lift, "metadata_params") is not False:
+            return None
+        ref = lifted_ref(self.facts, lift)
+        if ref is None or not reached_apis(self.project, ref, self.facts.module) & LINEN_BOXES:
+            return None
+        name = self._display(ref)
+        spelled = self._spelling(lift)
+        nn = self._prefix(lift, "flax.linen", "nn")
+        msg = (f"`{spelled}` stacks the params of `{name}` along a new axis ({stacked}) but no "
+               f"`metadata_params={{{nn}.PARTITION_NAME: ...}}` names it; `{name}` boxes its "
+               f"params with partition names, so init raises `PartitioningUnspecifiedError`. "
+               f"Add `metadata_params={{{nn}.PARTITION_NAME: \"layers\"}}` (a logical name with a "
+               f"rule, or None to keep the stacked axis replicated)")
+        return self.finding(lift.node, msg, related=self._box_sites(ref, LINEN_BOXES))
+
+    def _stacked_params(self, key: ast.expr, value: ast.expr) -> str | None:
+        """``"params": 0`` (or ``True: 0``): the collection holding boxed params gets an axis."""
+        keys = key.elts if isinstance(key, (ast.Tuple, ast.List)) else [key]
+        if isinstance(key, ast.Constant) and key.value is True:
+            label = "all collections"
+        elif any(isinstance(k, ast.Constant) and k.value == "params" for k in keys):
+            label = "'params'"
+        else:
+            return None
+        axis = value
+        if isinstance(axis, ast.UnaryOp) and isinstance(axis.op, ast.USub):
+            axis = axis.operand
+        if isinstance(axis, ast.Constant) and isinstance(axis.value, int) \
+                and not isinstance(axis.value, bool):
+            return f"{label} on axis {ast.unparse(value)}"
+        return None
+
+    # ---- NNX -----------------------------------------------------------------------------------
+    def _nnx(self, lift: Lift) -> Finding | None:
+        if lift.opaque_kwargs or self._names_axis(lift, "transform_metadata") is not False:
+            return None
+        out_axes = lift.keywords.get("out_axes")
+        if isinstance(out_axes, ast.Constant) and out_axes.value is None:
+            return None  # the outputs are not stacked
+        built = self._annotated_construction(lift)
+        if built is None:
+            return None
+        what, ref = built
+        spelled = self._spelling(lift)
+        nnx = self._prefix(lift, "flax.nnx", "nnx")
+        msg = (f"`{spelled}` stacks {what} along a new axis, but without "
+               f"`transform_metadata={{{nnx}.PARTITION_NAME: ...}}` its variables keep their "
+               f"unstacked `out_sharding`: `nnx.get_partition_spec`, `nnx.get_named_sharding`, "
+               f"checkpoint restore and `nnx.Optimizer` then shard the wrong dimension, "
+               f"silently. Add `transform_metadata={{{nnx}.PARTITION_NAME: None}}` (or the name "
+               f"of a mesh axis or logical axis)")
+        related = self._box_sites(ref, NNX_ANNOTATIONS) if ref else []
+        return self.finding(lift.node, msg, severity="warning", related=related)
+
+    def _annotated_construction(self, lift: Lift) -> tuple[str, str | None] | None:
+        """What the lifted function builds and returns that carries sharding annotations."""
+        if lift.function is not None:
+            return self._returned(lift.function, lift.function)
+        target = lift.target
+        if isinstance(target, ast.Lambda):
+            return self._returned(target, lift.scope)
+        if not isinstance(target, (ast.Name, ast.Attribute)):
+            return None
+        ref = symbol_ref(self.facts, target, lift.scope)
+        key = self.project.resolve(ref, self.facts.module) if ref else None
+        sym = self.project.symbol(key) if key else None
+        if key is None or sym is None:
+            return None
+        if sym.kind == "class":
+            return self._annotated_class(key)  # `nnx.vmap(Block, ...)(rngs)`
+        mod, _, qual = key.partition(":")
+        if mod == self.facts.module and qual in self.facts.scopes:
+            scope = self.facts.scopes[qual]
+            return self._returned(scope, scope) if scope.kind == "function" else None
+        if sym.kind != "function":
+            return None
+        # A function of another file: judge by what it creates and the classes it refers to.
+        if {s.api for s in sym.sites} & NNX_ANNOTATIONS:
+            return f"the annotated variables `{qual}` creates", key
+        for r in sym.refs:
+            t = self.project.resolve(r, mod)
+            found = self._annotated_class(t) if t is not None else None
+            if found is not None:
+                return found
+        return None
+
+    def _returned(self, fn: Scope | ast.Lambda, scope: Scope) -> tuple[str, str | None] | None:
+        """A returned construction: only what leaves the function gets the stacked axis."""
+        for call in returned_calls(self.facts, fn):
+            site = self.facts.call_at(call)
+            if site is None:
+                continue
+            if is_nnx_annotation(site):
+                return f"the `{ast.unparse(call.func)}` it creates", None
+            if site.qualified and site.qualified.startswith("flax.nnx."):
+                if annotation_calls(self.facts, call, site.scope):
+                    return f"the `{ast.unparse(call.func)}` it creates", None
+                continue
+            if isinstance(call.func, (ast.Name, ast.Attribute)):
+                ref = symbol_ref(self.facts, call.func, site.scope)
+                key = self.project.resolve(ref, self.facts.module) if ref else None
+                found = self._annotated_class(key) if key else None
+                if found is not None:
+                    return found
+        return None
+
+    def _annotated_class(self, key: str) -> tuple[str, str | None] | None:
+        sym = self.project.symbol(key)
+        if sym is None or sym.kind != "class" or not self.project.is_subclass(key, NNX_MODULE):
+            return None
+        if not reached_apis(self.project, key) & NNX_ANNOTATIONS:
+            return None
+        return f"the `{self._display(key)}` it constructs", key
+
+    # ---- shared --------------------------------------------------------------------------------
+    def _names_axis(self, lift: Lift, keyword: str) -> bool | None:
+        """True when ``keyword`` names the new axis, False when it certainly does not, None when
+        shardlint cannot read it."""
+        node = lift.keywords.get(keyword)
+        if node is None:
+            return False
+        pairs = literal_dict(self.facts, node, lift.scope)
+        if pairs is None:
+            return None
+        return any(is_partition_name_key(self.facts, k) for k, _ in pairs)
+
+    def _box_sites(self, ref: str, apis: frozenset[str]) -> list[Related]:
+        out = []
+        for path, site in self.project.constraint_sites(ref, self.facts.module, limit=20):
+            if site.api in apis:
+                out.append(Related(path, Span(site.line, site.col, site.end_line, site.end_col),
+                                   "partition names are attached here"))
+                break
+        return out
+
+    def _spelling(self, lift: Lift) -> str:
+        node = lift.node
+        if isinstance(node, ast.Call):  # functools.partial(nn.scan, ...)
+            node = node.args[0]
+        return ast.unparse(node)
+
+    def _prefix(self, lift: Lift, module: str, default: str) -> str:
+        """How this file spells ``module``: the transform's own prefix (``ln`` in ``ln.scan``),
+        else any alias of it."""
+        node = lift.node.args[0] if isinstance(lift.node, ast.Call) else lift.node
+        if isinstance(node, ast.Attribute) and self.facts.qualify(node.value) == module:
+            return ast.unparse(node.value)
+        alias = next((loc for loc, q in self.facts.imports.names.items() if q == module), None)
+        return alias or default
+
+    @staticmethod
+    def _display(ref: str) -> str:
+        return ref.partition(":")[2] or ref

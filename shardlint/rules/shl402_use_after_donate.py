@@ -1,0 +1,276 @@
+"""SHL402 use-after-donate."""
+
+from __future__ import annotations
+
+import ast
+
+from shardlint.rules.base import Rule, example, register
+from shardlint.semantics.donation import DonatingCall, donating_calls, passed
+from shardlint.semantics.execution import Execution
+from shardlint.semantics.liveness import Use, use_after
+
+
+@register
+class UseAfterDonate(Rule):
+    code = "SHL402"
+    name = "use-after-donate"
+    severity = "error"
+    summary = "A value is read after it was donated to a jitted call: its buffers are already deleted."
+    what = """
+Follows every argument passed to a callable that donates it -- a function decorated with
+`jax.jit(donate_argnums=...)` / `partial(jax.jit, donate_argnames=...)`, a name or `self.attr`
+bound to `jax.jit(f, donate_argnums=...)`, `pjit` alike, in this file or imported from another
+project file -- and flags the first read of the same name in the same function after the call,
+before it is rebound. Reads through an alias taken before the call (`old = state.params`),
+through attribute chains (`state.params`) and in lambdas run on the spot
+(`jax.lax.cond(c, lambda: state, ...)`) count; reading only metadata (`.shape`, `.dtype`,
+`.sharding`) does not. In a loop, a call such as `new_state = step(state, batch)` that never
+rebinds `state` is flagged where the next iteration passes `state` again (a `continue` before
+the rebind included).
+
+Not followed: `nnx.jit`, which writes the new state back into the modules passed, so they stay
+usable; host values (NumPy arrays, literals), which are copied to the device and stay valid;
+calls inside a jitted function, where donation is ignored; a name rebound on some paths only
+(shardlint does not guess which path runs); `donate_argnums` that are not literals.
+"""
+    why = """
+Donation hands the input buffers to XLA for the outputs: after the call the donated arrays are
+deleted. Any later read fails, but only when that line runs -- often at the first logging
+step, far into a run: `RuntimeError: Array has been deleted with shape=float32[4096,4096]`, or
+for an alias kept elsewhere `JaxRuntimeError` / `INVALID_ARGUMENT: Buffer has been deleted or
+donated` (an NNX module passed to a donating `jax.jit` and touched afterwards).
+"""
+    use_instead = """
+```python
+train_step = jax.jit(train_step, donate_argnums=0)
+for batch in batches:
+    state, metrics = train_step(state, batch)   # rebind the donated name to the result
+    log(metrics, state.step)                    # read the new state, never the old one
+```
+"""
+    versions = "All versions of jax (donation has deleted the donated buffers since it was introduced)."
+    VALID = [
+        example("""
+            import jax
+
+            step = jax.jit(lambda s, b: s + b, donate_argnums=0)
+
+            def train(state, batches):
+                for batch in batches:
+                    state = step(state, batch)
+                return state
+        """, title="the donated name is rebound to the result"),
+        example("""
+            from functools import partial
+            import jax
+
+            @partial(jax.jit, donate_argnums=(0,))
+            def train_step(state, batch):
+                return state.apply_gradients(grads=batch)
+
+            def train(state, batches):
+                for batch in batches:
+                    new_state = train_step(state, batch)
+                    print(new_state.step, state.params["w"].shape)   # metadata only
+                    state = new_state
+                return state
+        """, title="the result is used; the old value's shape is metadata"),
+        example("""
+            import jax
+            from flax import nnx
+
+            @nnx.jit(donate_argnums=(0, 1))
+            def train_step(model, optimizer, batch):
+                grads = nnx.grad(lambda m: m(batch).mean())(model)
+                optimizer.update(model, grads)
+
+            def train(model, optimizer, batches):
+                for batch in batches:
+                    train_step(model, optimizer, batch)
+                    print(model(batches[0]))   # nnx.jit wrote the new state into `model`
+        """, title="nnx.jit updates the objects passed"),
+        example("""
+            import jax
+            import numpy as np
+
+            @jax.jit(donate_argnums=0)
+            def normalize(x):
+                return x / 255.0
+
+            images = np.ones((8, 32, 32, 3), np.float32)
+            out = normalize(images)
+            print(images.mean())   # a NumPy array is copied to the device, not deleted
+        """),
+        example("""
+            import jax
+
+            def step(state, batch):
+                return state + batch
+
+            fast = jax.jit(step, donate_argnames="batch")
+
+            def run(state, batch):
+                new = fast(state, batch)
+                return state + new   # only `batch` is donated
+        """, title="donate_argnames resolved to the parameter it names"),
+        example({
+            "train_lib.py": """
+                from functools import partial
+                import jax
+
+                @partial(jax.jit, donate_argnums=0)
+                def train_step(state, batch):
+                    return state.apply_gradients(grads=batch)
+            """,
+            "main.py": """
+                import jax
+                from train_lib import train_step
+
+                def main(state, batches):
+                    for batch in batches:
+                        state = train_step(state, batch)
+                    return state
+            """,
+        }, title="imported from another file and rebound"),
+    ]
+    INVALID = [
+        example("""
+            import jax
+
+            def train_step(state, batch):
+                return jax.tree.map(lambda p, g: p - 0.1 * g, state, batch)
+
+            step = jax.jit(train_step, donate_argnums=0)
+
+            def train(state, batch):
+                new_state = step(state, batch)
+                print(state["w"])  # expect: SHL402
+                return new_state
+        """, title="reading the donated name after the call"),
+        example("""
+            import functools
+            import jax
+
+            @functools.partial(jax.jit, donate_argnums=(0,))
+            def train_step(state, batch):
+                return state.apply_gradients(grads=batch)
+
+            def train(state, batches):
+                for batch in batches:
+                    new_state = train_step(state, batch)  # expect: SHL402
+                return new_state
+        """, title="loop-carried: the next iteration passes the deleted state"),
+        example("""
+            from functools import partial
+            import jax
+
+            @partial(jax.jit, donate_argnames="state")
+            def train_step(state, batch):
+                return state.apply_gradients(grads=batch)
+
+            def train(state, batch):
+                old_params = state.params
+                state = train_step(state, batch)
+                return jax.tree.map(lambda a, b: a - b, state.params, old_params)  # expect: SHL402
+        """, title="an alias taken before the call"),
+        example("""
+            import jax
+
+            class Trainer:
+                def __init__(self, step_fn):
+                    self.step = jax.jit(step_fn, donate_argnums=(0,))
+
+                def fit(self, state, batch):
+                    new_state = self.step(state, batch)
+                    if new_state.step % 100 == 0:
+                        print(state.params)  # expect: SHL402
+                    return new_state
+        """, title="bound to self.step in __init__"),
+        example("""
+            import jax
+
+            @jax.jit(donate_argnums=0)
+            def update(params, grads):
+                return jax.tree.map(lambda p, g: p - 0.01 * g, params, grads)
+
+            params = {"w": jax.numpy.ones((4096, 4096))}
+            grads = {"w": jax.numpy.ones((4096, 4096))}
+            new_params = update(params, grads)
+            loss = (params["w"] ** 2).sum()  # expect: SHL402
+        """, title="module-level script, jax >= 0.8.1 decorator factory"),
+        example("""
+            import jax
+            from jax.experimental.pjit import pjit
+
+            def step(state, batch):
+                return state + batch
+
+            p_step = pjit(step, donate_argnums=(0,))
+
+            def run(state, batch):
+                p_step(state, batch)
+                return state * 2  # expect: SHL402
+        """, title="pjit, result dropped"),
+        example("""
+            import jax
+            from flax import nnx
+
+            @jax.jit(donate_argnums=0)
+            def forward(model, x):
+                return model(x)
+
+            model = nnx.Linear(1024, 1024, rngs=nnx.Rngs(0))
+            x = jax.numpy.ones((8, 1024))
+            y = forward(model, x)
+            y2 = model(x)  # expect: SHL402
+        """, title="an NNX module donated to jax.jit, then called again"),
+        example({
+            "train_lib.py": """
+                import jax
+
+                def _step(state, batch):
+                    return state.apply_gradients(grads=batch)
+
+                train_step = jax.jit(_step, donate_argnames="state")
+            """,
+            "main.py": """
+                import jax
+                import train_lib
+
+                def main(state, batch):
+                    new_state = train_lib.train_step(state, batch)
+                    print(state.step)  # expect: SHL402
+                    return new_state
+            """,
+        }, title="the donating step lives in another file"),
+    ]
+
+    def check(self):
+        execution = Execution(self.facts)
+        for d in donating_calls(self.facts, self.project):
+            if execution.is_traced(d.call):
+                continue  # inside a trace donation is ignored: nothing is deleted
+            for _, arg in passed(d.call.node, d.positions, d.names):
+                use = use_after(self.facts, d.call, arg)
+                if use is not None:
+                    related = [self.related(d.call.node, "donated here")]
+                    yield self.finding(use.expr, self._message(d, arg, use), related=related)
+
+    def _message(self, d: DonatingCall, arg: ast.expr, use: Use) -> str:
+        call = d.call.node
+        callee = self.text(call.func)
+        passed_text = self.text(arg)
+        how = d.how if d.defined_in is None else f"{d.how} in {d.defined_in.rsplit('/', 1)[-1]}"
+        line = call.lineno
+        if use.next_iteration:
+            return (f"`{passed_text}` is donated to `{callee}` on line {line} ({how}) but not "
+                    f"rebound in the loop: the next iteration passes its deleted buffers "
+                    f"(`RuntimeError: Array has been deleted`); assign the result back, "
+                    f"e.g. `{passed_text} = {callee}(...)`")
+        if use.alias_of is not None:
+            return (f"`{use.node.id}` holds `{use.alias_of}`, which was donated to `{callee}` on "
+                    f"line {line} ({how}): reading it raises `RuntimeError: Array has been "
+                    f"deleted`; copy what you need before the call, or read the result")
+        return (f"`{passed_text}` was donated to `{callee}` on line {line} ({how}), so "
+                f"`{self.text(use.expr)}` reads deleted buffers (`RuntimeError: Array has been "
+                f"deleted`); use the call's result instead (`{passed_text} = {callee}(...)`)")

@@ -1,0 +1,301 @@
+"""Buffer donation: which callables donate which arguments, and where they are called.
+
+* :func:`jit_keywords` / :func:`resolve_positions`: the ``donate_argnums``/``donate_argnames``
+  (and ``static_*``) of a jit site, resolved to positions of the compiled function.
+* :func:`donors`: every callable of a file known to donate (a decorated function, a name or
+  ``self.attr`` bound to ``jax.jit(f, donate_argnums=...)``, a direct ``jax.jit(f, ...)(x)``).
+* :func:`calls_of`: the calls of a jit site's callable in the file; :func:`passed`: what a call
+  passes at the donated positions.
+
+What is read after a call lives in :mod:`shardlint.semantics.liveness`.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from shardlint.semantics.dataflow import positional_params
+from shardlint.semantics.execution import compiled_function
+from shardlint.semantics.facts import CallSite, FileFacts, JitSite, Scope
+
+if TYPE_CHECKING:
+    from shardlint.semantics.project import ProjectIndex
+
+NNX_JIT = "flax.nnx.jit"
+LINEN_JIT = "flax.linen.jit"
+DONATE = ("donate_argnums", "donate_argnames")
+
+
+# ---- jit sites -------------------------------------------------------------------------------------
+def jit_keywords(facts: FileFacts, site: JitSite) -> dict[str, ast.expr] | None:
+    """All keywords of a jit site (the partial's and the application's); None with ``**kw``."""
+    calls: list[ast.Call] = []
+    node = site.node
+    if isinstance(node, ast.Call):
+        calls.append(node)
+        if site.form == "partial" and isinstance(node.func, ast.Call):
+            calls.append(node.func)
+    out: dict[str, ast.expr] = {}
+    for c in calls:
+        for kw in c.keywords:
+            if kw.arg is None:
+                return None
+            out[kw.arg] = kw.value
+    return out
+
+
+def keyword_call(site: JitSite) -> ast.Call | None:
+    """The call whose keywords configure the jit (where a keyword is added)."""
+    node = site.node
+    if not isinstance(node, ast.Call):
+        return None
+    if site.form == "partial" and isinstance(node.func, ast.Call):
+        return node.func
+    return node
+
+
+@dataclass
+class Signature:
+    """The compiled function's positional parameters, as its callers count them."""
+
+    params: list[str]  # positional parameter names, `self` included for methods
+    kwonly: list[str]
+    offset: int  # 1 when callers pass `self` implicitly (`self.step(x)` of a jitted method)
+
+
+def signature(facts: FileFacts, site: JitSite, function: Scope | None) -> Signature | None:
+    if function is None:
+        return None
+    fn = function.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    params = positional_params(fn)
+    kwonly = [a.arg for a in fn.args.kwonlyargs]
+    bound_method = site.form == "call" and isinstance(site.target, ast.Attribute)
+    if bound_method and params:
+        params = params[1:]  # `jax.jit(self.step)`: self is already bound
+    offset = 1 if site.form != "call" and function.enclosing_class is not None and params \
+        and not _is_static_method(fn) else 0
+    return Signature(params, kwonly, offset)
+
+
+def _is_static_method(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    return any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list)
+
+
+def _ints(value) -> set[int] | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return {value}
+    if isinstance(value, (tuple, list)) and all(isinstance(v, int) and not isinstance(v, bool)
+                                                for v in value):
+        return set(value)
+    return None
+
+
+def _strs(value) -> set[str] | None:
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, (tuple, list)) and all(isinstance(v, str) for v in value):
+        return set(value)
+    return None
+
+
+@dataclass
+class Positions:
+    """Resolved ``*_argnums`` / ``*_argnames`` of a jit site."""
+
+    positions: set[int] = field(default_factory=set)  # indices into Signature.params
+    names: set[str] = field(default_factory=set)  # parameter names (keyword-only included)
+
+
+def resolve_positions(facts: FileFacts, site: JitSite, sig: Signature | None,
+                      kind: str) -> Positions | None:
+    """``kind`` "donate" or "static": the parameters a site names, None when not literal."""
+    kws = jit_keywords(facts, site)
+    if kws is None:
+        return None
+    out = Positions()
+    nums = kws.get(f"{kind}_argnums")
+    if nums is not None:
+        value = _ints(facts.literal(nums, site.scope))
+        if value is None:
+            return None
+        out.positions |= {v for v in value if v >= 0} | \
+            ({v + len(sig.params) for v in value if v < 0} if sig else set())
+        if any(v < 0 for v in value) and sig is None:
+            return None
+        if sig is not None:
+            out.names |= {sig.params[v] for v in out.positions if v < len(sig.params)}
+    names = kws.get(f"{kind}_argnames")
+    if names is not None:
+        value_s = _strs(facts.literal(names, site.scope))
+        if value_s is None:
+            return None
+        out.names |= value_s
+        if sig is not None:
+            out.positions |= {i for i, p in enumerate(sig.params) if p in value_s}
+    return out
+
+
+# ---- donors ----------------------------------------------------------------------------------------
+@dataclass
+class Donor:
+    """A callable of this file that donates arguments."""
+
+    site: JitSite
+    positions: set[int]  # indices of the call's own positional arguments
+    names: set[str]  # keyword names of donated parameters
+    how: str  # the donation keywords as written: "donate_argnums=(0,)"
+
+
+def donors(facts: FileFacts) -> list[Donor]:
+    """Callables of this file that donate."""
+    out: list[Donor] = []
+    for site in facts.jit_sites:
+        if site.api_name in (NNX_JIT, LINEN_JIT):
+            continue  # nnx.jit writes the new state back into the objects passed
+        kws = jit_keywords(facts, site)
+        if kws is None or not any(k in kws for k in DONATE):
+            continue
+        fn = compiled_function(facts, site)
+        sig = signature(facts, site, fn)
+        pos = resolve_positions(facts, site, sig, "donate")
+        if pos is None or (not pos.positions and not pos.names):
+            continue
+        if kws.get("donate_argnames") is not None and sig is None:
+            continue  # names without the signature: positions unknown
+        offset = sig.offset if sig else 0
+        positions = {p - offset for p in pos.positions if p - offset >= 0}
+        how = ", ".join(f"{k}={ast.unparse(kws[k])}" for k in DONATE if k in kws)
+        out.append(Donor(site, positions, set(pos.names), how))
+    return out
+
+
+def exported_donations(facts: FileFacts) -> dict[str, list]:
+    """Module-level callables that donate, for the project index: ``{"train_step":
+    [positions, keyword names, "donate_argnums=0"]}`` (positions of the call's own arguments)."""
+    out: dict[str, list] = {}
+    for d in donors(facts):
+        site = d.site
+        if site.form in ("call", "partial") and site.target is not None:
+            name = site.bound_name if site.scope.kind == "module" else None
+        else:
+            fn = site.function
+            name = fn.name if fn is not None and fn.parent is facts.module_scope else None
+        if name is not None and len(facts.module_scope.bindings.get(name, [])) == 1:
+            out[name] = [sorted(d.positions), sorted(d.names), d.how]
+    return out
+
+
+@dataclass
+class DonatingCall:
+    """A call of a callable that donates: what it donates and how that was asked for."""
+
+    call: CallSite
+    positions: set[int]
+    names: set[str]
+    how: str  # "donate_argnums=0"
+    defined_in: str | None = None  # another module's path, when imported
+
+
+def donating_calls(facts: FileFacts, project: ProjectIndex) -> list[DonatingCall]:
+    """Calls of donating callables: defined in this file, or imported from a project module
+    (``from train_lib import train_step`` with ``train_step`` donating there)."""
+    out = [DonatingCall(c, d.positions, d.names, d.how)
+           for d in donors(facts) for c in calls_of(facts, d.site)]
+    for c in facts.calls:
+        func = c.node.func
+        if c.api is not None or not isinstance(func, (ast.Name, ast.Attribute)):
+            continue
+        root: ast.expr = func
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not isinstance(root, ast.Name) or c.scope.lookup(root.id) is not None:
+            continue  # a local name: not the imported one
+        q = facts.qualify(func)
+        target = project.resolve(f"ext:{q}", facts.module) if q else None
+        if target is None:
+            continue
+        mod, _, qual = target.partition(":")
+        summary = project.summaries.get(mod)
+        if mod == facts.module or summary is None or qual not in summary.donating:
+            continue
+        positions, names, how = summary.donating[qual]
+        out.append(DonatingCall(c, set(positions), set(names), how, summary.path))
+    return out
+
+
+def calls_of(facts: FileFacts, site: JitSite) -> list[CallSite]:
+    """Calls of the callable a jit site produces, in this file."""
+    out: list[CallSite] = []
+    name = site.bound_name
+    owner = _binding_owner(site)
+    attr = _self_attr_binding(facts, site)
+    for c in facts.calls:
+        func = c.node.func
+        if func is site.node:  # `jax.jit(f, ...)(x)`
+            out.append(c)
+        elif name is not None and isinstance(func, ast.Name) and func.id == name:
+            found = c.scope.lookup(name)
+            if found is not None and found[0] is owner:
+                out.append(c)
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+                and func.value.id == "self":
+            cls = _class_of(c.scope)
+            if cls is None:
+                continue
+            bound_here = attr is not None and attr == (cls, func.attr)  # self.step = jax.jit(...)
+            decorated_method = site.form != "call" and site.function is not None \
+                and site.function.parent is cls and site.function.name == func.attr
+            if bound_here or decorated_method:
+                out.append(c)
+    return out
+
+
+def _binding_owner(site: JitSite) -> Scope | None:
+    if site.form == "call" or (site.form == "partial" and site.target is not None):
+        return site.scope
+    fn = site.function
+    return fn.parent if fn is not None else None
+
+
+def _self_attr_binding(facts: FileFacts, site: JitSite) -> tuple[Scope, str] | None:
+    """``self.step = jax.jit(self._step, ...)`` in a method: (class, "step")."""
+    if not isinstance(site.node, ast.Call):
+        return None
+    call = facts.call_at(site.node)
+    stmt = call.stmt if call is not None else None
+    if isinstance(stmt, ast.Assign) and stmt.value is site.node and len(stmt.targets) == 1:
+        t = stmt.targets[0]
+        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+            cls = _class_of(site.scope)
+            if cls is not None:
+                return cls, t.attr
+    return None
+
+
+def _class_of(scope: Scope) -> Scope | None:
+    s: Scope | None = scope
+    while s is not None and s.kind != "module":
+        if s.kind == "class":
+            return s
+        s = s.parent
+    return None
+
+
+def passed(call: ast.Call, positions: set[int], names: set[str]) -> list[tuple[int | str, ast.expr]]:
+    """The argument expressions a call passes at donated positions or keywords."""
+    out: list[tuple[int | str, ast.expr]] = []
+    for i, a in enumerate(call.args):
+        if isinstance(a, ast.Starred):
+            break
+        if i in positions:
+            out.append((i, a))
+    for kw in call.keywords:
+        if kw.arg is not None and kw.arg in names:
+            out.append((kw.arg, kw.value))
+    return out

@@ -1,0 +1,186 @@
+"""How code runs: eagerly (op by op, on concrete arrays) or traced (under jit, eval_shape, a transform).
+
+A call runs *traced* when it sits in a function compiled by a jit site, in a lambda or function
+handed to a JAX/Flax transform (``jax.jit(lambda: ...)``, ``jax.eval_shape(f, ...)``,
+``jax.lax.scan(body, ...)``), or inside ``jax.eval_shape(...)``'s arguments. It runs *eagerly
+for certain* when it is module-level code or in a function that module-level code of the same
+file reaches through direct calls (``if __name__ == "__main__": main()``, ``app.run(main)``)
+without passing through anything traced. Everything else is unknown: a function nobody in the
+file calls may be jitted by a caller elsewhere, so rules stay silent there.
+"""
+
+from __future__ import annotations
+
+import ast
+from functools import cached_property
+
+from shardlint.semantics.api import PACKAGES
+from shardlint.semantics.facts import CallSite, FileFacts, JitSite, Scope
+
+# A function handed to these runs eagerly, as if called.
+_RUNNERS = ("absl.app.run",)
+# Parts of jax that take a function and call it eagerly, not traced.
+_EAGER_HIGHER_ORDER = ("jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map",
+                       "jax.tree.map_with_path", "jax.tree_util.tree_map_with_path")
+
+
+class Execution:
+    """Answers "traced or eager?" for one file; each part is computed on first use."""
+
+    def __init__(self, facts: FileFacts):
+        self.facts = facts
+
+    @cached_property
+    def _traced(self) -> set[Scope]:
+        return self._traced_functions()
+
+    @cached_property
+    def _eager(self) -> set[Scope]:
+        return self._eager_scopes()
+
+    @cached_property
+    def _traced_lambdas(self) -> list[tuple[int, int, int, int]]:
+        """Spans of the lambdas handed to a JAX/Flax transform (``jax.jit(lambda: ...)``)."""
+        out: list[tuple[int, int, int, int]] = []
+        for c in self.facts.calls:
+            args = [*c.node.args, *(k.value for k in c.node.keywords)]
+            if any(isinstance(a, ast.Lambda) for a in args) and self._is_transform(c.node):
+                out.extend(_span(a) for a in args if isinstance(a, ast.Lambda))
+        return out
+
+    # ---- traced ------------------------------------------------------------------------------
+    def _is_transform(self, call: ast.Call) -> bool:
+        q = self.facts.qualify(call.func) if isinstance(call.func, (ast.Name, ast.Attribute)) \
+            else None
+        if q is None:
+            # `partial(jax.jit, ...)(f)` and `jax.jit(...)(f)` factories.
+            if isinstance(call.func, ast.Call):
+                return self._is_transform(call.func)
+            return False
+        if q in _EAGER_HIGHER_ORDER or q in _RUNNERS:
+            return False
+        if q == "functools.partial" and call.args:
+            inner = call.args[0]
+            return isinstance(inner, (ast.Name, ast.Attribute)) and self._qualifies_to_package(inner)
+        return q.split(".", 1)[0] in PACKAGES
+
+    def _qualifies_to_package(self, node: ast.expr) -> bool:
+        q = self.facts.qualify(node)
+        return q is not None and q.split(".", 1)[0] in PACKAGES and q not in _EAGER_HIGHER_ORDER
+
+    def _traced_functions(self) -> set[Scope]:
+        f = self.facts
+        traced: set[Scope] = set()
+        for site in f.jit_sites:
+            if site.function is not None:
+                traced.add(site.function)
+        for c in f.calls:
+            if not self._is_transform(c.node):
+                continue
+            for a in [*c.node.args, *(k.value for k in c.node.keywords)]:
+                target = self.function_named(a, c.scope)
+                if target is not None:
+                    traced.add(target)
+        for s in f.scopes.values():
+            if s.kind == "function" and s.decorators:
+                for d in s.decorators:
+                    if (self._is_transform(d) if isinstance(d, ast.Call) else
+                            isinstance(d, (ast.Name, ast.Attribute)) and self._qualifies_to_package(d)):
+                        traced.add(s)
+        # Nested functions of traced functions are traced too.
+        changed = True
+        while changed:
+            changed = False
+            for s in f.scopes.values():
+                if s.kind == "function" and s not in traced and s.parent in traced:
+                    traced.add(s)
+                    changed = True
+        return traced
+
+    def function_named(self, node: ast.expr | None, scope: Scope) -> Scope | None:
+        return function_named(self.facts, node, scope)
+
+    def in_traced_lambda(self, node: ast.AST) -> bool:
+        """Inside a lambda handed to a JAX/Flax transform."""
+        if not self._traced_lambdas:
+            return False
+        line, col, end_line, end_col = _span(node)
+        return any((l0, c0) <= (line, col) and (end_line, end_col) <= (l1, c1)
+                   for l0, c0, l1, c1 in self._traced_lambdas)
+
+    def is_traced(self, site: CallSite) -> bool:
+        return site.abstract or self.scope_traced(site.scope) or self.in_traced_lambda(site.node)
+
+    def scope_traced(self, scope: Scope) -> bool:
+        return scope in self._traced
+
+    # ---- eager -------------------------------------------------------------------------------
+    def _eager_scopes(self) -> set[Scope]:
+        f = self.facts
+        eager: set[Scope] = {f.module_scope}
+        changed = True
+        direct = [c for c in f.calls if not c.abstract and not self.in_traced_lambda(c.node)]
+        while changed:
+            changed = False
+            for c in direct:
+                if c.scope not in eager:
+                    continue
+                targets: list[Scope | None] = [self.function_named(c.node.func, c.scope)]
+                q = f.qualify(c.node.func) if isinstance(c.node.func, (ast.Name, ast.Attribute)) \
+                    else None
+                if q in _RUNNERS and c.node.args:
+                    targets.append(self.function_named(c.node.args[0], c.scope))
+                for t in targets:
+                    if t is not None and t not in eager and t not in self._traced \
+                            and not t.decorators and t.enclosing_class is None:
+                        eager.add(t)
+                        changed = True
+        return eager
+
+    def runs_eagerly(self, site: CallSite) -> bool:
+        """Certainly runs eagerly (see the module docstring); False when traced or unknown."""
+        return site.scope in self._eager and not site.abstract \
+            and not self.in_traced_lambda(site.node)
+
+
+def function_named(facts: FileFacts, node: ast.expr | None, scope: Scope) -> Scope | None:
+    """The function of this file an expression names (``self.m`` inside a class: method m)."""
+    if isinstance(node, ast.Name):
+        found = scope.lookup(node.id)
+        if found is not None:
+            owner, values = found
+            if values and isinstance(values[-1], (ast.FunctionDef, ast.AsyncFunctionDef)):
+                qual = f"{owner.qualname}.{node.id}" if owner.qualname else node.id
+                return facts.scopes.get(qual)
+    elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+            and node.value.id == "self":
+        cls = _class_of(scope)
+        if cls is not None:
+            s = cls.children.get(node.attr)
+            if s is not None and s.kind == "function":
+                return s
+    return None
+
+
+def compiled_function(facts: FileFacts, site: JitSite) -> Scope | None:
+    """The function of this file a jit site compiles (decorated, or named in the call)."""
+    if site.function is not None:
+        return site.function
+    return function_named(facts, site.target, site.scope)
+
+
+def _span(node: ast.AST) -> tuple[int, int, int, int]:
+    line = getattr(node, "lineno", 0)
+    col = getattr(node, "col_offset", 0)
+    return line, col, getattr(node, "end_lineno", None) or line, getattr(node, "end_col_offset", None) or col
+
+
+def _class_of(scope: Scope) -> Scope | None:
+    s: Scope | None = scope
+    while s is not None:
+        if s.kind == "class":
+            return s
+        if s.kind == "module":
+            return None
+        s = s.parent
+    return None

@@ -1,0 +1,338 @@
+"""Partitioning metadata: axis-name specs, the meshes they meet, rules tables, what code boxes.
+
+The SHL2xx rules ask about the *names* in sharding annotations (logical names, mesh axis names).
+This module answers from :class:`FileFacts` and the :class:`ProjectIndex`; it adds no state to
+either. Lifted transforms (``nn.vmap``, ``nnx.scan``) live in ``semantics.lifts``.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from shardlint.semantics.api import Role
+from shardlint.semantics.facts import FileFacts, MeshBinding, Scope
+from shardlint.semantics.project import ProjectIndex
+from shardlint.semantics.summary import _Summariser
+from shardlint.semantics.visitor import Opaque
+
+# Initializer wrappers and boxes whose variables carry partition names: a lifted transform
+# that stacks them must be told the name of the new axis.
+LINEN_BOXES = frozenset({
+    "flax.linen.with_logical_partitioning", "flax.linen.LogicallyPartitioned",
+    "flax.linen.with_partitioning", "flax.linen.Partitioned",
+})
+LINEN_LOGICAL_BOXES = frozenset({
+    "flax.linen.with_logical_partitioning", "flax.linen.LogicallyPartitioned",
+})
+# NNX annotations (``nnx.Param``/``nnx.Variable`` count only with ``out_sharding=``: the index
+# records a site for them only then).
+NNX_ANNOTATIONS = frozenset({"flax.nnx.with_partitioning", "flax.nnx.Param", "flax.nnx.Variable"})
+NNX_SHARDING_KWARGS = ("out_sharding", "sharding", "sharding_names")
+
+_MAX_DEREF = 8
+
+
+# ---- names and symbols ---------------------------------------------------------------------------
+def symbol_ref(facts: FileFacts, node: ast.expr, scope: Scope) -> str | None:
+    """The index reference (``module:Qual`` / ``ext:dotted``) of a Name or Attribute."""
+    # The summariser owns the one definition of a reference; reuse it rather than repeat it.
+    return _Summariser(facts).ref(node, scope)
+
+
+def deref(facts: FileFacts, node: ast.expr | None, scope: Scope) -> tuple[ast.expr | None, Scope]:
+    """Follow names bound exactly once to their value; returns the value and its binding scope."""
+    for _ in range(_MAX_DEREF):
+        if not isinstance(node, ast.Name):
+            break
+        found = scope.lookup(node.id)
+        if found is None:
+            break
+        owner, values = found
+        if len(values) != 1 or not isinstance(values[0], ast.expr) or isinstance(values[0], Opaque):
+            return None, scope
+        node, scope = values[0], owner
+    return node, scope
+
+
+def reached_apis(project: ProjectIndex, ref: str, from_module: str | None = None) -> frozenset[str]:
+    """Canonical names of the constraint/partitioning APIs a project symbol's code reaches.
+
+    Follows what the index follows for constraint needs: references, project base classes and
+    module-level aliases (``Block = nn.remat(_Block)``). Empty when ``ref`` is not a project symbol.
+    """
+    start = project.resolve(ref, from_module)
+    out: set[str] = set()
+    seen: set[str] = set()
+    todo = [start] if start else []
+    while todo:
+        key = todo.pop()
+        if key in seen:
+            continue
+        seen.add(key)
+        sym = project.symbol(key)
+        if sym is None:
+            continue
+        mod = key.partition(":")[0]
+        out.update(site.api for site in sym.sites)
+        for r in sym.refs:
+            t = project.resolve(r, mod)
+            if t is not None:
+                todo.append(t)
+        for b in sym.bases:
+            t = project.resolve(f"ext:{b}", mod) or project.resolve(f"{mod}:{b}")
+            if t is not None:
+                todo.append(t)
+    return frozenset(out)
+
+
+# ---- axis-name specs -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AxisEntry:
+    """One top-level entry of a literal spec: a name, None, a tuple of names, or unknown."""
+
+    node: ast.expr  # the entry as written (after following names bound once)
+    names: tuple[tuple[str, ast.expr], ...]  # the string literals in it, with their nodes
+    nested: bool  # a tuple of names sharding one dimension over several axes
+
+
+def spec_entries(facts: FileFacts, node: ast.expr | None, scope: Scope,
+                 allow_string: bool = False) -> list[AxisEntry] | None:
+    """The entries of a literal spec: ``("a", None)``, ``["a"]``, ``P("a", ("b", "c"))``.
+
+    Names bound once (``AXES = ("embed", "mlp")``, ``EMBED = "embed"``) are followed, and string
+    nodes point at the literal where it is written. A bare string is one entry only when
+    ``allow_string`` (a Linen ``names`` argument must be a tuple). None when not a literal.
+    """
+    node, scope = deref(facts, node, scope)
+    if node is None:
+        return None
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [AxisEntry(node, ((node.value, node),), False)] if allow_string else None
+    if isinstance(node, (ast.Tuple, ast.List)):
+        elts = node.elts
+    elif isinstance(node, ast.Call) and is_partition_spec(facts, node):
+        if node.keywords:
+            return None
+        elts = node.args
+    else:
+        return None
+    out: list[AxisEntry] = []
+    for elt in elts:
+        if isinstance(elt, ast.Starred):
+            continue  # unknown entries; the literal ones around them are still what they are
+        value, vscope = deref(facts, elt, scope)
+        if value is None:
+            continue
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            out.append(AxisEntry(value, ((value.value, value),), False))
+        elif isinstance(value, (ast.Tuple, ast.List)):
+            names = []
+            for inner in value.elts:
+                iv, _ = deref(facts, inner, vscope)
+                if isinstance(iv, ast.Constant) and isinstance(iv.value, str):
+                    names.append((iv.value, iv))
+            out.append(AxisEntry(value, tuple(names), True))
+        else:
+            out.append(AxisEntry(value, (), False))
+    return out
+
+
+def is_partition_spec(facts: FileFacts, node: ast.Call) -> bool:
+    known = facts.resolve(node.func)
+    return known is not None and known.role == Role.PARTITION_SPEC
+
+
+def literal_dict(facts: FileFacts, node: ast.expr | None,
+                 scope: Scope) -> list[tuple[ast.expr, ast.expr]] | None:
+    """Key/value pairs of a dict literal (or ``dict(k=v)``), following a name bound once.
+
+    None when it is not a literal or when it unpacks another mapping (``**extra``).
+    """
+    node, _ = deref(facts, node, scope)
+    if isinstance(node, ast.Dict):
+        if any(k is None for k in node.keys):
+            return None
+        return [(k, v) for k, v in zip(node.keys, node.values) if k is not None]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" \
+            and not node.args and all(kw.arg for kw in node.keywords):
+        return [(ast.Constant(kw.arg), kw.value) for kw in node.keywords]
+    return None
+
+
+def is_partition_name_key(facts: FileFacts, key: ast.expr) -> bool:
+    """``nn.PARTITION_NAME``, ``nnx.PARTITION_NAME`` or the string ``"partition_name"``."""
+    if isinstance(key, ast.Constant):
+        return key.value == "partition_name"
+    known = facts.resolve(key)
+    return known is not None and known.role == Role.PARTITION_NAME
+
+
+# ---- meshes around a PartitionSpec ----------------------------------------------------------------
+def paired_meshes(facts: FileFacts) -> dict[ast.Call, list[tuple[ast.expr, Scope]]]:
+    """``P(...)`` calls used in ``NamedSharding(mesh, P(...))`` (directly or through a name bound
+    once), with the mesh expressions they are paired with."""
+    out: dict[ast.Call, list[tuple[ast.expr, Scope]]] = {}
+    for c in facts.calls:
+        if c.api is not None and c.api.role == Role.NAMED_SHARDING:
+            mesh = c.arg(0, "mesh")
+            spec, _ = deref(facts, c.arg(1, "spec"), c.scope)
+            if mesh is not None and isinstance(spec, ast.Call) and is_partition_spec(facts, spec):
+                out.setdefault(spec, []).append((mesh, c.scope))
+            continue
+        # `jax.shard_map(f, mesh=mesh, in_specs=P("x"), out_specs=P("x"))` and the like.
+        mesh = c.kwarg("mesh")
+        if mesh is None:
+            continue
+        for a in [*c.node.args, *(kw.value for kw in c.node.keywords if kw.arg != "mesh")]:
+            value, _ = deref(facts, a, c.scope)
+            for n in ast.walk(value) if value is not None else ():
+                if isinstance(n, ast.Call) and is_partition_spec(facts, n):
+                    out.setdefault(n, []).append((mesh, c.scope))
+    return out
+
+
+_LOGICAL_SPEC_APIS = frozenset({"flax.linen.logical_to_mesh", "flax.linen.logical_to_mesh_sharding"})
+_LOGICAL_SPEC_ROLES = (Role.LOGICAL_CONSTRAINT, Role.LOGICAL_PARTITIONING, Role.NNX_PARTITIONING,
+                       Role.NNX_PARAM)
+
+
+def logical_specs(facts: FileFacts) -> set[ast.Call]:
+    """``P(...)`` calls handed to an API that reads logical names (or, in NNX, either kind)."""
+    out: set[ast.Call] = set()
+    for c in facts.calls:
+        if c.api is None or not (c.api.role in _LOGICAL_SPEC_ROLES or c.api.name in _LOGICAL_SPEC_APIS):
+            continue
+        for a in [*c.node.args, *(kw.value for kw in c.node.keywords)]:
+            value, _ = deref(facts, a, c.scope)
+            for n in ast.walk(value) if value is not None else ():
+                if isinstance(n, ast.Call) and is_partition_spec(facts, n):
+                    out.add(n)
+    return out
+
+
+def mesh_of(facts: FileFacts, node: ast.expr, scope: Scope) -> MeshBinding | None:
+    mesh = facts.mesh_for(node, scope)
+    if mesh is None:
+        value, vscope = deref(facts, node, scope)
+        if value is not None and value is not node:
+            mesh = facts.mesh_for(value, vscope)
+    return mesh
+
+
+def context_mesh(facts: FileFacts, node: ast.AST, scope: Scope) -> MeshBinding | None:
+    """The mesh of the innermost ``with jax.set_mesh(m):`` (or legacy ``with m:``) in the same
+    scope lexically around ``node``, when shardlint knows which mesh it is."""
+    line = getattr(node, "lineno", 0)
+    best: tuple[int, MeshBinding | None] | None = None
+    for item in facts.with_items:
+        if item.scope is not scope or item.kind not in ("mesh", "legacy_mesh"):
+            continue
+        stmt = item.stmt
+        body_start = stmt.body[0].lineno if stmt.body else stmt.lineno
+        if not (body_start <= line <= (stmt.end_lineno or stmt.lineno)):
+            continue
+        if item.kind == "legacy_mesh":
+            mesh = item.mesh
+        else:
+            call = item.expr
+            arg = call.args[0] if isinstance(call, ast.Call) and call.args else None
+            mesh = mesh_of(facts, arg, scope) if arg is not None else None
+        if best is None or stmt.lineno > best[0]:
+            best = (stmt.lineno, mesh)
+    return best[1] if best else None
+
+
+def unknown_mesh_source(facts: FileFacts, project: ProjectIndex, node: ast.expr,
+                        scope: Scope) -> bool:
+    """A mesh made by a call shardlint cannot see into (a library helper): its axis names may be
+    anything, so the project's other meshes say nothing about it."""
+    value, vscope = deref(facts, node, scope)
+    if not isinstance(value, ast.Call):
+        return False
+    known = facts.resolve(value.func)
+    if known is not None:
+        return known.role not in (Role.MESH, Role.ABSTRACT_MESH)
+    if not isinstance(value.func, (ast.Name, ast.Attribute)):
+        return True
+    ref = symbol_ref(facts, value.func, vscope)
+    return ref is None or project.resolve(ref, facts.module) is None
+
+
+# ---- rules tables --------------------------------------------------------------------------------
+def _rules_shaped(table: object) -> bool:
+    return isinstance(table, (list, tuple)) and bool(table) and all(
+        isinstance(e, (list, tuple)) and len(e) == 2 and isinstance(e[0], str)
+        and (e[1] is None or isinstance(e[1], str)
+             or (isinstance(e[1], (list, tuple)) and all(isinstance(x, str) for x in e[1])))
+        for e in table
+    )
+
+
+def logical_names_with_rules(project: ProjectIndex) -> tuple[set[str], bool]:
+    """Left-hand names of every rules table of the project, and whether that set can be trusted.
+
+    Trusted means: at least one table is used and every table used is a literal shardlint reads.
+    Module constants shaped like a rules table count too, because they may reach Flax through a
+    helper shardlint does not know (that only ever adds names, never a finding).
+    """
+    tables, complete = project.rule_tables()
+    names = {str(e[0]) for t in tables for e in t if e}
+    for s in project.summaries.values():
+        for table in s.constants.values():
+            if _rules_shaped(table):
+                names.update(str(e[0]) for e in table)
+    return names, bool(tables) and complete
+
+
+def rules_table_nodes(facts: FileFacts, project: ProjectIndex) -> list[tuple[ast.expr, Scope]]:
+    """Literal rules tables written in this file: those used here and module constants that
+    another module imports as a rules table (``from config import RULES``)."""
+    out: list[tuple[ast.expr, Scope]] = []
+    seen: set[int] = set()
+    for t in facts.rule_tables:
+        if t.entries is None:
+            continue
+        node, scope = deref(facts, t.expr, t.scope)
+        if isinstance(node, (ast.Tuple, ast.List)) and id(node) not in seen:
+            seen.add(id(node))
+            out.append((node, scope))
+    used = _imported_tables(project)
+    for name, values in facts.module_scope.bindings.items():
+        if len(values) != 1 or not isinstance(values[0], (ast.Tuple, ast.List)):
+            continue
+        node = values[0]
+        if id(node) in seen or not _rules_shaped(facts.literal(node, facts.module_scope)):
+            continue
+        if f"{facts.module}.{name}" in used:
+            seen.add(id(node))
+            out.append((node, facts.module_scope))
+    return out
+
+
+def _imported_tables(project: ProjectIndex) -> set[str]:
+    """Dotted names of module constants used as rules tables, with script-style spellings
+    (``from config import RULES`` in ``pkg/train.py`` may mean ``pkg.config.RULES``)."""
+    out: set[str] = set()
+    for s in project.summaries.values():
+        pkg = s.module.split(".")[:-1]
+        for ref in s.rule_table_refs:
+            out.add(ref)
+            out.update(".".join(pkg[:i] + [ref]) for i in range(1, len(pkg) + 1))
+    return out
+
+
+def rules_rhs(facts: FileFacts, table: ast.expr, scope: Scope) -> list[tuple[str, ast.expr]]:
+    """Mesh axis names on the right of each rule of a literal table, with their nodes."""
+    out: list[tuple[str, ast.expr]] = []
+    for elt in table.elts:  # type: ignore[attr-defined]
+        entry, escope = deref(facts, elt, scope)
+        if not isinstance(entry, (ast.Tuple, ast.List)) or len(entry.elts) != 2:
+            continue
+        rhs, rscope = deref(facts, entry.elts[1], escope)
+        targets = rhs.elts if isinstance(rhs, (ast.Tuple, ast.List)) else [rhs]
+        for t in targets:
+            value, _ = deref(facts, t, rscope)
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                out.append((value.value, value))
+    return out

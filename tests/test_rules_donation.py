@@ -1,0 +1,539 @@
+"""Regression cases for the init and donation rules (SHL301, SHL302, SHL401, SHL402).
+
+Each case is a small program and the lines a rule must flag; the SHL401 quick fix is applied to
+the source and the result must parse and lint clean.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import expected_markers
+from helpers import lint_files
+
+from shardlint.rules.base import Edit, Finding, get_rule
+
+
+def lint(tmp_path: Path, code: str, src: str | dict[str, str], **versions: str) -> list[Finding]:
+    files = {"example.py": src} if isinstance(src, str) else src
+    files = {k: textwrap.dedent(v).lstrip("\n") for k, v in files.items()}
+    return lint_files(tmp_path, files, select=(code,), versions=versions)
+
+
+def flagged(tmp_path: Path, code: str, src: str | dict[str, str], **versions: str) -> set:
+    return {(Path(f.path).name, f.line) for f in lint(tmp_path, code, src, **versions)}
+
+
+def marked(code: str, src: str | dict[str, str]) -> set:
+    files = {"example.py": src} if isinstance(src, str) else src
+    files = {k: textwrap.dedent(v).lstrip("\n") for k, v in files.items()}
+    return {(name, line) for name, line, c in expected_markers(files) if c == code}
+
+
+def apply_edits(text: str, edits: tuple[Edit, ...]) -> str:
+    """Apply edits (1-based lines, 0-based UTF-8 columns), last first."""
+    lines = text.split("\n")
+    raw = [line.encode("utf-8") for line in lines]
+    for e in sorted(edits, key=lambda e: (e.span.line, e.span.col), reverse=True):
+        s = e.span
+        if s.line == s.end_line:
+            b = raw[s.line - 1]
+            raw[s.line - 1] = b[: s.col] + e.text.encode("utf-8") + b[s.end_col:]
+        else:
+            head = raw[s.line - 1][: s.col] + e.text.encode("utf-8") + raw[s.end_line - 1][s.end_col:]
+            raw[s.line - 1: s.end_line] = [head]
+    return "\n".join(b.decode("utf-8") for b in raw)
+
+
+# ---- SHL402 use-after-donate ------------------------------------------------------------------------
+STEP = """
+import jax
+step = jax.jit(lambda s, b: s + b, donate_argnums=0)
+"""
+
+SHL402_CASES = {
+    "continue before the rebind: the next iteration passes the deleted state": STEP + """
+def train(state, batches):
+    for b in batches:
+        new = step(state, b)  # expect: SHL402
+        if new is None:
+            continue
+        state = new
+    return state
+""",
+    "continue on one branch, return on the other": STEP + """
+def train(state, batches):
+    for b in batches:
+        new = step(state, b)  # expect: SHL402
+        if new is None:
+            continue
+        return new
+""",
+    "rebound on every branch": STEP + """
+def train(state, b, ok):
+    new = step(state, b)
+    if ok:
+        state = new
+    else:
+        state = new * 2
+    return state
+""",
+    "rebound on one branch only: not followed": STEP + """
+def train(state, b, ok):
+    new = step(state, b)
+    if ok:
+        state = new
+    return state
+""",
+    "read on one branch": STEP + """
+def train(state, b, i):
+    new = step(state, b)
+    if i % 100 == 0:
+        print(state)  # expect: SHL402
+    return new
+""",
+    "the donated name was taken from another one": STEP + """
+def train(state, b):
+    s = state
+    new = step(s, b)
+    return state + new  # expect: SHL402
+""",
+    "break right after the call: no next iteration": STEP + """
+def train(state, batches):
+    for b in batches:
+        new = step(state, b)
+        break
+    return new
+""",
+    "while test reads the rebound state": STEP + """
+def train(state, b):
+    while state.step < 10:
+        state = step(state, b)
+    return state
+""",
+    "while test reads the donated state": STEP + """
+def train(state, b):
+    while state.step < 10:  # expect: SHL402
+        new = step(state, b)
+    return new
+""",
+    "nested loop: the outer loop comes round without a rebind": STEP + """
+def train(state, epochs, batches):
+    for _ in range(epochs):
+        for b in batches:
+            state = step(state, b)  # expect: SHL402
+        new = step(state, batches[0])
+    return new
+""",
+    "read after return on another path is not after the call": STEP + """
+def train(state, b, ok):
+    if ok:
+        return step(state, b)
+    return state
+""",
+    "inside a jitted function donation is ignored": STEP + """
+@jax.jit
+def outer(state, b):
+    new = step(state, b)
+    return state + new
+""",
+    "del is not a read": STEP + """
+def train(state, b):
+    new = step(state, b)
+    del state
+    return new
+""",
+    "a read in a function defined later is not followed": STEP + """
+def train(state, b):
+    new = step(state, b)
+    def log():
+        return state
+    return new, log
+""",
+    "a lambda run at once reads the donated state": STEP + """
+def train(state, b, ok):
+    new = step(state, b)
+    return jax.lax.cond(ok, lambda: new, lambda: state)  # expect: SHL402
+""",
+    "a lambda's own parameter is not the donated name": STEP + """
+def train(state, b):
+    new = step(state, b)
+    return jax.tree.map(lambda state: state * 2, new)
+""",
+    "a comprehension target is not the donated name": STEP + """
+def train(state, b, states):
+    new = step(state, b)
+    return [state.sum() for state in states], new
+""",
+    "self attribute rebound by the call": """
+import jax
+
+class Trainer:
+    def __init__(self, fn):
+        self.step = jax.jit(fn, donate_argnums=0)
+
+    def fit(self, batches):
+        for b in batches:
+            self.state = self.step(self.state, b)
+        return self.state
+""",
+    "self attribute donated and read": """
+import jax
+
+class Trainer:
+    def __init__(self, fn):
+        self.step = jax.jit(fn, donate_argnums=0)
+
+    def fit(self, b):
+        new = self.step(self.state, b)
+        return self.state.params  # expect: SHL402
+""",
+    "a part donated, another part read": STEP + """
+def train(state, b):
+    new = step(state.params, b)
+    return state.opt_state, new
+""",
+    "a part donated, the whole read": STEP + """
+def train(state, b):
+    new = step(state.params, b)
+    return state  # expect: SHL402
+""",
+    "donated by keyword": """
+import jax
+from functools import partial
+
+@partial(jax.jit, donate_argnames=("state",))
+def train_step(batch, state):
+    return state + batch
+
+def train(state, batch):
+    out = train_step(batch, state=state)
+    return state.sum() + out  # expect: SHL402
+""",
+    "static argument positions count": """
+import jax
+
+def f(n, x):
+    return x * n
+
+g = jax.jit(f, static_argnums=0, donate_argnums=1)
+
+def run(n, x):
+    y = g(n, x)
+    return n + y
+""",
+    "non-literal donate_argnums: unknown, silent": """
+import jax
+DONATE = compute()
+g = jax.jit(lambda x: x, donate_argnums=DONATE)
+
+def run(x):
+    y = g(x)
+    return x + y
+""",
+    "module-level loop in a script": STEP + """
+state = jax.numpy.zeros((1024, 1024))
+for b in range(10):
+    out = step(state, b)  # expect: SHL402
+""",
+}
+
+
+@pytest.mark.parametrize("title", list(SHL402_CASES))
+def test_shl402(tmp_path, title):
+    src = SHL402_CASES[title]
+    assert flagged(tmp_path, "SHL402", src) == marked("SHL402", src)
+
+
+def test_shl402_message_names_the_call_and_the_keyword(tmp_path):
+    [f] = lint(tmp_path, "SHL402", STEP + """
+def train(state, b):
+    new = step(state, b)
+    return state
+""")
+    assert f.severity == "error"
+    assert "`state` was donated to `step` on line 5 (donate_argnums=0), so `state`" in f.message
+    assert "Array has been deleted" in f.message
+    assert f.related and f.related[0].span.line == 5
+
+
+# ---- SHL401 missing-donation ------------------------------------------------------------------------
+SHL401_CASES = {
+    "an inner step only called inside another trace": """
+import jax
+
+@jax.jit
+def step(state, b):
+    return state.apply_gradients(grads=b)
+
+@jax.jit
+def multi(state, bs):
+    state, _ = jax.lax.scan(lambda s, b: (step(s, b), None), state, bs)  # expect: SHL401
+    return state
+""",
+    "jitted elsewhere with **options that may donate": """
+import jax
+opts = {"donate_argnums": 0}
+
+@jax.jit
+def f(state, b):
+    return state.apply_gradients(grads=b)
+
+g = jax.jit(f, **opts)
+""",
+    "a bound method jitted in __init__ (self is bound: argnum 0)": """
+import jax
+
+class Trainer:
+    def __init__(self):
+        self.train_step = jax.jit(self._train_step)  # expect: SHL401
+
+    def _train_step(self, state, batch):
+        return state.apply_gradients(grads=batch)
+
+    def fit(self, state, batches):
+        for b in batches:
+            state = self.train_step(state, b)
+        return state
+""",
+    "a zeros_like tree is not an update": """
+import jax
+
+@jax.jit
+def zeros(params):
+    return jax.tree.map(jax.numpy.zeros_like, params)
+""",
+    "returned unchanged is not an update": """
+import jax
+
+@jax.jit
+def passthrough(state, x):
+    return state, x * 2
+""",
+    "a loop rebind of a value that does not reach the result": """
+import jax
+
+@jax.jit
+def reset(x):
+    return jax.numpy.zeros((4,))
+
+def run(x):
+    for _ in range(3):
+        x = reset(x)
+    return x
+""",
+}
+
+
+@pytest.mark.parametrize("title", list(SHL401_CASES))
+def test_shl401(tmp_path, title):
+    src = SHL401_CASES[title]
+    # the scan case: the decorator line is the jit site; nothing may be flagged there
+    expected = {(n, line) for n, line in marked("SHL401", src) if "jax.lax.scan" not in
+                textwrap.dedent(src).lstrip("\n").split("\n")[line - 1]}
+    assert flagged(tmp_path, "SHL401", src) == expected
+
+
+def test_shl401_tree_map_update_replaces_the_leftmost_operand(tmp_path):
+    [f] = lint(tmp_path, "SHL401", """
+import jax
+
+@jax.jit
+def sgd(grads, params):
+    return jax.tree.map(lambda g, p: p - 0.1 * g, grads, params)
+""")
+    assert "`params`" in f.message and "`grads`" not in f.message
+    assert "`donate_argnums=(1,)`" in f.message
+
+
+def test_shl401_names_the_exact_argnums(tmp_path):
+    [f] = lint(tmp_path, "SHL401", """
+import jax
+from functools import partial
+
+class Trainer:
+    @partial(jax.jit, static_argnums=(0, 2))
+    def step(self, params, config, opt_state, grads):
+        updates, opt_state = config.tx.update(grads, opt_state, params)
+        return jax.tree.map(lambda p, u: p + u, params, updates), opt_state
+""")
+    assert "`donate_argnums=(1, 3)`" in f.message  # self is 0, config (static) is 2
+    assert f.fix is not None and f.fix.applicability == "unsafe"
+
+
+def _fixed_source(tmp_path: Path, src: str, **versions: str) -> tuple[str, Finding]:
+    [f] = lint(tmp_path, "SHL401", src, **versions)
+    assert f.fix is not None
+    text = (tmp_path / "example.py").read_text(encoding="utf-8")
+    return apply_edits(text, f.fix.edits), f
+
+
+@pytest.mark.parametrize("index", range(len(get_rule("SHL401").INVALID)))
+def test_shl401_fix_relints_clean(tmp_path, index):
+    ex = get_rule("SHL401").INVALID[index]
+    findings = lint_files(tmp_path, ex.files, select=("SHL401",), versions=ex.versions)
+    with_fix = [f for f in findings if f.fix is not None]
+    assert with_fix, "every INVALID example of SHL401 offers a fix on the current jax"
+    for f in with_fix:
+        path = Path(f.path)
+        fixed = apply_edits(path.read_text(encoding="utf-8"), f.fix.edits)
+        ast.parse(fixed)
+        out = tmp_path / "fixed"
+        files = {**ex.files, path.name: fixed}
+        again = lint_files(out, files, select=("SHL401",), versions=ex.versions)
+        assert not [g for g in again if Path(g.path).name == path.name], fixed
+
+
+def test_shl401_fix_prefers_partial_when_imported(tmp_path):
+    fixed, _ = _fixed_source(tmp_path, """
+import functools
+import jax
+
+@jax.jit
+def train_step(state, batch):
+    return state.apply_gradients(grads=batch)
+""")
+    assert "@functools.partial(jax.jit, donate_argnums=(0,))" in fixed
+
+
+def test_shl401_fix_on_old_jax_needs_partial(tmp_path):
+    [f] = lint(tmp_path, "SHL401", """
+import jax
+
+@jax.jit
+def train_step(state, batch):
+    return state.apply_gradients(grads=batch)
+""", jax="0.8.0")
+    assert f.fix is None  # `@jax.jit(donate_argnums=...)` needs jax >= 0.8.1
+
+
+def test_shl401_fix_keeps_multiline_calls_valid(tmp_path):
+    fixed, _ = _fixed_source(tmp_path, """
+import jax
+
+def step(params, grads):
+    return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+
+p_step = jax.jit(
+    step,
+    static_argnums=(),
+)
+""")
+    ast.parse(fixed)
+    assert "static_argnums=(), donate_argnums=(0,)," in fixed
+
+
+def test_shl401_fix_with_non_ascii_before_the_site(tmp_path):
+    fixed, _ = _fixed_source(tmp_path, """
+import jax
+
+def step(params, grads):
+    return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+
+schritt = {"größe": 1}; p_step = jax.jit(step)
+""")
+    ast.parse(fixed)
+    assert 'p_step = jax.jit(step, donate_argnums=(0,))' in fixed
+
+
+# ---- SHL301 / SHL302 ----------------------------------------------------------------------------------
+MODEL = """
+import jax
+import flax.linen as nn
+
+class MLP(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return nn.Dense(16)(x)
+"""
+
+SHL301_CASES = {
+    "a method's self.model is not resolved": MODEL + """
+mesh = jax.make_mesh((2,), ("data",))
+
+class Trainer:
+    def __init__(self):
+        self.model = MLP()
+        self.variables = self.model.init(jax.random.key(0), jax.numpy.ones((1, 4)))
+""",
+    "init in a function only handed to jax.eval_shape": MODEL + """
+mesh = jax.make_mesh((2,), ("data",))
+
+def create(key):
+    return MLP().init(key, jax.numpy.ones((1, 4)))
+
+abstract = jax.eval_shape(create, jax.random.key(0))
+""",
+    "init in a function the module calls directly": MODEL + """
+mesh = jax.make_mesh((2,), ("data",))
+
+def create(key):
+    return MLP().init(key, jax.numpy.ones((1, 4)))  # expect: SHL301
+
+variables = create(jax.random.key(0))
+""",
+    "jax.set_mesh as a statement before an NNX constructor": """
+import jax
+from flax import nnx
+
+jax.set_mesh(jax.make_mesh((2,), ("data",)))
+layer = nnx.Linear(4, 4, rngs=nnx.Rngs(0))  # expect: SHL301
+""",
+    "an NNX optimizer is not a model": """
+import jax
+import optax
+from flax import nnx
+
+with jax.set_mesh(jax.make_mesh((2,), ("data",))):
+    model = nnx.jit(lambda: nnx.Linear(4, 4, rngs=nnx.Rngs(0)))()
+    optimizer = nnx.Optimizer(model, optax.adam(1e-3), wrt=nnx.Param)
+""",
+}
+
+
+@pytest.mark.parametrize("title", list(SHL301_CASES))
+def test_shl301(tmp_path, title):
+    src = SHL301_CASES[title]
+    assert flagged(tmp_path, "SHL301", src) == marked("SHL301", src)
+
+
+SHL302_CASES = {
+    "jit of init under eval_shape allocates nothing": MODEL + """
+mesh = jax.make_mesh((2,), ("data",))
+abstract = jax.eval_shape(jax.jit(MLP().init), jax.random.key(0), jax.numpy.ones((1, 4)))
+""",
+    "device_put with a sharding inside the jitted function": MODEL + """
+from jax.sharding import NamedSharding, PartitionSpec as P
+mesh = jax.make_mesh((2,), ("data",))
+
+@jax.jit
+def create(key):
+    v = MLP().init(key, jax.numpy.ones((1, 4)))
+    return jax.device_put(v, NamedSharding(mesh, P()))
+""",
+    "init used but not returned": MODEL + """
+mesh = jax.make_mesh((2,), ("data",))
+
+@jax.jit
+def count(key):
+    v = MLP().init(key, jax.numpy.ones((1, 4)))
+    return sum(x.size for x in jax.tree.leaves(v))
+""",
+    "nnx.jit of a Linen init, decorator form": MODEL + """
+from flax import nnx
+mesh = jax.make_mesh((2,), ("data",))
+
+@nnx.jit  # expect: SHL302
+def create(key):
+    return MLP().init(key, jax.numpy.ones((1, 4)))
+""",
+}
+
+
+@pytest.mark.parametrize("title", list(SHL302_CASES))
+def test_shl302(tmp_path, title):
+    src = SHL302_CASES[title]
+    assert flagged(tmp_path, "SHL302", src) == marked("SHL302", src)

@@ -1,0 +1,294 @@
+"""Regression cases for SHL201-SHL203 beyond the rules' own examples.
+
+Each case is a small project; lines that must be flagged end with ``# expect: SHLnnn`` and every
+other line must stay clean for that rule.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from conftest import expected_markers
+from helpers import run_example
+
+from shardlint.rules.base import Example
+
+
+def _case(code: str, files: dict[str, str] | str, id: str):
+    if isinstance(files, str):
+        files = {"example.py": files}
+    files = {k: textwrap.dedent(v).lstrip("\n") for k, v in files.items()}
+    return pytest.param(code, Example(files), id=f"{code}-{id}")
+
+
+CASES = [
+    # ---- SHL201 ---------------------------------------------------------------------------------
+    _case("SHL201", """
+        import flax.linen as nn
+        from flax.linen import partitioning as nn_partitioning
+
+        class T5Dense(nn.Module):
+            @nn.compact
+            def __call__(self, x):
+                w = nn_partitioning.param_with_axes(
+                    "kernel", nn.initializers.lecun_normal(), (4, 8), axes=("embed", "mlpp"))  # expect: SHL201
+                return x @ w
+
+        with nn.logical_axis_rules((("embed", None), ("mlp", "model"))):
+            pass
+    """, "param-with-axes"),
+    _case("SHL201", """
+        import flax.linen as nn
+
+        AXES = ("embed", "hidden")  # expect: SHL201
+
+        class A(nn.Module):
+            @nn.compact
+            def __call__(self, x):
+                x = nn.with_logical_constraint(x, AXES)
+                return nn.with_logical_constraint(x, AXES)
+
+        with nn.logical_axis_rules((("embed", None),)):
+            pass
+    """, "constant-used-twice-reported-once"),
+    _case("SHL201", {
+        "model.py": """
+            import flax.linen as nn
+
+            class A(nn.Module):
+                @nn.compact
+                def __call__(self, x):
+                    return nn.with_logical_constraint(x, ("batch", "anything"))
+        """,
+        "train.py": """
+            import flax.linen as nn
+            from config_loader import load_rules
+
+            with nn.logical_axis_rules((("batch", "data"),)):
+                pass
+            with nn.logical_axis_rules(load_rules()):
+                pass
+        """,
+    }, "one-unreadable-table-silences"),
+    _case("SHL201", """
+        import jax
+        from flax import nnx
+
+        class B(nnx.Module):
+            def __init__(self, rngs, mesh_axes):
+                init = nnx.with_partitioning(nnx.initializers.lecun_normal(), ("embed", "mlp"))
+                self.linear = nnx.Linear(4, 8, kernel_init=init, rngs=rngs)
+
+        def build(names):
+            return jax.make_mesh((2, 4), names)
+
+        with nnx.logical_axis_rules((("batch", "data"),)):
+            pass
+    """, "nnx-mesh-axes-unknown"),
+    _case("SHL201", """
+        import jax
+        from flax import nnx
+
+        mesh = jax.make_mesh((2, 4), ("data", "model"))
+
+        class B(nnx.Module):
+            def __init__(self):
+                self.w = nnx.Param(jax.numpy.ones((4,)), out_sharding=("embed",),
+                                   sharding_rules=(("embed", "model"),))
+
+        with nnx.logical_axis_rules((("batch", "data"),)):
+            pass
+    """, "nnx-local-sharding-rules"),
+    _case("SHL201", """
+        import jax
+        import flax.linen as nn
+
+        class A(nn.Module):
+            @nn.compact
+            def __call__(self, x):
+                init = nn.with_logical_partitioning(nn.initializers.lecun_normal(), ("embed", "mlp"))
+                return nn.Dense(4, kernel_init=init)(x)
+
+        Stack = nn.scan(A, variable_axes={"params": 0}, split_rngs={"params": True}, length=2,
+                        metadata_params={nn.PARTITION_NAME: "layers"})
+        specs = nn.logical_to_mesh_sharding(None, None, (("embed", None), ("mlp", "model"), ("layers", None)))
+    """, "rules-given-to-logical_to_mesh_sharding"),
+    _case("SHL201", """
+        import flax.linen as nn
+
+        RULES_FOR_HELPER = (("batch", "data"), ("heads", "model"))
+
+        class A(nn.Module):
+            @nn.compact
+            def __call__(self, x):
+                return nn.with_logical_constraint(x, ("batch", "heads"))
+
+        with nn.logical_axis_rules((("batch", "data"),)):
+            pass
+    """, "rules-shaped-constant-counts"),
+    # ---- SHL202 ---------------------------------------------------------------------------------
+    _case("SHL202", """
+        import jax
+        from jax.sharding import PartitionSpec as P
+
+        mesh = jax.make_mesh((8,), ("data",))
+        other = jax.make_mesh((2, 4), ("data", "model"))
+        with jax.set_mesh(mesh):
+            step = jax.jit(lambda x: x, out_shardings=P("model"))  # expect: SHL202
+    """, "context-mesh"),
+    _case("SHL202", """
+        import jax
+        from jax.sharding import PartitionSpec as P
+
+        mesh = jax.make_mesh((8,), ("x",))
+        other = jax.make_mesh((8,), ("y",))
+        f = jax.shard_map(lambda a: a, mesh=mesh, in_specs=P("x"), out_specs=P("y"))  # expect: SHL202
+    """, "shard-map-mesh-keyword"),
+    _case("SHL202", """
+        import jax
+        from jax.sharding import Mesh, PartitionSpec as P
+
+        def run(mesh: Mesh):
+            return P("anything")
+
+        known = jax.make_mesh((8,), ("data",))
+    """, "annotated-mesh-parameter-is-not-literal"),
+    _case("SHL202", """
+        import jax
+        import flax.linen as nn
+        from jax.sharding import PartitionSpec as P
+
+        mesh = jax.make_mesh((8,), ("data",))
+        RULES = (("batch", "data"), ("embed", None))
+        logical = P("batch", "embed")
+        wrong = P("batch", "dta")  # expect: SHL202
+    """, "unpaired-logical-names-skipped"),
+    _case("SHL202", """
+        import jax
+        import yaml
+        import flax.linen as nn
+        from jax.sharding import PartitionSpec as P
+
+        mesh = jax.make_mesh((8,), ("data",))
+        with nn.logical_axis_rules(yaml.safe_load(open("r.yaml"))):
+            spec = P("activation_batch", None)
+    """, "unreadable-rules-unpaired-spec-skipped"),
+    _case("SHL202", """
+        import jax
+        from jax.sharding import AbstractMesh, NamedSharding, PartitionSpec as P
+
+        amesh = AbstractMesh((2, 4), ("data", "model"))
+        s = NamedSharding(amesh, P(("data", "model"), "model"))  # expect: SHL202
+        t = NamedSharding(amesh, P(None, "expert"))  # expect: SHL202
+    """, "abstract-mesh-and-nested-duplicate"),
+    _case("SHL202", """
+        import jax
+        from flax import nnx
+        from jax.sharding import PartitionSpec as P
+
+        mesh = jax.make_mesh((8,), ("data",))
+        init = nnx.with_partitioning(nnx.initializers.lecun_normal(), P("embed", None))
+    """, "nnx-spec-may-be-logical"),
+    _case("SHL202", """
+        import jax
+        from jax.sharding import NamedSharding, PartitionSpec as P
+
+        mesh = jax.make_mesh((8,), ("data",))
+
+        def shard(m, x):
+            return jax.device_put(x, NamedSharding(m, P("batch")))  # expect: SHL202
+    """, "unresolved-mesh-falls-back-to-project"),
+    # ---- SHL203 ---------------------------------------------------------------------------------
+    _case("SHL203", """
+        import flax.linen as nn
+
+        class A(nn.Module):
+            @nn.compact
+            def __call__(self, x, _):
+                init = nn.with_partitioning(nn.initializers.lecun_normal(), (None, "model"))
+                return nn.Dense(4, kernel_init=init)(x), None
+
+        AXES = {"params": 0}
+        META = {nn.PARTITION_NAME: None}
+        ok = nn.scan(A, variable_axes=AXES, split_rngs={"params": True}, length=2, metadata_params=META)
+        bad = nn.scan(A, variable_axes=AXES, split_rngs={"params": True}, length=2)  # expect: SHL203
+        everything = nn.vmap(A, variable_axes={True: 0}, split_rngs={"params": True})  # expect: SHL203
+        unknown = nn.vmap(A, variable_axes=make_axes(), split_rngs={"params": True})
+        forwarded = nn.vmap(A, **lift_options)
+        forward = nn.vmap(A, in_axes=0, out_axes=0)
+        cache_only = nn.vmap(A, variable_axes={"cache": 0, "params": None}, split_rngs={"params": False})
+    """, "linen-variants"),
+    _case("SHL203", """
+        import functools
+        from flax import nnx
+
+        class B(nnx.Module):
+            def __init__(self, rngs):
+                self.w = nnx.Param(nnx.initializers.lecun_normal()(rngs.params(), (4, 8)),
+                                   out_sharding=(None, "model"))
+
+        def make(rngs):
+            return B(rngs)
+
+        stacked = nnx.vmap(make, in_axes=0, out_axes=0)(nnx.Rngs(0).split(4))  # expect: SHL203
+        shared = nnx.vmap(make, in_axes=0, out_axes=None)(nnx.Rngs(0).split(4))
+
+        @functools.partial(nnx.scan, in_axes=0, out_axes=0)  # expect: SHL203
+        def make_scanned(rngs):
+            return B(rngs)
+
+        @nnx.vmap  # expect: SHL203
+        def make_bare(rngs):
+            return B(rngs)
+
+        @nnx.vmap(in_axes=0, out_axes=0)  # expect: SHL203
+        def make_linear(rngs):
+            init = nnx.with_partitioning(nnx.initializers.lecun_normal(), (None, "model"))
+            return nnx.Linear(4, 8, kernel_init=init, rngs=rngs)
+
+        @nnx.scan(in_axes=(nnx.Carry, 0), out_axes=nnx.Carry)
+        def forward(x, block):
+            return block.w @ x
+
+        @nnx.vmap(in_axes=(0, None))
+        def build_and_apply(rngs, x):
+            block = B(rngs)   # created, used, dropped: nothing stacked leaves the vmap
+            return block.w @ x
+
+        @nnx.vmap(in_axes=0, out_axes=0)  # expect: SHL203
+        def build_named(rngs):
+            block = B(rngs)
+            return block
+
+        stacked_class = nnx.vmap(B, in_axes=0, out_axes=0)(nnx.Rngs(0).split(4))  # expect: SHL203
+        opaque = nnx.vmap(make, **options)(nnx.Rngs(0).split(4))
+        named = nnx.vmap(make, in_axes=0, transform_metadata={"partition_name": None})
+    """, "nnx-variants"),
+    _case("SHL203", {
+        "blocks.py": """
+            from flax import nnx
+
+            class B(nnx.Module):
+                def __init__(self, rngs):
+                    init = nnx.with_partitioning(nnx.initializers.lecun_normal(), (None, "model"))
+                    self.linear = nnx.Linear(4, 8, kernel_init=init, rngs=rngs)
+
+            def make(rngs):
+                return B(rngs)
+        """,
+        "train.py": """
+            from flax import nnx
+            from blocks import make
+
+            stacked = nnx.vmap(make, in_axes=0, out_axes=0)(nnx.Rngs(0).split(4))  # expect: SHL203
+        """,
+    }, "nnx-function-from-another-file"),
+]
+
+
+@pytest.mark.parametrize("code,ex", CASES)
+def test_case(tmp_path, code, ex):
+    found = {f for f in run_example(tmp_path, ex, code) if f[2] == code}
+    expected = {e for e in expected_markers(ex.files) if e[2] == code}
+    assert found == expected
