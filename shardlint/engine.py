@@ -277,11 +277,12 @@ class Engine:
             return spath, text, source, facts, None
         summary = summarise(facts)
         self.index.add(summary)
-        key = self._rel(path)
-        digest = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
-        if self._cache.get(key, [None])[0] != digest:
-            self._cache[key] = [digest, summary.to_json()]
-            self._cache_dirty = True
+        if self.use_cache:
+            key = self._rel(path)
+            digest = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+            if self._cache.get(key, [None])[0] != digest:
+                self._cache[key] = [digest, summary.to_json()]
+                self._cache_dirty = True
         return spath, text, source, facts, None
 
     def _run_rules(self, spath: str, text: str, source: SourceText, facts, error) -> list[Finding]:
@@ -290,7 +291,7 @@ class Engine:
         ctx = RuleContext(facts, self.index, self.versions, source)  # type: ignore[arg-type]
         findings: list[Finding] = []
         for cls in self.selected_rules(spath):
-            if not cls.applies(self.versions):  # type: ignore[arg-type]
+            if not cls.applies(self.versions) or not cls.relevant(facts, self.index):  # type: ignore[arg-type]
                 continue
             try:
                 findings.extend(cls(ctx).check())

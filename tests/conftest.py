@@ -25,15 +25,3 @@ def project(tmp_path: Path):
     return make
 
 
-EXPECT = re.compile(r"#\s*expect:\s*([A-Z0-9, ]+)$")
-
-
-def expected_markers(files: dict[str, str]) -> set[tuple[str, int, str]]:
-    out = set()
-    for name, text in files.items():
-        for i, line in enumerate(text.splitlines(), start=1):
-            m = EXPECT.search(line)
-            if m:
-                for code in m.group(1).replace(",", " ").split():
-                    out.add((name, i, code))
-    return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from shardlint.config import Config
@@ -29,4 +30,18 @@ def run_example(root: Path, ex: Example, code: str) -> set[tuple[str, int, str]]
     for f in findings:
         name = Path(f.path).relative_to(root).as_posix()
         out.add((name, f.span.line, f.code))
+    return out
+
+
+EXPECT = re.compile(r"#\s*expect:\s*([A-Z0-9, ]+)$")
+
+
+def expected_markers(files: dict[str, str]) -> set[tuple[str, int, str]]:
+    out = set()
+    for name, text in files.items():
+        for i, line in enumerate(text.splitlines(), start=1):
+            m = EXPECT.search(line)
+            if m:
+                for code in m.group(1).replace(",", " ").split():
+                    out.add((name, i, code))
     return out

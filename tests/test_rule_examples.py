@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import expected_markers
-from helpers import run_example
+from helpers import expected_markers, run_example
 
 from shardlint.rules.base import all_rules
 

@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import expected_markers
+from helpers import expected_markers
 from helpers import lint_files
 
 from shardlint.rules.base import Edit, Finding, get_rule

@@ -9,7 +9,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from conftest import expected_markers
+from helpers import expected_markers
 from helpers import run_example
 
 from shardlint.rules.base import Example

@@ -32,6 +32,14 @@ class Outcome:
     errors: list[str] = field(default_factory=list)
 
 
+def _stat(path: Path) -> tuple | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
 def _compatible(old: Config, new: Config) -> bool:
     """Only rule selection or severities differ: the engine and its index stay valid."""
     return (old.root == new.root and old.fingerprint == new.fingerprint
@@ -49,6 +57,7 @@ class Analyzer:
         self._engines: dict[Path, Engine] = {}  # by configuration root
         self._indexed: set[Path] = set()
         self._open: dict[Path, str] = {}  # unsaved text of open files: it outranks the disk
+        self._stamps: dict[Path, tuple | None] = {}  # pyproject.toml -> (mtime, size) when read
 
     # ---- configuration ----------------------------------------------------------------------------
     def config_for(self, path: Path) -> Config:
@@ -56,6 +65,7 @@ class Analyzer:
         cfg = self._configs.get(folder)
         if cfg is not None:
             return cfg
+        self._record(folder)  # before reading: a change in between is seen by the next check
         try:
             cfg = load(folder)
             self._good[folder] = cfg
@@ -87,6 +97,7 @@ class Analyzer:
         """Re-read every configuration (a pyproject.toml changed); True when any differs."""
         old_configs = dict(self._configs)
         self._configs.clear()
+        self._stamps.clear()
         changed = force
         for folder, old in old_configs.items():
             if self.config_for(folder / "__init__.py") != old:
@@ -105,23 +116,18 @@ class Analyzer:
             self.generation += 1
         return changed
 
-    def config_stamp(self) -> tuple:
-        """(path, mtime, size) of every pyproject.toml that could configure an open file."""
-        seen: set[Path] = set()
-        for folder in list(self._configs) + [e.root for e in self._engines.values()]:
-            top = find_root(folder)
-            for d in (folder, *folder.parents):
-                seen.add(d / "pyproject.toml")
-                if d == top:
-                    break
-        out = []
-        for p in sorted(seen):
-            try:
-                st = p.stat()
-                out.append((str(p), st.st_mtime_ns, st.st_size))
-            except OSError:
-                out.append((str(p), None, None))
-        return tuple(out)
+    def configs_changed_on_disk(self) -> bool:
+        """Whether any pyproject.toml that configures (or could configure) an open file changed
+        since it was read: for clients that cannot watch files."""
+        return any(_stat(p) != st for p, st in list(self._stamps.items()))
+
+    def _record(self, folder: Path) -> None:
+        top = find_root(folder)
+        for d in (folder, *folder.parents):
+            p = d / "pyproject.toml"
+            self._stamps[p] = _stat(p)
+            if d == top:
+                break
 
     # ---- engines and their indexes ----------------------------------------------------------------
     def engine_for(self, path: Path) -> Engine:

@@ -281,6 +281,12 @@ class DocumentStore:
             return doc
         return self.notebooks.get(self.key(uri))
 
+    def by_key(self, key: str) -> TextDoc | Notebook | None:
+        doc = self.docs.get(key)
+        if doc is not None and doc.notebook is None:
+            return doc
+        return self.notebooks.get(key)
+
     def units(self) -> list[TextDoc | Notebook]:
         out: list[TextDoc | Notebook] = [d for d in self.docs.values() if d.notebook is None]
         out.extend(self.notebooks.values())

@@ -123,6 +123,11 @@ class Rule:
         self.project = ctx.project
 
     @classmethod
+    def relevant(cls, facts: FileFacts, project: ProjectIndex) -> bool:
+        """Cheap test: can this file hold a finding at all? (Most files of a project cannot.)"""
+        return True
+
+    @classmethod
     def applies(cls, versions: Versions) -> bool:
         for pkg, v in cls.applies_from.items():
             if not versions.at_least(pkg, v):

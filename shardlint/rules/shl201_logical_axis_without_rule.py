@@ -253,6 +253,11 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
         """, title="a module constant: the finding points at the literal"),
     ]
 
+    @classmethod
+    def relevant(cls, facts, project) -> bool:
+        R = Role
+        return bool(facts.roles & {R.LOGICAL_CONSTRAINT, R.LOGICAL_PARTITIONING, R.NNX_PARTITIONING, R.NNX_PARAM, R.LINEN_LIFT, R.NNX_LIFT})
+
     def check(self) -> Iterator[Finding]:
         known, trusted = logical_names_with_rules(self.project)
         if not trusted:

@@ -186,6 +186,12 @@ rules = (("batch", "data"), ("mlp", "model"))
         }, title="cross-file: a rules table imported from config.py"),
     ]
 
+    @classmethod
+    def relevant(cls, facts, project) -> bool:
+        summary = project.summaries.get(facts.module)
+        return Role.PARTITION_SPEC in facts.roles or bool(facts.rule_tables) or \
+            bool(summary is not None and summary.constants)
+
     def check(self) -> Iterator[Finding]:
         project_axes, complete = self.project.mesh_axes()
         union = project_axes if complete and project_axes else None

@@ -217,6 +217,11 @@ def make_blocks(rngs):
         }, title="cross-file NNX, call form"),
     ]
 
+    @classmethod
+    def relevant(cls, facts, project) -> bool:
+        R = Role
+        return bool(facts.roles & {R.LINEN_LIFT, R.NNX_LIFT})
+
     def check(self) -> Iterator[Finding]:
         for lift in lifts(self.facts, Role.LINEN_LIFT):
             finding = self._linen(lift)

@@ -214,6 +214,10 @@ init = partial(jax.jit, keep_unused=True)(Ensemble().init)  # expect: SHL302
 """, title="functools.partial form over an nn.vmap ensemble"),
     ]
 
+    @classmethod
+    def relevant(cls, facts, project) -> bool:
+        return bool(facts.jit_sites)
+
     def check(self):
         if not (project_uses_mesh(self.project) or project_uses_partitioning(self.project)):
             return

@@ -248,6 +248,10 @@ jax >= 0.8.1 (no fix is offered on older jax).
         """, title="decorator factory; the loop rebinds the argument"),
     ]
 
+    @classmethod
+    def relevant(cls, facts, project) -> bool:
+        return bool(facts.jit_sites)
+
     def check(self):
         execution = Execution(self.facts)
         donating_functions = self._donating_functions()

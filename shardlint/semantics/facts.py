@@ -171,6 +171,7 @@ class FileFacts:
     uses_flax: bool = False
     uses_jax: bool = False
     _call_index: dict[ast.Call, CallSite] = field(default_factory=dict, repr=False)
+    roles: set[api.Role] = field(default_factory=set)  # roles of every API called in the file
 
     # ---- queries rules use -------------------------------------------------------------------
     def calls_with_role(self, *roles: api.Role) -> Iterator[CallSite]:

@@ -13,7 +13,7 @@ import ast
 from shardlint.semantics.api import Role
 from shardlint.semantics.facts import FileFacts, Scope
 from shardlint.semantics.names import dotted
-from shardlint.semantics.project import LINEN_MODULE, NNX_MODULE, ProjectIndex
+from shardlint.semantics.project import project_cached, LINEN_MODULE, NNX_MODULE, ProjectIndex
 
 TRAIN_STATE = "flax.training.train_state.TrainState"
 # flax.linen classes that are not layers.
@@ -111,11 +111,13 @@ def is_train_state_create(facts: FileFacts, project: ProjectIndex, call: ast.Cal
     return ref is not None and project.is_subclass(ref, TRAIN_STATE, facts.module)
 
 
+@project_cached
 def project_uses_mesh(project: ProjectIndex) -> bool:
     """Some file enters or sets a mesh, or builds one."""
     return project.mesh_provider or any(s.mesh_axes for s in project.summaries.values())
 
 
+@project_cached
 def project_uses_partitioning(project: ProjectIndex) -> bool:
     """Some file calls a constraint or partitioning API, or enters axis rules."""
     if project.rules_provider:

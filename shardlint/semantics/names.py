@@ -16,13 +16,17 @@ from shardlint.semantics import api
 
 def dotted(node: ast.expr) -> list[str] | None:
     """``a.b.c`` -> ["a", "b", "c"]; anything else (calls, subscripts) -> None."""
+    # Called for most expressions of every file: exact type checks, no generator.
+    if type(node) is ast.Name:
+        return [node.id]  # type: ignore[attr-defined]
     parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return parts[::-1]
+    while type(node) is ast.Attribute:
+        parts.append(node.attr)  # type: ignore[attr-defined]
+        node = node.value  # type: ignore[attr-defined]
+    if type(node) is ast.Name:
+        parts.append(node.id)  # type: ignore[attr-defined]
+        parts.reverse()
+        return parts
     return None
 
 
@@ -71,9 +75,15 @@ class ImportMap:
 
     def qualify(self, node: ast.expr) -> str | None:
         parts = dotted(node)
-        if not parts or parts[0] not in self.names:
+        return self.qualify_parts(parts) if parts else None
+
+    def qualify_parts(self, parts: list[str]) -> str | None:
+        base = self.names.get(parts[0])
+        if base is None:
             return None
-        return ".".join([self.names[parts[0]], *parts[1:]])
+        if len(parts) == 1:
+            return base
+        return ".".join([base, *parts[1:]])
 
 
 def string_tuple(node: ast.expr | None, consts: dict[str, ast.expr] | None = None) -> tuple | None:

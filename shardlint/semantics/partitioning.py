@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from shardlint.semantics.api import Role
 from shardlint.semantics.facts import FileFacts, MeshBinding, Scope
-from shardlint.semantics.project import ProjectIndex
+from shardlint.semantics.project import project_cached, ProjectIndex
 from shardlint.semantics.summary import _Summariser
 from shardlint.semantics.visitor import Opaque
 
@@ -55,6 +55,7 @@ def deref(facts: FileFacts, node: ast.expr | None, scope: Scope) -> tuple[ast.ex
     return node, scope
 
 
+@project_cached
 def reached_apis(project: ProjectIndex, ref: str, from_module: str | None = None) -> frozenset[str]:
     """Canonical names of the constraint/partitioning APIs a project symbol's code reaches.
 
@@ -269,6 +270,7 @@ def _rules_shaped(table: object) -> bool:
     )
 
 
+@project_cached
 def logical_names_with_rules(project: ProjectIndex) -> tuple[set[str], bool]:
     """Left-hand names of every rules table of the project, and whether that set can be trusted.
 
@@ -310,6 +312,7 @@ def rules_table_nodes(facts: FileFacts, project: ProjectIndex) -> list[tuple[ast
     return out
 
 
+@project_cached
 def _imported_tables(project: ProjectIndex) -> set[str]:
     """Dotted names of module constants used as rules tables, with script-style spellings
     (``from config import RULES`` in ``pkg/train.py`` may mean ``pkg.config.RULES``)."""

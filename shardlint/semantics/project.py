@@ -6,12 +6,31 @@ being linted), so a constraint in ``model.py`` is judged by how ``train.py`` run
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from shardlint.semantics.facts import ALL, MESH, RULES
 from shardlint.semantics.summary import Entry, ModuleSummary, Site
 
 LINEN_MODULE = "flax.linen.Module"
+
+
+def project_cached(fn):
+    """Memoise a project-wide query until the index changes (rules ask per file, the answer
+    is the same for every file of the run)."""
+    name = fn.__qualname__
+
+    @functools.wraps(fn)
+    def wrapper(project, *args):
+        key = (name, *args)
+        memo = project._memo
+        if key not in memo:
+            memo[key] = fn(project, *args)
+        return memo[key]
+
+    return wrapper
+
+
 NNX_MODULE = "flax.nnx.Module"
 
 
@@ -23,17 +42,20 @@ class ProjectIndex:
     _callers: dict[str, list[tuple[str, int, str, int]]] = field(default_factory=dict, repr=False)
     _done: bool = False
     _resolved: dict[tuple[str, str | None], str | None] = field(default_factory=dict, repr=False)
+    _memo: dict[tuple, object] = field(default_factory=dict, repr=False)
 
     # ---- building ----------------------------------------------------------------------------
     def add(self, summary: ModuleSummary) -> None:
         self.summaries[summary.module] = summary
         self._done = False
         self._resolved.clear()
+        self._memo.clear()
 
     def remove(self, module: str) -> None:
         self.summaries.pop(module, None)
         self._done = False
         self._resolved.clear()
+        self._memo.clear()
 
     def _ensure(self) -> None:
         if not self._done:
@@ -148,6 +170,7 @@ class ProjectIndex:
                     todo.append(t)
         return out[:limit]
 
+    @project_cached
     def is_subclass(self, ref: str, base: str, from_module: str | None = None) -> bool:
         seen: set[str] = set()
         start = self.resolve(ref, from_module)
@@ -174,18 +197,22 @@ class ProjectIndex:
 
     # ---- contexts -------------------------------------------------------------------------------
     @property
+    @project_cached
     def rules_setter(self) -> bool:
         return any(s.rules_setter for s in self.summaries.values())
 
     @property
+    @project_cached
     def mesh_setter(self) -> bool:
         return any(s.mesh_setter for s in self.summaries.values())
 
     @property
+    @project_cached
     def rules_provider(self) -> bool:
         return any(s.rules_provider for s in self.summaries.values())
 
     @property
+    @project_cached
     def mesh_provider(self) -> bool:
         return any(s.mesh_provider for s in self.summaries.values()) or self.mesh_setter
 
@@ -268,6 +295,7 @@ class ProjectIndex:
         return self._callers.get(f"{module}:{qualname}", [])
 
     # ---- rules tables and meshes ---------------------------------------------------------------
+    @project_cached
     def rule_tables(self) -> tuple[list[list], bool]:
         """All literal rules tables in the project, and whether every table used is known."""
         tables: list[list] = []
@@ -294,6 +322,7 @@ class ProjectIndex:
                 return s.constants.get(".".join(parts[i:]))
         return None
 
+    @project_cached
     def mesh_axes(self) -> tuple[set[str], bool]:
         names: set[str] = set()
         complete = True

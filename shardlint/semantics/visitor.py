@@ -110,12 +110,15 @@ class FactsBuilder:
         parts = dotted(node)
         if parts is None:
             return None, None
-        joined = ".".join(parts)
-        if joined in self.wrappers:
-            return joined, self.wrappers[joined]
-        q = self.facts.imports.qualify(node)
+        if self.wrappers:
+            joined = ".".join(parts)
+            if joined in self.wrappers:
+                return joined, self.wrappers[joined]
+        q = self.facts.imports.qualify_parts(parts)
         if q is None:
             return None, None
+        if q in self.wrappers:
+            return q, self.wrappers[q]
         return q, api.lookup(q)
 
     # ---- imports -------------------------------------------------------------------------------
@@ -361,6 +364,7 @@ class FactsBuilder:
                 and func.value.id == "self":
             self.scope.self_calls.add(func.attr)
         if known is not None:
+            self.facts.roles.add(known.role)
             if known.role == Role.JIT:
                 self._call_jit(node, known)
             elif known.role == Role.PARTIAL and node.args:
@@ -449,16 +453,23 @@ class FactsBuilder:
 
     # ---- names and attributes ------------------------------------------------------------------
     def v_name(self, node: ast.Name) -> None:
-        if isinstance(node.ctx, ast.Load):
+        if type(node.ctx) is ast.Load:
             self.scope.references.add(node.id)
+            q = self.facts.imports.names.get(node.id)
+            if q is not None:
+                known = api.lookup(q)
+                if known is not None:
+                    self.facts.roles.add(known.role)
 
     def v_attribute(self, node: ast.Attribute) -> None:
         parts = dotted(node)
         if parts is not None:
             self.scope.references.add(parts[0])
             if parts[0] in self.facts.imports.names:
-                q = self.facts.imports.qualify(node)
+                q = self.facts.imports.qualify_parts(parts)
                 known = api.lookup(q) if q else None
+                if known is not None:
+                    self.facts.roles.add(known.role)
                 if known is not None and (known.deprecated or known.removed):
                     self.facts.references.append(Reference(node, q, known, self.scope))  # type: ignore[arg-type]
             return

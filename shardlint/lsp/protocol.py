@@ -1,0 +1,43 @@
+"""pygls's protocol without its own copy of open documents.
+
+pygls keeps documents as lists of ``str.splitlines`` lines, which break on more characters than
+LSP's line breaks; the server keeps them itself (``documents.DocumentStore``). The overrides
+below only hand the sync notifications to the server's handlers, so a document is stored once.
+"""
+
+from __future__ import annotations
+
+from lsprotocol import types
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
+
+
+class ShardlintProtocol(LanguageServerProtocol):
+    def _to_handler(self, method: str, params):
+        handler = self.fm.features.get(method)
+        if handler is not None:
+            yield handler, (params,), None
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
+    def lsp_text_document__did_open(self, params: types.DidOpenTextDocumentParams):
+        yield from self._to_handler(types.TEXT_DOCUMENT_DID_OPEN, params)
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams):
+        yield from self._to_handler(types.TEXT_DOCUMENT_DID_CHANGE, params)
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CLOSE)
+    def lsp_text_document__did_close(self, params: types.DidCloseTextDocumentParams):
+        yield from self._to_handler(types.TEXT_DOCUMENT_DID_CLOSE, params)
+
+    @lsp_method(types.NOTEBOOK_DOCUMENT_DID_OPEN)
+    def lsp_notebook_document__did_open(self, params: types.DidOpenNotebookDocumentParams):
+        yield from self._to_handler(types.NOTEBOOK_DOCUMENT_DID_OPEN, params)
+
+    @lsp_method(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
+    def lsp_notebook_document__did_change(self, params: types.DidChangeNotebookDocumentParams):
+        yield from self._to_handler(types.NOTEBOOK_DOCUMENT_DID_CHANGE, params)
+
+    @lsp_method(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
+    def lsp_notebook_document__did_close(self, params: types.DidCloseNotebookDocumentParams):
+        yield from self._to_handler(types.NOTEBOOK_DOCUMENT_DID_CLOSE, params)

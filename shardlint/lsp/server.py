@@ -1,0 +1,208 @@
+"""``shardlint server``: the handlers. Each is a few lines over ``Session`` and the engine."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+from shardlint import __version__
+from shardlint.lsp import actions, hover, settings, watch
+from shardlint.lsp.client import ClientFeatures
+from shardlint.lsp.convert import fingerprint
+from shardlint.lsp.documents import uri_to_path
+from shardlint.lsp.protocol import ShardlintProtocol
+from shardlint.lsp.session import Session
+
+log = logging.getLogger("shardlint.lsp")
+
+NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(notebook_selector=[
+    types.NotebookDocumentFilterWithNotebook(notebook="*",
+                                             cells=[types.NotebookCellLanguage("python")])])
+
+
+class ShardlintServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("shardlint", __version__, protocol_cls=ShardlintProtocol,
+                         text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+                         notebook_document_sync=NOTEBOOK_SYNC)
+        self.session = Session(self)
+        self.background: set[asyncio.Task] = set()
+
+    def spawn(self, coro) -> None:
+        task = asyncio.ensure_future(coro)
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+
+
+def build() -> ShardlintServer:
+    server = ShardlintServer()
+    s = server.session
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: ShardlintServer, params: types.InitializeParams) -> None:
+        s.features = ClientFeatures.of(params.capabilities, ls.workspace.position_encoding)
+        if ls.workspace.root_path:
+            s.fallback_root = Path(ls.workspace.root_path)
+        _apply_settings(ls, settings.parse(params.initialization_options), wait=False)
+
+    @server.feature(types.INITIALIZED)
+    async def initialized(ls: ShardlintServer, params: types.InitializedParams) -> None:
+        task = await watch.start(s)
+        if task is not None:
+            ls.background.add(task)
+        if s.features.configuration:
+            ls.spawn(_pull_settings(ls))
+        for folder in _workspace_folders(ls):
+            ls.spawn(s.index_folder(folder))
+
+    @server.feature(types.SHUTDOWN)
+    def shutdown(ls: ShardlintServer, params: None) -> None:
+        for task in list(ls.background):
+            task.cancel()
+        s.shutdown()
+
+    # ---- text documents -------------------------------------------------------------------------
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: ShardlintServer, params: types.DidOpenTextDocumentParams) -> None:
+        doc = s.store.open_text(params.text_document)
+        if not doc.is_python:
+            s.store.close_text(doc.uri)
+            return
+        s.edited(doc, delay=0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: ShardlintServer, params: types.DidChangeTextDocumentParams) -> None:
+        if s.store.change_text(params.text_document, params.content_changes, s.features.encoding):
+            s.edited(s.store.unit(params.text_document.uri))
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))
+    def did_save(ls: ShardlintServer, params: types.DidSaveTextDocumentParams) -> None:
+        s.edited(s.store.unit(params.text_document.uri), delay=0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: ShardlintServer, params: types.DidCloseTextDocumentParams) -> None:
+        doc = s.store.close_text(params.text_document.uri)
+        if doc is not None and doc.notebook is None:
+            s.closed(doc, [doc.uri])
+
+    # ---- notebooks --------------------------------------------------------------------------------
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
+    def nb_open(ls: ShardlintServer, params: types.DidOpenNotebookDocumentParams) -> None:
+        s.edited(s.store.open_notebook(params), delay=0)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
+    def nb_change(ls: ShardlintServer, params: types.DidChangeNotebookDocumentParams) -> None:
+        s.edited(s.store.change_notebook(params, s.features.encoding))
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_SAVE)
+    def nb_save(ls: ShardlintServer, params: types.DidSaveNotebookDocumentParams) -> None:
+        s.edited(s.store.notebook(params.notebook_document.uri), delay=0)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
+    def nb_close(ls: ShardlintServer, params: types.DidCloseNotebookDocumentParams) -> None:
+        nb = s.store.close_notebook(params)
+        if nb is not None:
+            s.closed(nb, [c.document for c in nb.cells])
+
+    # ---- requests ---------------------------------------------------------------------------------
+    @server.feature(types.TEXT_DOCUMENT_DIAGNOSTIC, types.DiagnosticOptions(
+        identifier="shardlint", inter_file_dependencies=True, workspace_diagnostics=False))
+    async def pull(ls: ShardlintServer, params: types.DocumentDiagnosticParams):
+        uri = params.text_document.uri
+        res = await _result(s, uri)
+        items = [d for _, d in res.items(uri)] if res is not None else []
+        result_id = res.fingerprints.get(uri, fingerprint(items)) if res is not None else fingerprint([])
+        s.reported[uri] = result_id
+        if params.previous_result_id == result_id:
+            return types.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)
+        return types.RelatedFullDocumentDiagnosticReport(items=items, result_id=result_id)
+
+    @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
+        code_action_kinds=[types.CodeActionKind.QuickFix, actions.FIX_ALL]))
+    async def code_action(ls: ShardlintServer, params: types.CodeActionParams):
+        res = await _result(s, params.text_document.uri)
+        if res is None or not s.features.code_action_literals:
+            return None
+        return actions.code_actions(res, params.text_document.uri, params.range,
+                                    params.context.only, s.features) or None
+
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    async def on_hover(ls: ShardlintServer, params: types.HoverParams):
+        res = await _result(s, params.text_document.uri)
+        if res is None:
+            return None
+        return hover.hover(res, params.text_document.uri, params.position, s.features.encoding,
+                           s.features.markdown)
+
+    # ---- workspace --------------------------------------------------------------------------------
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def did_change_configuration(ls: ShardlintServer,
+                                       params: types.DidChangeConfigurationParams) -> None:
+        raw = params.settings
+        if not (isinstance(raw, dict) and raw) and s.features.configuration:
+            await _pull_settings(ls)
+        else:
+            await _apply_settings(ls, settings.parse(raw))
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    async def did_change_watched_files(ls: ShardlintServer,
+                                       params: types.DidChangeWatchedFilesParams) -> None:
+        await watch.files_changed(s, params)
+
+    return server
+
+
+async def _result(s: Session, uri: str):
+    unit = s.store.unit(uri)
+    if unit is None:
+        return None
+    try:
+        return await s.analysed(unit)
+    except LookupError:  # closed meanwhile
+        return None
+
+
+def _apply_settings(ls: ShardlintServer, parsed: settings.ClientSettings, wait: bool = True):
+    s = ls.session
+    for problem in parsed.problems:
+        s.show_messages([("warning", f"shardlint: settings: {problem}")])
+    if parsed.debounce_ms is not None:
+        s.debounce = parsed.debounce_ms / 1000
+    if not wait:  # during initialize: queued on the worker before any analysis
+        s.worker.submit(s.analyzer.set_overrides, parsed.overrides)
+        return None
+    return s.config_changed(lambda: s.analyzer.set_overrides(parsed.overrides))
+
+
+async def _pull_settings(ls: ShardlintServer) -> None:
+    try:
+        got = await asyncio.wait_for(ls.workspace_configuration_async(types.ConfigurationParams(
+            items=[types.ConfigurationItem(section="shardlint")])), 10)
+    except Exception as exc:
+        log.warning("workspace/configuration failed: %s", exc)
+        return
+    if got and isinstance(got[0], dict):
+        await _apply_settings(ls, settings.parse(got[0]))
+
+
+def _workspace_folders(ls: ShardlintServer) -> list[Path]:
+    folders = [uri_to_path(f.uri) for f in ls.workspace.folders.values()]
+    if not folders and ls.workspace.root_path:
+        folders = [Path(ls.workspace.root_path)]
+    return [f for f in folders if f is not None and f.is_dir()]
+
+
+def run_stdio() -> None:
+    """Serve over stdin/stdout; anything else printed goes to stderr, never into the protocol."""
+    level = os.environ.get("SHARDLINT_LOG_LEVEL", "WARNING").upper()
+    logging.basicConfig(stream=sys.stderr, level=getattr(logging, level, logging.WARNING),
+                        format="shardlint-server %(levelname)s %(name)s: %(message)s")
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr
+    build().start_io(stdin, stdout)
