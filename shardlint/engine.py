@@ -144,12 +144,19 @@ class Engine:
                     if not self.config.is_excluded(p):
                         yield p
 
+    def _relative(self, path: Path | str) -> Path | None:
+        """``path`` relative to the project root (abspath, not resolve: no syscalls per file)."""
+        root = self.__dict__.get("_abs_root")
+        if root is None:
+            root = self.__dict__["_abs_root"] = os.path.abspath(self.root)
+        full = os.path.abspath(path)
+        if full == root or not full.startswith(root.rstrip(os.sep) + os.sep):
+            return None
+        return Path(full[len(root.rstrip(os.sep)) + 1:])
+
     def module_name(self, path: Path | str) -> tuple[str, bool]:
         p = Path(path)
-        try:
-            rel = p.resolve().relative_to(self.root.resolve())
-        except (ValueError, OSError):
-            rel = Path(p.name)
+        rel = self._relative(p) or Path(p.name)
         parts = list(rel.with_suffix("").parts)
         if parts and parts[0] == "src" and len(parts) > 1:
             parts = parts[1:]
@@ -207,10 +214,8 @@ class Engine:
             self.index.add(summary)
 
     def _rel(self, path: Path) -> str:
-        try:
-            return path.resolve().relative_to(self.root.resolve()).as_posix()
-        except (ValueError, OSError):
-            return str(path)
+        rel = self._relative(path)
+        return rel.as_posix() if rel is not None else str(path)
 
     # ---- cache ------------------------------------------------------------------------------------
     def _cache_file(self) -> Path:

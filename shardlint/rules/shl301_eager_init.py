@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from shardlint.rules.base import Rule, example, register
-from shardlint.semantics.execution import Execution
+from shardlint.semantics.execution import execution_of
 from shardlint.semantics.facts import MESH, CallSite
 from shardlint.semantics.models import linen_instance, nnx_class, project_uses_mesh
 
@@ -205,18 +205,26 @@ layer = build(jax.make_mesh((8,), ("data",)))
     def check(self):
         if not project_uses_mesh(self.project):
             return
-        execution = Execution(self.facts)
+        execution = None
         for c in self.facts.calls:
+            func = c.node.func
+            linen = isinstance(func, ast.Attribute) and func.attr in INIT_METHODS
+            # NNX: only constructors handed `rngs` create parameters (cheap test first).
+            nnx = not linen and c.api is None and isinstance(func, (ast.Name, ast.Attribute)) \
+                and bool(c.node.args or c.node.keywords) and self._creates_parameters(c)
+            if not (linen or nnx):
+                continue
+            if execution is None:
+                execution = execution_of(self.facts)
             if not execution.runs_eagerly(c):
                 continue
-            func = c.node.func
             if isinstance(func, ast.Attribute) and func.attr in INIT_METHODS:
                 cls = linen_instance(self.facts, self.project, func.value, c.scope)
                 if cls is not None:
                     yield self.finding(c.node, self._linen_message(c, func, cls))
             elif c.api is None and isinstance(func, (ast.Name, ast.Attribute)):
                 cls = nnx_class(self.facts, self.project, func, c.scope)
-                if cls is not None and self._creates_parameters(c) and self._under_mesh(c):
+                if cls is not None and self._under_mesh(c):
                     yield self.finding(c.node, self._nnx_message(cls))
 
     def _linen_message(self, c: CallSite, func: ast.Attribute, cls: str) -> str:

@@ -18,7 +18,7 @@ from shardlint.semantics.donation import (
     resolve_positions,
     signature,
 )
-from shardlint.semantics.execution import Execution, compiled_function
+from shardlint.semantics.execution import execution_of, compiled_function
 from shardlint.semantics.facts import CallSite, JitSite, Scope
 from shardlint.semantics.liveness import chain, use_after
 from shardlint.source import Span
@@ -253,7 +253,7 @@ jax >= 0.8.1 (no fix is offered on older jax).
         return bool(facts.jit_sites)
 
     def check(self):
-        execution = Execution(self.facts)
+        execution = execution_of(self.facts)
         donating_functions = self._donating_functions()
         for site in self.facts.jit_sites:
             if site.api_name == LINEN_JIT:

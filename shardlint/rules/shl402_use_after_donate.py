@@ -6,7 +6,7 @@ import ast
 
 from shardlint.rules.base import Rule, example, register
 from shardlint.semantics.donation import DonatingCall, donating_calls, passed
-from shardlint.semantics.execution import Execution
+from shardlint.semantics.execution import execution_of
 from shardlint.semantics.liveness import Use, use_after
 
 
@@ -246,8 +246,11 @@ for batch in batches:
     ]
 
     def check(self):
-        execution = Execution(self.facts)
-        for d in donating_calls(self.facts, self.project):
+        calls = list(donating_calls(self.facts, self.project))
+        if not calls:
+            return
+        execution = execution_of(self.facts)
+        for d in calls:
             if execution.is_traced(d.call):
                 continue  # inside a trace donation is ignored: nothing is deleted
             for _, arg in passed(d.call.node, d.positions, d.names):

@@ -184,3 +184,11 @@ def _class_of(scope: Scope) -> Scope | None:
             return None
         s = s.parent
     return None
+
+
+def execution_of(facts: FileFacts) -> Execution:
+    """The file's :class:`Execution`, built once and shared by every rule that asks."""
+    found = facts.derived.get("execution")
+    if found is None:
+        found = facts.derived["execution"] = Execution(facts)
+    return found  # type: ignore[return-value]

@@ -172,6 +172,8 @@ class FileFacts:
     uses_jax: bool = False
     _call_index: dict[ast.Call, CallSite] = field(default_factory=dict, repr=False)
     roles: set[api.Role] = field(default_factory=set)  # roles of every API called in the file
+    # Analyses derived from these facts, computed once per file for all rules that need them.
+    derived: dict[str, object] = field(default_factory=dict, repr=False)
 
     # ---- queries rules use -------------------------------------------------------------------
     def calls_with_role(self, *roles: api.Role) -> Iterator[CallSite]:
