@@ -11,7 +11,7 @@ from pathlib import Path
 from shardlint import config as config_mod
 from shardlint.config import Config
 from shardlint.engine import Engine
-from shardlint.errors import UsageError
+from shardlint.errors import ShardlintError, UsageError
 from shardlint.fixes import apply_fixes, fixable, unified_diff
 from shardlint.report import formats
 from shardlint.rules.base import Finding, all_rules
@@ -40,8 +40,12 @@ def _config(args: argparse.Namespace, paths: list[Path], stdin: bool) -> Config:
 
 def _read(path: str) -> SourceText | None:
     try:
+        if path.endswith(".ipynb"):
+            from shardlint.notebook import load
+
+            return SourceText(path, load(Path(path)).text)
         return SourceText(path, Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError):
+    except (OSError, UnicodeDecodeError, ShardlintError):
         return None
 
 
@@ -131,6 +135,10 @@ def _fix_files(engine: Engine, targets: list[Path], findings: list[Finding],
     changed: list[Path] = []
     for path_s, items in sorted(by_path.items()):
         path = Path(path_s)
+        if path.suffix == ".ipynb":
+            if _fix_notebook(path, items, args):
+                changed.append(path)
+            continue
         try:
             raw = path.read_bytes()
             text = raw.decode("utf-8")
@@ -161,6 +169,23 @@ def _fix_files(engine: Engine, targets: list[Path], findings: list[Finding],
     print(f"Fixed {len(findings) - len(refreshed)} finding(s) in {len(changed)} file(s).",
           file=sys.stderr)
     return refreshed, len(changed)
+
+
+def _fix_notebook(path: Path, items: list[Finding], args: argparse.Namespace) -> bool:
+    from shardlint.notebook import load, write_fixed
+
+    nb = load(path)
+    result = apply_fixes(nb.text, items, args.unsafe_fixes)
+    if result.text == nb.text:
+        return False
+    if args.diff:
+        sys.stdout.write(unified_diff(formats.display_path(str(path)), nb.text, result.text))
+        return True
+    if not write_fixed(nb, result.text):
+        print(f"shardlint: {formats.display_path(str(path))}: a fix would move cell boundaries; "
+              f"left unchanged", file=sys.stderr)
+        return False
+    return True
 
 
 def _emit(args, cfg: Config, findings: list[Finding], sources: dict[str, SourceText],

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import tempfile
+import threading
 import traceback
 import warnings
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from shardlint import __version__
 from shardlint.config import Config
+from shardlint.errors import ShardlintError
 from shardlint.rules.base import Finding, Rule, RuleContext, all_rules
 from shardlint.semantics.project import ProjectIndex
 from shardlint.semantics.summary import ModuleSummary, summarise
@@ -46,8 +48,12 @@ _WORKER: Engine | None = None
 
 def _quiet_read(path: Path) -> str | None:
     try:
+        if path.suffix == ".ipynb":
+            from shardlint.notebook import load
+
+            return load(path).text
         return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+    except (OSError, UnicodeDecodeError, ShardlintError):
         return None
 
 
@@ -139,7 +145,7 @@ class Engine:
                 and not self.config.is_excluded(Path(dirpath) / d)
             )
             for name in filenames:
-                if name.endswith(".py") or name.endswith(".pyi"):
+                if name.endswith((".py", ".pyi", ".ipynb")):
                     p = Path(dirpath) / name
                     if not self.config.is_excluded(p):
                         yield p
@@ -173,9 +179,8 @@ class Engine:
         for path in self.project_files():
             if skip and path.resolve() in skip:
                 continue
-            try:
-                text = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
+            text = _quiet_read(path)
+            if text is None:
                 continue
             summary = self.summary_for(path, text)
             if summary is not None:
@@ -306,7 +311,21 @@ class Engine:
         kept = self._filter(findings, text, spath)
         for f in kept:
             f.symbol = facts.symbol_at(f.span.line)
+        if spath.endswith(".ipynb"):
+            self._map_cells(Path(spath), kept)
         return kept
+
+    def _map_cells(self, path: Path, findings: list[Finding]) -> None:
+        from shardlint.errors import ShardlintError
+        from shardlint.notebook import load
+
+        try:
+            nb = load(path)
+        except ShardlintError:
+            return
+        for f in findings:
+            cell, line = nb.locate(f.span.line)
+            f.cell = (cell, f.span.line - line)
 
     def _syntax_error(self, path: str, source: SourceText, exc: SyntaxError) -> Finding:
         line = exc.lineno or 1
@@ -351,6 +370,15 @@ class Engine:
         return findings
 
     def _read_text(self, path: Path) -> str | None:
+        if path.suffix == ".ipynb":
+            from shardlint.errors import ShardlintError
+            from shardlint.notebook import load
+
+            try:
+                return load(path).text
+            except ShardlintError as exc:
+                self.errors.append(InternalError(str(path), str(exc)))
+                return None
         try:
             data = path.read_bytes()
         except OSError as exc:
@@ -382,8 +410,11 @@ class Engine:
         from concurrent.futures import ProcessPoolExecutor
 
         self._load_cache()
-        context = multiprocessing.get_context(
-            "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+        # fork is cheapest, but unsafe once threads exist (a language server, a test runner).
+        methods = multiprocessing.get_all_start_methods()
+        method = "fork" if "fork" in methods and threading.active_count() == 1 else \
+            "forkserver" if "forkserver" in methods else "spawn"
+        context = multiprocessing.get_context(method)
         # 1. Summaries of every project file and target the cache does not hold, in parallel.
         wanted = {p.resolve(): p for p in [*self.project_files(), *targets]}
         missing: list[tuple[str, str, str]] = []

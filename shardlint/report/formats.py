@@ -42,7 +42,12 @@ def locate(findings: list[Finding], sources: dict[str, SourceText]) -> list[Loca
         s = f.span
         col = src.char_col(s.line, s.col) if src else s.col
         end_col = src.char_col(s.end_line, s.end_col) if src else s.end_col
-        out.append(Located(f, display_path(f.path), s.line, col + 1, s.end_line, end_col + 1))
+        path = display_path(f.path)
+        shift = 0
+        if f.cell is not None:  # notebooks: lines count from the start of the cell
+            path = f"{path}:cell {f.cell[0]}"
+            shift = f.cell[1]
+        out.append(Located(f, path, s.line - shift, col + 1, s.end_line - shift, end_col + 1))
     return out
 
 
@@ -50,13 +55,14 @@ def _fix_json(f: Finding, sources: dict[str, SourceText]) -> dict | None:
     if f.fix is None:
         return None
     src = sources.get(f.path)
+    shift = f.cell[1] if f.cell is not None else 0
     edits = []
     for e in f.fix.edits:
         s = e.span
         c = (src.char_col(s.line, s.col) if src else s.col) + 1
         ec = (src.char_col(s.end_line, s.end_col) if src else s.end_col) + 1
-        edits.append({"content": e.text, "location": {"line": s.line, "column": c},
-                      "end_location": {"line": s.end_line, "column": ec}})
+        edits.append({"content": e.text, "location": {"line": s.line - shift, "column": c},
+                      "end_location": {"line": s.end_line - shift, "column": ec}})
     return {"message": f.fix.description, "applicability": f.fix.applicability, "edits": edits}
 
 
@@ -66,7 +72,8 @@ def to_json(located: list[Located], sources: dict[str, SourceText]) -> str:
         f = loc.finding
         item = {
             "code": f.code, "name": f.name, "severity": f.severity, "message": f.message,
-            "path": loc.path, "line": loc.line, "column": loc.column,
+            "path": display_path(f.path), "line": loc.line, "column": loc.column,
+            "cell": f.cell[0] if f.cell is not None else None,
             "end_line": loc.end_line, "end_column": loc.end_column,
             "fix": _fix_json(f, sources),
             "related": [
@@ -99,9 +106,10 @@ def full(located: list[Located], sources: dict[str, SourceText], color: bool = F
         body = [head]
         if src is not None:
             width = len(str(loc.end_line))
-            for ln in range(loc.line, min(loc.end_line, loc.line + 3) + 1):
-                body.append(f"  {str(ln).rjust(width)} | {src.line_text(ln)}")
-                if ln == loc.line:
+            shift = loc.line - f.span.line
+            for ln in range(f.span.line, min(f.span.end_line, f.span.line + 3) + 1):
+                body.append(f"  {str(ln + shift).rjust(width)} | {src.line_text(ln)}")
+                if ln == f.span.line:
                     end = loc.end_column if loc.end_line == loc.line else len(src.line_text(ln)) + 1
                     marks = "^" * max(1, end - loc.column)
                     body.append(f"  {' ' * width} | {' ' * (loc.column - 1)}{marks}")
@@ -125,10 +133,11 @@ def github(located: list[Located]) -> str:
     out = []
     for loc in located:
         f = loc.finding
-        props = (f"file={_gh_escape(loc.path, True)},line={loc.line},col={loc.column},"
+        where = f"cell {f.cell[0]}: " if f.cell is not None else ""
+        props = (f"file={_gh_escape(display_path(f.path), True)},line={loc.line},col={loc.column},"
                  f"endLine={loc.end_line},endColumn={loc.end_column},"
                  f"title={_gh_escape(f.code + ' ' + f.name, True)}")
-        out.append(f"::{level[f.severity]} {props}::{_gh_escape(f.code + ' ' + f.message)}")
+        out.append(f"::{level[f.severity]} {props}::{_gh_escape(where + f.code + ' ' + f.message)}")
     return "\n".join(out)
 
 

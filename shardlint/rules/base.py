@@ -53,6 +53,8 @@ class Finding:
     related: tuple[Related, ...] = ()
     tags: tuple[str, ...] = ()  # "deprecated", "unnecessary"
     symbol: str = ""  # the enclosing function or class ("Trainer.step"); "" at module level
+    # Notebooks: the span is in the joined code cells; (cell number, lines to subtract) for display.
+    cell: tuple[int, int] | None = None
 
     @property
     def line(self) -> int:

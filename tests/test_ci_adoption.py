@@ -1,0 +1,171 @@
+"""Adopting shardlint in CI and pre-commit: baselines, fingerprints, formats, jobs, notebooks."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from shardlint.cli import main
+
+PITFALLS = """\
+import jax
+import flax.linen as nn
+from jax.sharding import Mesh
+
+mesh = Mesh(jax.devices(), ("data",))
+with mesh:
+    pass
+a = jax.tree_map(lambda p: p, {})
+b = jax.tree_flatten({})
+c = jax.tree_leaves({})
+d = jax.tree_unflatten(None, [])
+"""  # five findings: SHL101 and four SHL501
+
+
+def check(capsys, *argv: str) -> tuple[int, list[dict], str]:
+    code = main(["check", *argv, "--format", "json", "--no-cache"])
+    out, err = capsys.readouterr()
+    return code, (json.loads(out) if out.strip() else []), err
+
+
+def test_baseline_reports_only_new_findings(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    src = tmp_path / "train.py"
+    src.write_text(PITFALLS)
+    base = tmp_path / "baseline.json"
+    code, items, _ = check(capsys, str(src))
+    assert code == 1 and len(items) == 5
+    assert main(["check", str(src), "--no-cache", "--write-baseline", str(base)]) == 0
+    capsys.readouterr()
+    code, items, _ = check(capsys, str(src), "--baseline", str(base))
+    assert (code, items) == (0, [])
+    # a new pitfall: only it is reported
+    src.write_text(PITFALLS + "e = jax.tree_structure({})\n")
+    code, items, _ = check(capsys, str(src), "--baseline", str(base))
+    assert code == 1 and [(i["code"], i["line"]) for i in items] == [("SHL501", 12)]
+    # lines inserted above the old findings do not resurrect them
+    src.write_text("# a comment\n\n\n" + PITFALLS)
+    code, items, _ = check(capsys, str(src), "--baseline", str(base))
+    assert (code, items) == (0, [])
+
+
+def test_bad_baseline_file(tmp_path, capsys):
+    (tmp_path / "t.py").write_text(PITFALLS)
+    (tmp_path / "b.json").write_text("{not json")
+    code, _, err = check(capsys, str(tmp_path / "t.py"), "--baseline", str(tmp_path / "b.json"))
+    assert code == 2 and "not JSON" in err
+
+
+def sarif_prints(capsys, path: Path) -> dict[tuple[str, str], str]:
+    main(["check", str(path), "--format", "sarif", "--no-cache"])
+    doc = json.loads(capsys.readouterr()[0])
+    return {(r["ruleId"], r["message"]["text"]): r["partialFingerprints"]["shardlint/v1"]
+            for r in doc["runs"][0]["results"]}
+
+
+def test_sarif_fingerprints_survive_moving_a_finding(tmp_path, capsys):
+    f = tmp_path / "t.py"
+    body = "def step():\n    return jax.tree_map(lambda p: p, {})\n"
+    f.write_text("import jax\n" + body)
+    before = sarif_prints(capsys, f)
+    f.write_text("import jax\n" + "\n" * 10 + body)
+    after = sarif_prints(capsys, f)
+    assert before and before == after
+
+
+def test_junit_and_gitlab(tmp_path, capsys):
+    f = tmp_path / "t.py"
+    f.write_text(PITFALLS)
+    (tmp_path / "clean.py").write_text("import jax\n")
+    main(["check", str(tmp_path), "--format", "junit", "--no-cache"])
+    root = ET.fromstring(capsys.readouterr()[0])
+    assert root.get("failures") == "5"
+    assert len(root.findall(".//failure")) == 5
+    assert any(s.get("failures") == "0" for s in root.findall("testsuite"))
+    main(["check", str(f), "--format", "gitlab", "--no-cache"])
+    items = json.loads(capsys.readouterr()[0])
+    assert len(items) == 5 and len({i["fingerprint"] for i in items}) == 5
+    assert {i["severity"] for i in items} <= {"info", "minor", "major"}
+    assert items[0]["location"]["lines"]["begin"] == 6
+
+
+def test_jobs_give_the_same_findings(tmp_path, capsys):
+    for i in range(24):
+        (tmp_path / f"m{i}.py").write_text(PITFALLS if i % 3 == 0 else "import jax\nx = 1\n")
+    _, serial, _ = check(capsys, str(tmp_path), "--jobs", "1")
+    _, parallel, _ = check(capsys, str(tmp_path), "--jobs", "2")
+    assert len(serial) == 40 and serial == parallel
+
+
+def test_cache_is_written_ignored_and_reused(tmp_path, capsys, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 't'\n")
+    (tmp_path / "model.py").write_text(
+        "import flax.linen as nn\n\nclass MLP(nn.Module):\n    @nn.compact\n"
+        "    def __call__(self, x):\n        return nn.with_logical_constraint(x, ('batch',))\n")
+    train = tmp_path / "train.py"
+    train.write_text("import jax\nfrom model import MLP\n\n"
+                     "with jax.set_mesh(jax.make_mesh((1,), ('data',))):\n"
+                     "    jax.jit(MLP().init)(jax.random.key(0), jax.numpy.ones((2,)))\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "--format", "json"]) == 1
+    capsys.readouterr()
+    cache = tmp_path / ".shardlint_cache"
+    assert (cache / "index-v1.json").is_file()
+    assert (cache / ".gitignore").read_text().strip().endswith("*")
+    # one file, as pre-commit passes it: the constraint in model.py still counts
+    assert main(["check", "train.py", "--format", "json"]) == 1
+    items = json.loads(capsys.readouterr()[0])
+    assert "SHL102" in [i["code"] for i in items]
+
+
+def test_diff_changes_nothing(tmp_path, capsys):
+    f = tmp_path / "t.py"
+    f.write_text(PITFALLS)
+    before = f.read_bytes()
+    code = main(["check", str(f), "--diff", "--no-cache"])
+    out = capsys.readouterr()[0]
+    assert code == 1 and "+with jax.set_mesh(mesh):" in out
+    assert f.read_bytes() == before
+    assert main(["check", str(f), "--fix", "--no-cache", "--select", "SHL101"]) == 0
+    assert "with jax.set_mesh(mesh):" in f.read_text()
+    assert main(["check", str(f), "--diff", "--no-cache", "--select", "SHL101"]) == 0
+
+
+NOTEBOOK = {
+    "cells": [
+        {"cell_type": "markdown", "metadata": {}, "source": ["# sharding\n"]},
+        {"cell_type": "code", "execution_count": 1, "metadata": {"tags": ["setup"]},
+         "outputs": [{"output_type": "stream", "name": "stdout", "text": ["ok\n"]}],
+         "source": ["%matplotlib inline\n", "import jax\n", "from jax.sharding import Mesh\n",
+                    "mesh = Mesh(jax.devices(), ('data',))"]},
+        {"cell_type": "code", "execution_count": 2, "metadata": {}, "outputs": [],
+         "source": ["x = 1\n", "with mesh:\n", "    pass"]},
+    ],
+    "metadata": {"language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5,
+}
+
+
+def test_notebook_findings_by_cell_and_fix(tmp_path, capsys):
+    nb = tmp_path / "explore.ipynb"
+    nb.write_text(json.dumps(NOTEBOOK, indent=1) + "\n")
+    code, items, _ = check(capsys, str(nb))
+    assert code == 1
+    assert [(i["code"], i["cell"], i["line"], i["column"]) for i in items] == \
+        [("SHL101", 3, 2, 6)]
+    main(["check", str(nb), "--no-cache"])
+    assert "explore.ipynb:cell 3:2:6: SHL101" in capsys.readouterr()[0]
+    assert main(["check", str(nb), "--fix", "--no-cache"]) == 0
+    data = json.loads(nb.read_text())
+    assert data["cells"][2]["source"] == ["x = 1\n", "with jax.set_mesh(mesh):\n", "    pass"]
+    assert data["cells"][1] == NOTEBOOK["cells"][1]  # outputs, metadata, magics untouched
+    assert data["metadata"] == NOTEBOOK["metadata"]
+
+
+def test_broken_notebook_is_a_clear_error(tmp_path, capsys):
+    nb = tmp_path / "bad.ipynb"
+    nb.write_text("{ not json")
+    code, _, err = check(capsys, str(nb))
+    assert code == 2 and "not a notebook" in err and "Traceback" not in err
