@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shardlint import __version__
+from shardlint import cache as cache_mod
 from shardlint.config import Config
 from shardlint.errors import ShardlintError
 from shardlint.rules.base import Finding, Rule, RuleContext, all_rules
@@ -30,7 +31,7 @@ from shardlint.semantics.visitor import Wrappers, build_facts
 from shardlint.source import SourceText, Span
 from shardlint.suppress import parse as parse_suppressions
 
-CACHE_DIR = ".shardlint_cache"
+CACHE_DIR = cache_mod.DIR
 _SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv", ".tox",
               ".nox", ".mypy_cache", ".pytest_cache", ".ruff_cache", CACHE_DIR, "build", "dist",
               "site-packages", ".eggs"}
@@ -116,8 +117,7 @@ class Engine:
     index: ProjectIndex = field(default_factory=ProjectIndex)
     errors: list[InternalError] = field(default_factory=list)
     _indexed: bool = False
-    _cache: dict[str, list] = field(default_factory=dict)
-    _cache_dirty: bool = False
+    _digests: dict[str, str] = field(default_factory=dict)  # rel -> content hash, this run
 
     def __post_init__(self) -> None:
         if self.versions is None:
@@ -127,7 +127,7 @@ class Engine:
         c = self.config
         self.wrappers = Wrappers(c.jit_wrappers, c.constraint_wrappers, c.rules_contexts,
                                  c.mesh_contexts)
-        self._cache_key = f"{__version__}|{c.fingerprint}"
+        self.cache = cache_mod.Cache(self.root, f"{__version__}|{c.fingerprint}", self.use_cache)
 
     # ---- files of the project ---------------------------------------------------------------------
     @property
@@ -175,7 +175,7 @@ class Engine:
     def build_index(self, skip: set[Path] | None = None) -> ProjectIndex:
         if self._indexed:
             return self.index
-        self._load_cache()
+        self.cache.load()
         for path in self.project_files():
             if skip and path.resolve() in skip:
                 continue
@@ -186,17 +186,18 @@ class Engine:
             if summary is not None:
                 self.index.add(summary)
         self._indexed = True
-        self._save_cache()
+        self.cache.save()
         return self.index
 
     def summary_for(self, path: Path, text: str) -> ModuleSummary | None:
         if not mentions_jax(text):
             return None
         key = self._rel(path)
-        digest = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
-        cached = self._cache.get(key)
-        if cached is not None and cached[0] == digest:
-            return ModuleSummary.from_json(cached[1]) if cached[1] is not None else None
+        digest = cache_mod.digest(text)
+        self._digests[key] = digest
+        hit, cached = self.cache.summary(key, digest)
+        if hit:
+            return ModuleSummary.from_json(cached) if cached is not None else None
         module, is_package = self.module_name(path)
         try:
             with warnings.catch_warnings():
@@ -205,8 +206,8 @@ class Engine:
         except (SyntaxError, ValueError):
             return None
         summary = summarise(build_facts(str(path), module, tree, is_package, self.wrappers))
-        self._cache[key] = [digest, summary.to_json()]
-        self._cache_dirty = True
+        if self.use_cache:
+            self.cache.put_summary(key, digest, summary.to_json())
         return summary
 
     def update_file(self, path: Path, text: str) -> None:
@@ -223,37 +224,6 @@ class Engine:
         return rel.as_posix() if rel is not None else str(path)
 
     # ---- cache ------------------------------------------------------------------------------------
-    def _cache_file(self) -> Path:
-        return self.root / CACHE_DIR / "index-v1.json"
-
-    def _load_cache(self) -> None:
-        if not self.use_cache or self._cache:
-            return
-        try:
-            data = json.loads(self._cache_file().read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return
-        if isinstance(data, dict) and data.get("key") == self._cache_key:
-            self._cache = data.get("files", {})
-
-    def _save_cache(self) -> None:
-        if not self.use_cache or not self._cache_dirty:
-            return
-        folder = self._cache_file().parent
-        try:
-            folder.mkdir(exist_ok=True)
-            gitignore = folder / ".gitignore"
-            if not gitignore.exists():
-                gitignore.write_text("# created by shardlint\n*\n", encoding="utf-8")
-            # Write to a temporary file and rename: concurrent runs never see half a file.
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".index-", suffix=".tmp")
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"key": self._cache_key, "files": self._cache}, fh)
-            os.replace(tmp, self._cache_file())
-            self._cache_dirty = False
-        except OSError:
-            pass
-
     # ---- linting ----------------------------------------------------------------------------------
     def selected_rules(self, path: str | None = None) -> list[type[Rule]]:
         return [r for r in all_rules()
@@ -287,12 +257,11 @@ class Engine:
             return spath, text, source, facts, None
         summary = summarise(facts)
         self.index.add(summary)
-        if self.use_cache:
-            key = self._rel(path)
-            digest = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
-            if self._cache.get(key, [None])[0] != digest:
-                self._cache[key] = [digest, summary.to_json()]
-                self._cache_dirty = True
+        key = self._rel(path)
+        digest = cache_mod.digest(text)
+        self._digests[key] = digest
+        if self.use_cache and self.cache.summary(key, digest)[0] is False:
+            self.cache.put_summary(key, digest, summary.to_json())
         return spath, text, source, facts, None
 
     def _run_rules(self, spath: str, text: str, source: SourceText, facts, error) -> list[Finding]:
@@ -391,25 +360,57 @@ class Engine:
             return None
 
     def _lint_serial(self, targets: list[Path]) -> list[Finding]:
-        self._load_cache()
-        prepared = []
+        self.cache.load()
+        texts: dict[Path, str] = {}
+        prepared: dict[Path, tuple] = {}
         for path in targets:
             text = self._read_text(path)
-            if text is not None and mentions_jax(text):
-                prepared.append(self._prepare(path, text))
-        self.build_index(skip={Path(p[0]).resolve() for p in prepared})
+            if text is None or not mentions_jax(text):
+                continue
+            texts[path] = text
+            rel, digest = self._rel(path), cache_mod.digest(text)
+            hit, cached = self.cache.summary(rel, digest)
+            if hit:  # unchanged since the last run: its summary is enough for the index
+                self._digests[rel] = digest
+                if cached is not None:
+                    self.index.add(ModuleSummary.from_json(cached))
+            else:
+                prepared[path] = self._prepare(path, text)
+        self.build_index(skip={p.resolve() for p in texts})
+        project = self._project_digest()
         findings: list[Finding] = []
-        for item in prepared:
-            findings.extend(self._run_rules(*item))
-        self._save_cache()
+        for path, text in texts.items():
+            rel = self._rel(path)
+            digest = self._digests.get(rel) or cache_mod.digest(text)
+            reused = self.cache.get_findings(rel, digest, project) if self.use_cache else None
+            if reused is not None:
+                findings.extend(reused)
+                continue
+            item = prepared.pop(path, None) or self._prepare(path, text, add_to_index=False)
+            errors = len(self.errors)
+            found = self._run_rules(*item)
+            if len(self.errors) == errors:  # a file whose rules failed is not cached
+                self.cache.put_findings(rel, digest, project, found)
+            findings.extend(found)
+        self.cache.save()
         return findings
+
+    def _project_digest(self) -> str:
+        """What every file's findings may depend on: all summaries, config, versions, rules."""
+        h = hashlib.sha1()
+        for rel in sorted(self._digests):
+            h.update(f"{rel}\0{self._digests[rel]}\n".encode("utf-8", "surrogatepass"))
+        h.update(repr((self.cache.key, self.versions, self.config.select, self.config.ignore,
+                       self.config.extend_select, self.config.per_file_ignores,
+                       self.config.severity)).encode())
+        return h.hexdigest()
 
     def _lint_parallel(self, targets: list[Path], jobs: int) -> list[Finding]:
         import multiprocessing
 
         from concurrent.futures import ProcessPoolExecutor
 
-        self._load_cache()
+        self.cache.load()
         # fork is cheapest, but unsafe once threads exist (a language server, a test runner).
         methods = multiprocessing.get_all_start_methods()
         method = "fork" if "fork" in methods and threading.active_count() == 1 else \
@@ -422,19 +423,18 @@ class Engine:
             text = self._read_text(path) if path in targets else _quiet_read(path)
             if text is None or not mentions_jax(text):
                 continue
-            digest = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
-            cached = self._cache.get(self._rel(path))
-            if cached is None or cached[0] != digest:
+            digest = cache_mod.digest(text)
+            if not self.cache.summary(self._rel(path), digest)[0]:
                 missing.append((str(path), self._rel(path), digest))
         with ProcessPoolExecutor(jobs, mp_context=context, initializer=_init_worker,
                                  initargs=(self,)) as pool:
             chunk = max(1, len(missing) // (jobs * 4))
             for rel, digest, summary in pool.map(_summarise_worker, missing, chunksize=chunk):
-                self._cache[rel] = [digest, summary]
-                self._cache_dirty = True
+                self.cache.summaries[rel] = [digest, summary]  # in memory even with no cache
+                self.cache.dirty = True
         self.build_index()
         self.index._ensure()
-        self._save_cache()
+        self.cache.save()
         # 2. Rules, in parallel, against the finished index.
         findings: list[Finding] = []
         names = [str(p) for p in targets]

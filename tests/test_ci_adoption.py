@@ -113,7 +113,7 @@ def test_cache_is_written_ignored_and_reused(tmp_path, capsys, monkeypatch):
     assert main(["check", "--format", "json"]) == 1
     capsys.readouterr()
     cache = tmp_path / ".shardlint_cache"
-    assert (cache / "index-v1.json").is_file()
+    assert (cache / "index-v2.json").is_file()
     assert (cache / ".gitignore").read_text().strip().endswith("*")
     # one file, as pre-commit passes it: the constraint in model.py still counts
     assert main(["check", "train.py", "--format", "json"]) == 1
@@ -169,3 +169,25 @@ def test_broken_notebook_is_a_clear_error(tmp_path, capsys):
     nb.write_text("{ not json")
     code, _, err = check(capsys, str(nb))
     assert code == 2 and "not a notebook" in err and "Traceback" not in err
+
+
+def test_cached_findings_follow_other_files(tmp_path, capsys, monkeypatch):
+    """A finding in train.py depends on model.py: editing model.py must refresh it."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 't'\n")
+    model = tmp_path / "model.py"
+    model.write_text(
+        "import flax.linen as nn\n\nclass MLP(nn.Module):\n    @nn.compact\n"
+        "    def __call__(self, x):\n        return nn.with_logical_constraint(x, ('batch',))\n")
+    (tmp_path / "train.py").write_text(
+        "import jax\nfrom model import MLP\n\nwith jax.set_mesh(jax.make_mesh((1,), ('data',))):\n"
+        "    jax.jit(MLP().init)(jax.random.key(0), jax.numpy.ones((2,)))\n")
+    monkeypatch.chdir(tmp_path)
+
+    def codes() -> list[str]:
+        main(["check", "train.py", "--format", "json", "--select", "SHL1"])
+        return [i["code"] for i in json.loads(capsys.readouterr()[0])]
+
+    assert codes() == ["SHL102"]
+    assert codes() == ["SHL102"]  # warm: from the cache
+    model.write_text(model.read_text().replace("nn.with_logical_constraint(x, ('batch',))", "x"))
+    assert codes() == []

@@ -1,0 +1,124 @@
+"""The on-disk cache in ``.shardlint_cache/`` of the project root.
+
+Two things are kept, both keyed by the file's content hash:
+- each file's :class:`ModuleSummary` (what it contributes to the project index);
+- each file's findings, valid only for the same *project digest* (the hashes of every file in
+  the index, the configuration, the versions and the rule selection), because a finding in
+  ``model.py`` can depend on ``train.py``.
+The whole cache is one JSON file, replaced atomically (write a temporary file, then rename), so
+concurrent runs never read half a file; the last writer wins.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shardlint.rules.base import Edit, Finding, Fix, Related
+from shardlint.source import Span
+
+DIR = ".shardlint_cache"
+FILE = "index-v2.json"
+
+
+def digest(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _span(s: Span) -> list[int]:
+    return [s.line, s.col, s.end_line, s.end_col]
+
+
+def finding_to_json(f: Finding) -> dict:
+    return {
+        "code": f.code, "name": f.name, "severity": f.severity, "message": f.message,
+        "path": f.path, "span": _span(f.span), "tags": list(f.tags), "symbol": f.symbol,
+        "cell": list(f.cell) if f.cell else None,
+        "related": [[r.path, _span(r.span), r.message] for r in f.related],
+        "fix": None if f.fix is None else {
+            "description": f.fix.description, "applicability": f.fix.applicability,
+            "edits": [[_span(e.span), e.text] for e in f.fix.edits]},
+    }
+
+
+def finding_from_json(d: dict) -> Finding:
+    fix = None
+    if d["fix"] is not None:
+        fix = Fix(d["fix"]["description"], d["fix"]["applicability"],
+                  tuple(Edit(Span(*s), t) for s, t in d["fix"]["edits"]))
+    return Finding(d["code"], d["name"], d["severity"], d["message"], d["path"], Span(*d["span"]),
+                   fix, tuple(Related(p, Span(*s), m) for p, s, m in d["related"]),
+                   tuple(d["tags"]), d["symbol"], tuple(d["cell"]) if d["cell"] else None)
+
+
+@dataclass
+class Cache:
+    root: Path
+    key: str  # shardlint version + what in the config changes the analysis
+    enabled: bool = True
+    summaries: dict[str, list] = field(default_factory=dict)  # rel -> [digest, summary json]
+    findings: dict[str, list] = field(default_factory=dict)  # rel -> [digest, project, [...]]
+    dirty: bool = False
+    _loaded: bool = False
+
+    @property
+    def path(self) -> Path:
+        return self.root / DIR / FILE
+
+    def load(self) -> None:
+        if not self.enabled or self._loaded:
+            return
+        self._loaded = True
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return
+        if isinstance(data, dict) and data.get("key") == self.key:
+            self.summaries = data.get("files", {})
+            self.findings = data.get("findings", {})
+
+    def summary(self, rel: str, file_digest: str) -> tuple[bool, dict | None]:
+        """(hit, summary json) for this file content."""
+        entry = self.summaries.get(rel)
+        if entry is not None and entry[0] == file_digest:
+            return True, entry[1]
+        return False, None
+
+    def put_summary(self, rel: str, file_digest: str, summary: dict | None) -> None:
+        self.summaries[rel] = [file_digest, summary]
+        self.dirty = True
+
+    def get_findings(self, rel: str, file_digest: str, project: str) -> list[Finding] | None:
+        entry = self.findings.get(rel)
+        if entry is None or entry[0] != file_digest or entry[1] != project:
+            return None
+        return [finding_from_json(d) for d in entry[2]]
+
+    def put_findings(self, rel: str, file_digest: str, project: str,
+                     findings: list[Finding]) -> None:
+        if not self.enabled:
+            return
+        self.findings[rel] = [file_digest, project, [finding_to_json(f) for f in findings]]
+        self.dirty = True
+
+    def save(self) -> None:
+        if not self.enabled or not self.dirty:
+            return
+        folder = self.path.parent
+        try:
+            folder.mkdir(exist_ok=True)
+            gitignore = folder / ".gitignore"
+            if not gitignore.exists():
+                gitignore.write_text("# created by shardlint\n*\n", encoding="utf-8")
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".index-", suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump({"key": self.key, "files": self.summaries,
+                           "findings": self.findings}, fh)
+            os.replace(tmp, self.path)
+            self.dirty = False
+        except OSError:
+            pass  # a read-only checkout still lints, just without a cache
