@@ -62,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     rule.add_argument("--format", choices=("text", "json"), default="text")
 
     rules = sub.add_parser("rules", help="list all rules")
-    rules.add_argument("--format", choices=("text", "json"), default="text")
+    rules.add_argument("--format", choices=("text", "json", "markdown"), default="text",
+                       help="markdown: the rule reference (docs/rules.md is generated with it)")
 
     sub.add_parser("server", help="run the language server over stdio")
 
@@ -144,6 +145,11 @@ def _rules(args: argparse.Namespace) -> int:
     rules = all_rules()
     if args.format == "json":
         print(json.dumps([_rule_json(c) for c in rules], indent=2))
+        return 0
+    if args.format == "markdown":
+        from shardlint.rules.base import reference_markdown
+
+        sys.stdout.write(reference_markdown())
         return 0
     for cls in rules:
         off = "" if cls.enabled_by_default else "  (off by default)"
