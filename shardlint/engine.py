@@ -25,6 +25,7 @@ from shardlint.config import Config
 from shardlint.errors import ShardlintError
 from shardlint.rules.base import Finding, Rule, RuleContext, all_rules
 from shardlint.semantics.project import ProjectIndex
+from shardlint.semantics.summary import FORMAT as SUMMARY_FORMAT
 from shardlint.semantics.summary import ModuleSummary, summarise
 from shardlint.semantics.versions import Versions, detect
 from shardlint.semantics.visitor import Wrappers, build_facts
@@ -127,7 +128,8 @@ class Engine:
         c = self.config
         self.wrappers = Wrappers(c.jit_wrappers, c.constraint_wrappers, c.rules_contexts,
                                  c.mesh_contexts)
-        self.cache = cache_mod.Cache(self.root, f"{__version__}|{c.fingerprint}", self.use_cache)
+        self.cache = cache_mod.Cache(
+            self.root, f"{__version__}|{SUMMARY_FORMAT}|{c.fingerprint}", self.use_cache)
 
     # ---- files of the project ---------------------------------------------------------------------
     @property

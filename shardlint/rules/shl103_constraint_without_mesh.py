@@ -80,6 +80,15 @@ with mesh, nn.logical_axis_rules(RULES):  # SHL101 reports this, not SHL103
     params = MLP().init(jax.random.key(0), jax.numpy.ones((8, 4)))
 """),
     ]
+    VALID = VALID + [
+        example(_MODEL + """
+mesh = jax.make_mesh((2, 1), ("data", "model"))
+abstract = jax.eval_shape(MLP().init, jax.random.key(0), jax.numpy.ones((8, 4)))
+shardings = nn.logical_to_mesh_sharding(nn.get_partition_spec(abstract), mesh, RULES)
+# no context, but out_shardings places every parameter
+params = jax.jit(MLP().init, out_shardings=shardings)(jax.random.key(0), jax.numpy.ones((8, 4)))
+""", title="out_shardings built from a mesh"),
+    ]
     INVALID = [
         example(_MODEL + """
 with nn.logical_axis_rules(RULES):

@@ -162,6 +162,48 @@ APIS: tuple[Api, ...] = (
     _a("jax.experimental.maps.xmap", R.OTHER, removed="0.4.31", replacement="jax.shard_map"),
     _a("flax.nnx.with_sharding_constraint", R.OTHER, removed="0.11.2",
        replacement="jax.lax.with_sharding_constraint"),
+    # --- devices, placement, boxes (SHL104, SHL204, SHL205, SHL206, SHL304) --------------------
+    _a("jax.sharding.reshard", R.OTHER, "jax.reshard"),
+    _a("flax.linen.logical_to_mesh_axes", R.OTHER, "flax.linen.spmd.logical_to_mesh_axes"),
+    _a("flax.nnx.get_named_sharding", R.OTHER, "flax.nnx.spmd.get_named_sharding"),
+    _a("flax.nnx.to_pure_dict", R.OTHER, "flax.nnx.statelib.to_pure_dict"),
+    _a("jax.experimental.mesh_utils.create_hybrid_device_mesh", R.DEVICE_MESH),
+    _a("jax.devices", R.OTHER),
+    _a("jax.local_devices", R.OTHER),
+    _a("jax.device_count", R.OTHER),
+    _a("jax.local_device_count", R.OTHER),
+    _a("jax.process_index", R.OTHER),
+    _a("jax.process_count", R.OTHER),
+    _a("jax.distributed.initialize", R.OTHER),
+    _a("jax.make_array_from_process_local_data", R.OTHER),
+    _a("jax.numpy.asarray", R.OTHER),
+    _a("jax.numpy.array", R.OTHER),
+    _a("jax.numpy.zeros", R.OTHER),
+    _a("jax.numpy.ones", R.OTHER),
+    _a("jax.numpy.full", R.OTHER),
+    _a("jax.numpy.empty", R.OTHER),
+    _a("numpy.zeros", R.OTHER),
+    _a("numpy.ones", R.OTHER),
+    _a("numpy.full", R.OTHER),
+    _a("numpy.empty", R.OTHER),
+    _a("flax.nnx.state", R.OTHER, "flax.nnx.graph.state", "flax.nnx.graphlib.state"),
+    _a("flax.nnx.split", R.OTHER, "flax.nnx.graph.split", "flax.nnx.graphlib.split"),
+    # --- moves, transfers, NNX updates, remat, RNG (SHL305, SHL306, SHL403-405, SHL501, SHL502) -
+    _a("jax.experimental.shard", R.OTHER, removed="0.7.0", replacement="jax.sharding"),
+    _a("jax.experimental.shard.reshard", R.OTHER, removed="0.7.0",
+       replacement="jax.sharding.reshard"),
+    _a("jax.experimental.shard.auto_axes", R.OTHER, removed="0.7.0",
+       replacement="jax.sharding.auto_axes"),
+    _a("jax.experimental.shard.explicit_axes", R.OTHER, removed="0.7.0",
+       replacement="jax.sharding.explicit_axes"),
+    _a("flax.nnx.with_metadata", R.OTHER, "flax.nnx.variablelib.with_metadata"),
+    _a("flax.nnx.update", R.OTHER, "flax.nnx.graph.update", "flax.nnx.graphlib.update"),
+    _a("flax.nnx.grad", R.OTHER, "flax.nnx.transforms.autodiff.grad"),
+    _a("flax.nnx.value_and_grad", R.OTHER, "flax.nnx.transforms.autodiff.value_and_grad"),
+    _a("jax.vjp", R.OTHER),
+    _a("jax.lax.scan", R.OTHER),
+    _a("jax.config.update", R.OTHER),
+    _a("flax.config.update", R.OTHER),
 )
 
 _BY_SPELLING: dict[str, Api] = {}
@@ -186,3 +228,65 @@ def names_with_role(*roles: Role) -> frozenset[str]:
 
 # Packages whose text in a file makes it worth parsing (the prefilter).
 PACKAGES = ("jax", "flax", "optax")
+
+
+# ---- SHL501: moves of a keyword or attribute, and how a move is repaired ----------------------
+@dataclass(frozen=True)
+class KeywordMove:
+    """A keyword (and the attribute of the same name) of ``owners`` renamed to ``replacement``."""
+
+    owners: tuple[str, ...]  # canonical APIs that take the keyword
+    keyword: str
+    replacement: str
+    deprecated: str  # version of the owners' package that started warning
+    attribute: bool = False  # `variable.<keyword>` reads moved too
+
+
+KEYWORD_MOVES: tuple[KeywordMove, ...] = (
+    # flax 0.12.4 renamed the Variable sharding metadata (`sharding` was already remapped to
+    # `sharding_names` since 0.11.2, silently); both now warn and are remapped to `out_sharding`.
+    KeywordMove(("flax.nnx.Param", "flax.nnx.Variable", "flax.nnx.with_metadata"), "sharding",
+                "out_sharding", "0.12.4"),
+    KeywordMove(("flax.nnx.Param", "flax.nnx.Variable", "flax.nnx.with_metadata"),
+                "sharding_names", "out_sharding", "0.12.4", attribute=True),
+)
+
+
+@dataclass(frozen=True)
+class MoveFix:
+    """How SHL501 rewrites a use of a moved API into its replacement.
+
+    ``rename``: same arguments, same behaviour -- a safe fix. ``review``: the edit is offered as
+    unsafe when the call's arguments fit the replacement (at most ``max_positional`` positional
+    arguments, none of ``dropped``), else shown only. Moves not listed have no mechanical edit.
+    """
+
+    kind: str  # "rename" | "review"
+    max_positional: int | None = None
+    dropped: tuple[str, ...] = ()
+    why: str = ""  # what to check before applying a review fix
+
+
+MOVE_FIXES: dict[str, MoveFix] = {
+    **{f"jax.tree_{n}": MoveFix("rename") for n in (
+        "map", "flatten", "unflatten", "leaves", "structure", "transpose", "reduce", "all")},
+    "jax.sharding.use_mesh": MoveFix("rename"),
+    "jax.experimental.shard": MoveFix("rename"),
+    "jax.experimental.shard.reshard": MoveFix("rename"),
+    "jax.experimental.pjit.pjit": MoveFix(
+        "review", max_positional=1,
+        why="`jax.jit` takes shardings by keyword only, and bare PartitionSpecs need "
+            "`jax.set_mesh` (pjit also accepted the legacy `with mesh:`)"),
+    "jax.experimental.shard_map.shard_map": MoveFix(
+        "review", max_positional=1, dropped=("check_rep", "auto"),
+        why="`jax.shard_map` takes `mesh`, `in_specs` and `out_specs` by keyword only and "
+            "checks replication (`check_vma`) by default"),
+    "jax.experimental.shard.auto_axes": MoveFix(
+        "review", why="check the keyword names against `jax.sharding.auto_axes`"),
+    "jax.experimental.shard.explicit_axes": MoveFix(
+        "review", why="check the keyword names against `jax.sharding.explicit_axes`"),
+    "flax.nnx.with_sharding_constraint": MoveFix(
+        "review", dropped=("mesh",),
+        why="`jax.lax.with_sharding_constraint` raises without a mesh where flax's returned "
+            "the value unchanged"),
+}

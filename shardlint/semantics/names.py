@@ -30,6 +30,11 @@ def dotted(node: ast.expr) -> list[str] | None:
     return None
 
 
+# Names that star imports almost always bring in under these meanings.
+STAR_CONVENTIONS = {"jax": "jax", "jnp": "jax.numpy", "nn": "flax.linen", "nnx": "flax.nnx",
+                    "optax": "optax", "flax": "flax"}
+
+
 @dataclass
 class ImportMap:
     """Local name -> fully qualified name, for one module.
@@ -40,6 +45,7 @@ class ImportMap:
     module: str = ""
     is_package: bool = False
     names: dict[str, str] = field(default_factory=dict)
+    star: bool = False  # `from x import *` seen: conventional names may come from it
 
     def add_import(self, node: ast.Import | ast.ImportFrom) -> None:
         if isinstance(node, ast.Import):
@@ -56,6 +62,7 @@ class ImportMap:
             return
         for alias in node.names:
             if alias.name == "*":
+                self.star = True
                 continue
             self.names[alias.asname or alias.name] = f"{base}.{alias.name}" if base else alias.name
 
@@ -80,7 +87,10 @@ class ImportMap:
     def qualify_parts(self, parts: list[str]) -> str | None:
         base = self.names.get(parts[0])
         if base is None:
-            return None
+            # `from common import *` re-exporting `jax`, `nn`...: the conventional spellings.
+            base = STAR_CONVENTIONS.get(parts[0]) if self.star else None
+            if base is None:
+                return None
         if len(parts) == 1:
             return base
         return ".".join([base, *parts[1:]])

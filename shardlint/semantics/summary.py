@@ -16,9 +16,13 @@ from dataclasses import asdict, dataclass, field
 from shardlint.semantics.api import Role
 from shardlint.semantics.donation import exported_donations
 from shardlint.semantics.facts import MESH, RULES, CallSite, FileFacts, Scope
+from shardlint.semantics.meshes import axis_kind
 from shardlint.semantics.names import dotted
 
+# Bump when what a summary records changes: cached summaries of another format are dropped.
+FORMAT = 4
 ENTRY_METHODS = ("init", "init_with_output", "apply")
+_WRAPPERS = frozenset({Role.JIT, Role.PARTIAL, Role.LINEN_LIFT, Role.NNX_LIFT, Role.REMAT})
 # Imported names from these packages are never project symbols: not worth a reference.
 _EXTERNAL = frozenset(sys.stdlib_module_names) | frozenset({
     "jax", "jaxlib", "flax", "optax", "numpy", "scipy", "chex", "orbax", "einops", "absl",
@@ -48,7 +52,9 @@ class Site:
 
 @dataclass
 class Symbol:
-    kind: str  # "function" | "class" | "alias"
+    # "function" | "class" | "alias" (a wrapper: calling it calls what it wraps, e.g.
+    # `step = jax.jit(train_step)`, `Ensemble = nn.vmap(MLP)`) | "value" (any other binding)
+    kind: str
     needs: int = 0
     refs: list[str] = field(default_factory=list)
     bases: list[str] = field(default_factory=list)
@@ -96,6 +102,8 @@ class ModuleSummary:
     constants: dict[str, list] = field(default_factory=dict)  # literal rules tables by name
     # module-level callables that donate: name -> [positions, keyword names, "donate_argnums=0"]
     donating: dict[str, list] = field(default_factory=dict)
+    apis: list[str] = field(default_factory=list)  # canonical names of the known APIs called
+    mesh_kinds: list[str] = field(default_factory=list)  # axis kind of each mesh built (meshes.py)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -114,6 +122,8 @@ class ModuleSummary:
                     "rule_tables", "rule_table_refs", "mesh_axes", "constants"):
             setattr(s, key, data[key])
         s.donating = data.get("donating", {})
+        s.apis = data.get("apis", [])
+        s.mesh_kinds = data.get("mesh_kinds", [])
         return s
 
 
@@ -224,14 +234,35 @@ class _Summariser:
                         r = self.ref(n, f.module_scope)
                         if r and r != f"{f.module}:{name}":
                             refs.append(r)
-                self.out.symbols[name] = Symbol("alias", refs=sorted(set(refs)),
+                self.out.symbols[name] = Symbol(self._alias_kind(v), refs=sorted(set(refs)),
                                                 line=getattr(v, "lineno", 0))
         for c in f.calls:
             self._call(c)
         self._jit_entries()
         self._providers()
         self.out.donating = exported_donations(f)
+        self.out.apis = sorted({c.api.name for c in f.calls if c.api is not None})
+        self.out.mesh_kinds = [axis_kind(f, m) for m in f.meshes if m.call is not None]
         return self.out
+
+    def _is_def(self, name: str, scope: Scope) -> bool:
+        found = scope.lookup(name)
+        return found is not None and bool(found[1]) and isinstance(
+            found[1][-1], (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+
+    def _alias_kind(self, value: ast.expr) -> str:
+        if isinstance(value, (ast.Name, ast.Attribute)):
+            return "alias"
+        if isinstance(value, ast.Call):
+            known = self.f.resolve(value.func) if isinstance(value.func, (ast.Name, ast.Attribute)) \
+                else None
+            if known is not None and known.role in _WRAPPERS:
+                return "alias"
+            q = self.f.qualify(value.func) if isinstance(value.func, (ast.Name, ast.Attribute)) \
+                else None
+            if q in ("jax.vmap", "jax.pmap", "jax.named_call", "jax.grad", "jax.value_and_grad"):
+                return "alias"
+        return "value"
 
     def _symbol_for(self, scope: Scope) -> Symbol | None:
         return self.out.symbols.get(scope.qualname) if scope.qualname else None
@@ -248,6 +279,14 @@ class _Summariser:
                 sym.needs |= needs
                 sym.sites.append(site)
         func = c.node.func
+        if c.api is not None and c.api.role == Role.EVAL_SHAPE:
+            # `jax.eval_shape(init_state, ...)` traces on shapes: whatever it runs needs no
+            # context, so this "call" provides all of them.
+            for a in c.node.args[:1]:
+                r = self.ref(a, c.scope) if isinstance(a, (ast.Name, ast.Attribute)) else None
+                if r is not None:
+                    self.out.calls.append(CallEdge(c.scope.qualname, r, MESH | RULES,
+                                                   a.lineno, a.col_offset))
         if c.api is None:
             target = self.ref(func, c.scope)
             if target is not None:
@@ -256,7 +295,7 @@ class _Summariser:
             # A function handed to another call (`app.run(main)`) runs under this call's context.
             if c.scope.kind == "module":
                 for a in c.node.args:
-                    if isinstance(a, ast.Name):
+                    if isinstance(a, ast.Name) and self._is_def(a.id, c.scope):
                         r = self.ref(a, c.scope)
                         if r and r.startswith(f"{f.module}:"):
                             self.out.calls.append(CallEdge("", r, c.ctx, a.lineno, a.col_offset))
@@ -310,6 +349,10 @@ class _Summariser:
             if model is None:
                 continue
             kind = "apply" if t.attr == "apply" else "init"
+            if kind == "init" and site.has("out_shardings", "out_axis_resources"):
+                # The parameters are placed by out_shardings whatever the constraints inside
+                # do (a bare PartitionSpec there is SHL104's business).
+                continue
             call = f.call_at(site.node) if isinstance(site.node, ast.Call) else None
             if site.bound_name is None:
                 if call is not None and not call.abstract:

@@ -18,7 +18,7 @@ from shardlint.semantics.facts import (
     Scope,
     WithItem,
 )
-from shardlint.semantics.names import ImportMap, dotted, literal_or_unknown, is_unknown
+from shardlint.semantics.names import STAR_CONVENTIONS, ImportMap, dotted, literal_or_unknown, is_unknown
 
 
 class Opaque(ast.expr):
@@ -465,8 +465,9 @@ class FactsBuilder:
         parts = dotted(node)
         if parts is not None:
             self.scope.references.add(parts[0])
-            if parts[0] in self.facts.imports.names:
-                q = self.facts.imports.qualify_parts(parts)
+            imports = self.facts.imports
+            if parts[0] in imports.names or (imports.star and parts[0] in STAR_CONVENTIONS):
+                q = imports.qualify_parts(parts)
                 known = api.lookup(q) if q else None
                 if known is not None:
                     self.facts.roles.add(known.role)

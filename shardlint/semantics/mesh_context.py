@@ -1,0 +1,79 @@
+"""Is a mesh in context where a call runs? For APIs that resolve a bare ``PartitionSpec`` against
+the context mesh (``jax.jit(..., out_shardings=P(...))``, ``lax.with_sharding_constraint``,
+``jax.device_put``, ``jax.sharding.reshard``).
+
+The answer is one of PROVIDED, MISSING (some path certainly runs the call without one) or
+UNKNOWN (it runs where shardlint cannot see: in a lambda handed to a transform, in a method, in a
+function no project code calls). A legacy ``with mesh:`` counts only for the APIs that still
+honour it (``with_sharding_constraint`` and ``pjit``).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from shardlint.semantics.execution import execution_of
+from shardlint.semantics.facts import CallSite, FileFacts, Scope
+from shardlint.semantics.project import ProjectIndex
+from shardlint.semantics.usage import has_mesh, plain_context
+
+PROVIDED = "provided"
+MISSING = "missing"
+UNKNOWN = "unknown"
+
+
+@dataclass
+class MeshAt:
+    state: str
+    legacy: bool = False  # only a legacy `with mesh:` is around it
+    where: list[CallSite] = field(default_factory=list)  # the calls that lack it
+
+
+def lexical_contexts(facts: FileFacts, node: ast.AST, scope: Scope) -> set[str]:
+    """Kinds ("mesh", "legacy_mesh") of the ``with`` items of ``scope`` around ``node``."""
+    line = getattr(node, "lineno", 0)
+    out: set[str] = set()
+    for item in facts.with_items:
+        if item.scope is not scope or item.kind not in ("mesh", "legacy_mesh"):
+            continue
+        stmt = item.stmt
+        first = stmt.body[0].lineno if stmt.body else stmt.lineno
+        if first <= line <= (stmt.end_lineno or stmt.lineno):
+            out.add(item.kind)
+    return out
+
+
+def mesh_at(facts: FileFacts, project: ProjectIndex, call: CallSite, legacy_counts: bool) -> MeshAt:
+    kinds = lexical_contexts(facts, call.node, call.scope)
+    if "mesh" in kinds or ("legacy_mesh" in kinds and legacy_counts):
+        return MeshAt(PROVIDED)
+    if project.mesh_setter:
+        return MeshAt(PROVIDED)  # a global `jax.set_mesh(m)` somewhere: order unknown
+    legacy = "legacy_mesh" in kinds
+    if execution_of(facts).in_traced_lambda(call.node):
+        return MeshAt(UNKNOWN, legacy)  # runs where the transformed lambda is called
+    scope = call.scope
+    if scope.kind == "module":
+        return MeshAt(MISSING, legacy, [call])
+    if scope.kind != "function":
+        return MeshAt(UNKNOWN, legacy)
+    ctx = plain_context(project, facts.module, scope.qualname)
+    if ctx is None:
+        return MeshAt(UNKNOWN, legacy)
+    if has_mesh(ctx):
+        return MeshAt(PROVIDED)
+    return MeshAt(MISSING, legacy, [call])
+
+
+def combine(results: list[MeshAt]) -> MeshAt:
+    """Several calls of one callable: missing if any lacks it, provided if all have it."""
+    if not results:
+        return MeshAt(UNKNOWN)
+    missing = [r for r in results if r.state == MISSING]
+    if missing:
+        return MeshAt(MISSING, all(r.legacy for r in missing),
+                      [c for r in missing for c in r.where])
+    if all(r.state == PROVIDED for r in results):
+        return MeshAt(PROVIDED)
+    return MeshAt(UNKNOWN, any(r.legacy for r in results))

@@ -1,0 +1,269 @@
+"""Where values land: bare PartitionSpecs, single devices, literal array sizes, model state,
+optax transformations.
+
+* :func:`bare_specs`: a sharding argument that holds ``PartitionSpec``s rather than
+  ``Sharding``s (``P(...)``, ``nn.logical_to_mesh(...)``, containers of them, names bound to them).
+* :func:`single_device`: an expression that is one ``jax.Device`` (``jax.devices()[0]``).
+* :func:`literal_nbytes`: the bytes of an array made with a literal shape (``jnp.zeros((n, m))``,
+  ``np.ones(...)``), when shardlint can compute them.
+* :func:`model_state`: a value that is model state (Linen ``model.init(...)``, a ``TrainState``,
+  ``tx.init(...)`` of an optax transformation, ``nnx.state(...)``).
+* :func:`optax_transform`: an expression that is an optax ``GradientTransformation``.
+* :func:`places_outputs`: a function body that constrains or places the values it makes.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from shardlint.semantics.api import Role
+from shardlint.semantics.bindings import follow
+from shardlint.semantics.facts import FileFacts, Scope
+from shardlint.semantics.meshes import literal_shape
+from shardlint.semantics.models import is_train_state_create, linen_instance
+from shardlint.semantics.project import ProjectIndex
+
+MIB = 1 << 20
+# APIs whose result is a PartitionSpec or a tree of them (never a Sharding).
+SPEC_PRODUCERS = frozenset({"flax.linen.logical_to_mesh", "flax.linen.logical_to_mesh_axes",
+                            "flax.linen.get_partition_spec", "flax.nnx.get_partition_spec"})
+JNP_CREATORS = frozenset({"jax.numpy.zeros", "jax.numpy.ones", "jax.numpy.full",
+                          "jax.numpy.empty"})
+JNP_CONVERTERS = frozenset({"jax.numpy.asarray", "jax.numpy.array"})
+NP_CREATORS = frozenset({"numpy.zeros", "numpy.ones", "numpy.full", "numpy.empty"})
+DEVICE_LISTS = frozenset({"jax.devices", "jax.local_devices"})
+NNX_STATE = frozenset({"flax.nnx.state", "flax.nnx.split"})
+# Bytes per element on the device. jax canonicalises 64-bit types to 32 bits unless x64 is on.
+_ITEMSIZE = {"bool": 1, "bool_": 1, "int8": 1, "uint8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
+             "int16": 2, "uint16": 2, "float16": 2, "bfloat16": 2, "int32": 4, "uint32": 4,
+             "float32": 4, "int64": 4, "uint64": 4, "float64": 4, "complex64": 8,
+             "complex128": 8, "int": 4, "float": 4, "complex": 8}
+
+
+# ---- PartitionSpecs ----------------------------------------------------------------------------------
+def bare_specs(facts: FileFacts, node: ast.expr | None, scope: Scope,
+               depth: int = 0) -> ast.expr | None:
+    """The expression that makes a PartitionSpec inside a sharding argument, else None."""
+    if node is None or depth > 8:
+        return None
+    if isinstance(node, ast.Name):
+        value, vscope = follow(facts, node, scope)
+        return bare_specs(facts, value, vscope, depth + 1) if value is not None else None
+    if isinstance(node, ast.Call):
+        known = facts.resolve(node.func) if isinstance(node.func, (ast.Name, ast.Attribute)) \
+            else None
+        if known is not None and (known.role == Role.PARTITION_SPEC or
+                                  known.name in SPEC_PRODUCERS):
+            return node
+        return None
+    if isinstance(node, (ast.Tuple, ast.List)):
+        for elt in node.elts:
+            found = bare_specs(facts, elt.value if isinstance(elt, ast.Starred) else elt, scope,
+                               depth + 1)
+            if found is not None:
+                return found
+        return None
+    if isinstance(node, ast.Dict):
+        for v in node.values:
+            found = bare_specs(facts, v, scope, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+# ---- devices -----------------------------------------------------------------------------------------
+def single_device(facts: FileFacts, node: ast.expr | None, scope: Scope,
+                  depth: int = 0) -> ast.expr | None:
+    """``jax.devices()[i]`` / ``jax.local_devices()[i]`` (or a name bound to one, or to the list
+    then indexed). Lists for a named backend (``jax.devices("cpu")``) are host placement on
+    purpose: not counted."""
+    if node is None or depth > 6:
+        return None
+    if isinstance(node, ast.Name):
+        value, vscope = follow(facts, node, scope)
+        return single_device(facts, value, vscope, depth + 1) if value is not None else None
+    if not isinstance(node, ast.Subscript) or isinstance(node.slice, ast.Slice):
+        return None
+    base, bscope = node.value, scope
+    if isinstance(base, ast.Name):
+        base, bscope = follow(facts, base, scope)
+    if isinstance(base, ast.Call) and device_list_call(facts, base):
+        return node
+    return None
+
+
+def device_list_call(facts: FileFacts, call: ast.Call) -> bool:
+    """``jax.devices()`` / ``jax.local_devices()`` with no backend argument."""
+    known = facts.resolve(call.func) if isinstance(call.func, (ast.Name, ast.Attribute)) else None
+    return known is not None and known.name in DEVICE_LISTS and not call.args and \
+        not any(kw.arg in ("backend",) for kw in call.keywords)
+
+
+# ---- sizes -------------------------------------------------------------------------------------------
+def _kw(call: ast.Call, name: str, index: int | None = None) -> ast.expr | None:
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    if index is not None and index < len(call.args) and \
+            not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
+        return call.args[index]
+    return None
+
+
+def itemsize(facts: FileFacts, node: ast.expr | None, scope: Scope, default: int = 4) -> int | None:
+    """Bytes per element of a dtype argument; ``default`` when none is given; None when the
+    dtype is an expression shardlint cannot read."""
+    if node is None:
+        return default
+    value, _ = follow(facts, node, scope) if isinstance(node, ast.Name) else (node, scope)
+    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+        return _ITEMSIZE.get(value.value)
+    if isinstance(value, ast.Name):
+        return _ITEMSIZE.get(value.id) if value.id in ("bool", "int", "float", "complex") else None
+    if isinstance(value, ast.Attribute):
+        q = facts.qualify(value)
+        if q and q.split(".", 1)[0] in ("jax", "numpy", "ml_dtypes"):
+            return _ITEMSIZE.get(q.rsplit(".", 1)[-1])
+    return None
+
+
+def creation_nbytes(facts: FileFacts, call: ast.Call, scope: Scope) -> int | None:
+    """Bytes of ``jnp.zeros/ones/full/empty`` or ``np.zeros/ones/full/empty`` with a literal
+    shape (the smallest dtype when the dtype cannot be read: a lower bound)."""
+    known = facts.resolve(call.func) if isinstance(call.func, (ast.Name, ast.Attribute)) else None
+    if known is None or known.name not in JNP_CREATORS | NP_CREATORS:
+        return None
+    shape = literal_shape(facts, _kw(call, "shape", 0), scope)
+    if shape is None or any(d < 0 for d in shape):
+        return None
+    dtype_index = 2 if known.name.endswith(".full") else 1
+    size = itemsize(facts, _kw(call, "dtype", dtype_index), scope)
+    n = 1
+    for d in shape:
+        n *= d
+    return n * (size if size is not None else 1)
+
+
+def literal_nbytes(facts: FileFacts, node: ast.expr | None, scope: Scope) -> int | None:
+    """Bytes of an array expression made by a literal-shape creation call (through names)."""
+    value, vscope = follow(facts, node, scope) if isinstance(node, ast.Name) else (node, scope)
+    if isinstance(value, ast.Call):
+        return creation_nbytes(facts, value, vscope)
+    return None
+
+
+def converted_nbytes(facts: FileFacts, call: ast.Call, scope: Scope) -> int | None:
+    """``jnp.asarray(np.zeros(shape))``: the bytes on the device (``dtype=`` of the conversion
+    wins over the source's)."""
+    source = _kw(call, "a", 0) or _kw(call, "object")
+    n = literal_nbytes(facts, source, scope)
+    dtype = _kw(call, "dtype", 1)
+    if n is None or dtype is None:
+        return n
+    value, vscope = follow(facts, source, scope) if isinstance(source, ast.Name) else (source, scope)
+    if not isinstance(value, ast.Call):
+        return n
+    shape = literal_shape(facts, _kw(value, "shape", 0), vscope)
+    size = itemsize(facts, dtype, scope)
+    if shape is None or size is None:
+        return n
+    count = 1
+    for d in shape:
+        count *= d
+    return count * size
+
+
+def mib(n: int) -> str:
+    return f"{n / MIB:,.0f} MiB" if n < 1 << 30 else f"{n / (1 << 30):,.1f} GiB"
+
+
+# ---- model state -------------------------------------------------------------------------------------
+def model_state(facts: FileFacts, project: ProjectIndex, node: ast.expr | None, scope: Scope,
+                depth: int = 0) -> str | None:
+    """What model state an expression is (for messages), or None."""
+    if node is None or depth > 6:
+        return None
+    if isinstance(node, ast.Name):
+        value, vscope = follow(facts, node, scope)
+        return model_state(facts, project, value, vscope, depth + 1) if value is not None else None
+    if isinstance(node, (ast.Subscript, ast.Attribute)) and not isinstance(node, ast.Call):
+        if isinstance(node, ast.Attribute) and node.attr not in ("params", "opt_state"):
+            return None
+        return model_state(facts, project, node.value, scope, depth + 1)
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    if isinstance(func, ast.Call):  # `jax.jit(model.init)(key, x)`
+        known = facts.resolve(func.func) if isinstance(func.func, (ast.Name, ast.Attribute)) \
+            else None
+        if known is not None and known.role == Role.JIT and func.args:
+            inner = func.args[0]
+            if isinstance(inner, ast.Attribute) and inner.attr in ("init", "init_with_output"):
+                return _init_of(facts, project, inner, scope)
+        return None
+    if isinstance(func, ast.Attribute) and func.attr in ("init", "init_with_output"):
+        return _init_of(facts, project, func, scope)
+    if is_train_state_create(facts, project, node, scope):
+        return "a TrainState"
+    known = facts.resolve(func) if isinstance(func, (ast.Name, ast.Attribute)) else None
+    if known is not None and known.name in NNX_STATE:
+        return "NNX model state"
+    return None
+
+
+def _init_of(facts: FileFacts, project: ProjectIndex, func: ast.Attribute,
+             scope: Scope) -> str | None:
+    cls = linen_instance(facts, project, func.value, scope)
+    if cls is not None:
+        return f"the variables of `{cls}`"
+    if optax_transform(facts, func.value, scope):
+        return "optimizer state"
+    return None
+
+
+# ---- optax -------------------------------------------------------------------------------------------
+def optax_transform(facts: FileFacts, node: ast.expr | None, scope: Scope, depth: int = 0) -> bool:
+    """An optax GradientTransformation: ``optax.adam(...)``, ``optax.chain(...)``,
+    ``optax.inject_hyperparams(optax.adam)(...)``, a name bound to one, or a parameter
+    annotated ``optax.GradientTransformation``."""
+    if node is None or depth > 6:
+        return False
+    if isinstance(node, ast.Name):
+        found = scope.lookup(node.id)
+        if found is not None and found[0].kind == "function" and node.id in found[0].params:
+            ann = found[0].annotations.get(node.id)
+            q = facts.qualify(ann) if isinstance(ann, (ast.Name, ast.Attribute)) else None
+            return q is not None and q.startswith("optax.") and "GradientTransformation" in q
+        value, vscope = follow(facts, node, scope)
+        return optax_transform(facts, value, vscope, depth + 1) if value is not None else False
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Call):  # `optax.inject_hyperparams(optax.adam)(lr)`
+            func = func.func
+        q = facts.qualify(func) if isinstance(func, (ast.Name, ast.Attribute)) else None
+        return q is not None and q.split(".", 1)[0] == "optax" and \
+            q.rsplit(".", 1)[-1] not in _OPTAX_NOT_TRANSFORMS
+    return False
+
+
+# optax functions that return arrays or updates, not a transformation.
+_OPTAX_NOT_TRANSFORMS = frozenset({"apply_updates", "incremental_update", "periodic_update",
+                                   "global_norm", "safe_norm", "tree_utils"})
+
+
+# ---- outputs placed by the function itself ------------------------------------------------------------
+def places_outputs(facts: FileFacts, node: ast.AST) -> bool:
+    """The body constrains or places values itself (``with_sharding_constraint``,
+    ``device_put(x, sharding)``), also inside a lambda it maps over a tree."""
+    for n in ast.walk(node):
+        if not isinstance(n, ast.Call) or not isinstance(n.func, (ast.Name, ast.Attribute)):
+            continue
+        known = facts.resolve(n.func)
+        if known is None:
+            continue
+        if known.role in (Role.SHARDING_CONSTRAINT, Role.LOGICAL_CONSTRAINT) or \
+                known.name == "jax.sharding.reshard":
+            return True
+        if known.name == "jax.device_put" and (len(n.args) > 1 or n.keywords):
+            return True
+    return False
