@@ -184,7 +184,7 @@ def test_cached_findings_follow_other_files(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
 
     def codes() -> list[str]:
-        main(["check", "train.py", "--format", "json", "--select", "SHL1"])
+        main(["check", "train.py", "--format", "json", "--select", "SHL102"])
         return [i["code"] for i in json.loads(capsys.readouterr()[0])]
 
     assert codes() == ["SHL102"]

@@ -88,6 +88,22 @@ shardings = nn.logical_to_mesh_sharding(nn.get_partition_spec(abstract), mesh, R
 # no context, but out_shardings places every parameter
 params = jax.jit(MLP().init, out_shardings=shardings)(jax.random.key(0), jax.numpy.ones((8, 4)))
 """, title="out_shardings built from a mesh"),
+        example("""
+import jax
+from flax import nnx
+
+class Block(nnx.Module):
+    def __init__(self, mesh, rngs):
+        init = nnx.with_partitioning(nnx.initializers.lecun_normal(), ("data", None), mesh=mesh)
+        self.lin = nnx.Linear(4, 4, kernel_init=init, rngs=rngs)
+
+class Model(nnx.Module):
+    def __init__(self, mesh, rngs):
+        self.block = Block(mesh, rngs)   # a submodule: it runs where Model is built
+
+mesh = jax.make_mesh((2,), ("data",))
+model = Model(mesh, nnx.Rngs(0))        # handed the mesh it partitions with
+""", title="NNX submodules, and a module handed its mesh"),
     ]
     INVALID = [
         example(_MODEL + """

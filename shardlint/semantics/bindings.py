@@ -100,6 +100,9 @@ def _record(stmt: ast.stmt, assigned: dict[str, list[Assignment]]) -> None:
 
 
 def _pos(node: ast.AST) -> tuple[int, int]:
+    decorators = getattr(node, "decorator_list", None)
+    if decorators:  # a decorated definition starts at its first decorator
+        return min((d.lineno, d.col_offset) for d in decorators)
     return getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
 
 

@@ -14,7 +14,7 @@ import ast
 from dataclasses import dataclass, field
 
 from shardlint.semantics.execution import execution_of
-from shardlint.semantics.facts import CallSite, FileFacts, Scope
+from shardlint.semantics.facts import MESH, CallSite, FileFacts, Scope
 from shardlint.semantics.project import ProjectIndex
 from shardlint.semantics.usage import has_mesh, plain_context
 
@@ -28,6 +28,7 @@ class MeshAt:
     state: str
     legacy: bool = False  # only a legacy `with mesh:` is around it
     where: list[CallSite] = field(default_factory=list)  # the calls that lack it
+    callers: list[tuple[str, int]] = field(default_factory=list)  # (path, line) of callers lacking it
 
 
 def lexical_contexts(facts: FileFacts, node: ast.AST, scope: Scope) -> set[str]:
@@ -63,7 +64,17 @@ def mesh_at(facts: FileFacts, project: ProjectIndex, call: CallSite, legacy_coun
         return MeshAt(UNKNOWN, legacy)
     if has_mesh(ctx):
         return MeshAt(PROVIDED)
-    return MeshAt(MISSING, legacy, [call])
+    return MeshAt(MISSING, legacy, [call], callers_lacking(project, facts.module, scope.qualname))
+
+
+def callers_lacking(project: ProjectIndex, module: str, qualname: str) -> list[tuple[str, int]]:
+    """Where the function (or the enclosing one whose callers decide) is called without a mesh."""
+    parts = qualname.split(".")
+    for i in range(len(parts), 0, -1):
+        found = project.callers(module, ".".join(parts[:i]))
+        if found:
+            return [(path, line) for _, ctx, path, line in found if not ctx & MESH]
+    return []
 
 
 def combine(results: list[MeshAt]) -> MeshAt:
@@ -73,7 +84,8 @@ def combine(results: list[MeshAt]) -> MeshAt:
     missing = [r for r in results if r.state == MISSING]
     if missing:
         return MeshAt(MISSING, all(r.legacy for r in missing),
-                      [c for r in missing for c in r.where])
+                      [c for r in missing for c in r.where],
+                      [c for r in missing for c in r.callers])
     if all(r.state == PROVIDED for r in results):
         return MeshAt(PROVIDED)
     return MeshAt(UNKNOWN, any(r.legacy for r in results))

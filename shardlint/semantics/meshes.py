@@ -138,20 +138,20 @@ def constructions(facts: FileFacts) -> Iterator[Construction]:
 
 
 def reaches(facts: FileFacts, node: ast.expr | None, scope: Scope,
-            hit: Callable[[ast.Call], bool], stop: Callable[[ast.Call], bool] = lambda c: False,
-            depth: int = 0) -> ast.Call | None:
-    """A call ``hit`` accepts inside ``node``, following names to the values they certainly
-    hold; ``stop`` calls are not entered (a nested mesh construction judged on its own)."""
+            hit: Callable[[ast.AST, Scope], bool],
+            stop: Callable[[ast.Call], bool] = lambda c: False, depth: int = 0) -> ast.AST | None:
+    """A sub-expression of ``node`` that ``hit`` accepts, following names to the values they
+    certainly hold; the arguments of ``stop`` calls are not entered (a nested mesh construction
+    is judged on its own), nor are lambdas."""
     if node is None or depth > 6:
         return None
     todo: list[ast.AST] = [node]
     while todo:
         n = todo.pop()
-        if isinstance(n, ast.Call):
-            if hit(n):
-                return n
-            if stop(n):
-                continue
+        if hit(n, scope):
+            return n
+        if isinstance(n, ast.Call) and stop(n):
+            continue
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
             value, vscope = follow(facts, n, scope)
             if value is not None and value is not n:
@@ -159,21 +159,33 @@ def reaches(facts: FileFacts, node: ast.expr | None, scope: Scope,
                 if found is not None:
                     return found
             continue
-        if isinstance(n, (ast.Lambda, ast.FunctionDef)):
+        if isinstance(n, ast.Lambda):
             continue
         todo.extend(ast.iter_child_nodes(n))
     return None
 
 
-def calls_api(facts: FileFacts, *names: str) -> Callable[[ast.Call], bool]:
+def calls_api(facts: FileFacts, *names: str) -> Callable[[ast.AST, Scope], bool]:
+    """A ``hit`` for :func:`reaches`: a call of one of these APIs (canonical names)."""
     wanted = frozenset(names)
 
-    def hit(call: ast.Call) -> bool:
-        known = facts.resolve(call.func) if isinstance(call.func, (ast.Name, ast.Attribute)) \
-            else None
+    def hit(node: ast.AST, scope: Scope) -> bool:
+        if not isinstance(node, ast.Call) or not isinstance(node.func, (ast.Name, ast.Attribute)):
+            return False
+        known = facts.resolve(node.func)
         return known is not None and known.name in wanted
 
     return hit
+
+
+def is_construction(facts: FileFacts) -> Callable[[ast.Call], bool]:
+    """A ``stop`` for :func:`reaches`: a mesh or device-mesh call."""
+    def stop(call: ast.Call) -> bool:
+        known = facts.resolve(call.func) if isinstance(call.func, (ast.Name, ast.Attribute)) \
+            else None
+        return known is not None and known.role in (Role.MESH, Role.DEVICE_MESH)
+
+    return stop
 
 
 # ---- literal integers and shapes ---------------------------------------------------------------------

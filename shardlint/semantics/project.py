@@ -338,6 +338,16 @@ class ProjectIndex:
         s = self.summaries.get(module)
         return s.entries if s else []
 
+    def _inside_module_class(self, module: str, scope: str) -> bool:
+        parts = scope.split(".")
+        for i in range(len(parts) - 1, 0, -1):
+            key = f"{module}:{'.'.join(parts[:i])}"
+            sym = self.symbol(key)
+            if sym is not None and sym.kind == "class" and (
+                    self.is_subclass(key, NNX_MODULE) or self.is_subclass(key, LINEN_MODULE)):
+                return True
+        return False
+
     def entries_missing_context(self, module: str) -> list[MissingContext]:
         """Places in ``module`` where constrained model code runs without rules or mesh.
 
@@ -348,6 +358,8 @@ class ProjectIndex:
         out: list[MissingContext] = []
         absent = (0 if self.rules_provider else RULES) | (0 if self.mesh_provider else MESH)
         for e in self.entries(module):
+            if self._inside_module_class(module, e.scope):
+                continue  # a submodule built or applied by a parent module: not where it runs
             model = self.resolve(e.model, module)
             if model is None:
                 continue

@@ -14,13 +14,15 @@ import sys
 from dataclasses import asdict, dataclass, field
 
 from shardlint.semantics.api import Role
+from shardlint.semantics.config_flags import exported_flags
 from shardlint.semantics.donation import exported_donations
 from shardlint.semantics.facts import MESH, RULES, CallSite, FileFacts, Scope
+from shardlint.semantics.jitted import exported_jitted
 from shardlint.semantics.meshes import axis_kind
 from shardlint.semantics.names import dotted
 
 # Bump when what a summary records changes: cached summaries of another format are dropped.
-FORMAT = 4
+FORMAT = 5
 ENTRY_METHODS = ("init", "init_with_output", "apply")
 _WRAPPERS = frozenset({Role.JIT, Role.PARTIAL, Role.LINEN_LIFT, Role.NNX_LIFT, Role.REMAT})
 # Imported names from these packages are never project symbols: not worth a reference.
@@ -104,6 +106,8 @@ class ModuleSummary:
     donating: dict[str, list] = field(default_factory=dict)
     apis: list[str] = field(default_factory=list)  # canonical names of the known APIs called
     mesh_kinds: list[str] = field(default_factory=list)  # axis kind of each mesh built (meshes.py)
+    jitted: list[str] = field(default_factory=list)  # module-level compiled callables (jitted.py)
+    flags: dict[str, list] = field(default_factory=dict)  # config flags set (config_flags.py)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -124,6 +128,8 @@ class ModuleSummary:
         s.donating = data.get("donating", {})
         s.apis = data.get("apis", [])
         s.mesh_kinds = data.get("mesh_kinds", [])
+        s.jitted = data.get("jitted", [])
+        s.flags = data.get("flags", {})
         return s
 
 
@@ -243,6 +249,8 @@ class _Summariser:
         self.out.donating = exported_donations(f)
         self.out.apis = sorted({c.api.name for c in f.calls if c.api is not None})
         self.out.mesh_kinds = [axis_kind(f, m) for m in f.meshes if m.call is not None]
+        self.out.jitted = exported_jitted(f)
+        self.out.flags = exported_flags(f)
         return self.out
 
     def _is_def(self, name: str, scope: Scope) -> bool:
@@ -309,8 +317,23 @@ class _Summariser:
         elif c.api is None:
             target = self.ref(func, c.scope)
             # NNX modules are classes: a local ClassDef, or an imported CapWords name.
-            if target is not None and target.replace(":", ".").rpartition(".")[2][:1].isupper():
+            # A module handed a mesh (`Transformer(config, mesh, rngs=...)`) partitions with it
+            # and needs no context mesh.
+            if target is not None and target.replace(":", ".").rpartition(".")[2][:1].isupper() \
+                    and not self._passes_mesh(c):
                 self._entry(target, "nnx", c, c.node)
+
+    def _passes_mesh(self, c: CallSite) -> bool:
+        for kw in c.node.keywords:
+            if kw.arg is not None and "mesh" in kw.arg.lower():
+                return True
+        for a in [*c.node.args, *(kw.value for kw in c.node.keywords)]:
+            parts = dotted(a)
+            if parts is not None and "mesh" in parts[-1].lower():
+                return True
+            if self.f.mesh_for(a, c.scope) is not None:
+                return True
+        return False
 
     def _entry(self, model: str, kind: str, c: CallSite, node: ast.AST) -> None:
         self.out.entries.append(Entry(

@@ -1,0 +1,233 @@
+"""Arrays a compiled function reads from an enclosing scope instead of taking them as arguments.
+
+:func:`array_source` says whether an expression creates an array -- a ``jnp`` constructor
+(``jnp.zeros``, ``jnp.asarray``, ``jnp.arange``, ...), a NumPy array (``np.ones``, ``np.load``,
+``np.random.rand``, ...), ``jax.device_put(...)`` or a ``jax.random`` sample (not a key) --
+and, when its shape is literal, how many elements it has.
+
+:func:`captured_arrays` lists the free names of a jit site's function (a ``def`` of this file or
+a lambda) that resolve, outside the function, to a binding whose every value is such an array.
+A name only read for metadata (``W.shape``, ``W.dtype``, ``len(W)``) is not captured: tracing
+reads those as Python values.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from dataclasses import dataclass
+
+from shardlint.semantics.execution import compiled_function
+from shardlint.semantics.facts import FileFacts, JitSite, Scope
+from shardlint.semantics.liveness import METADATA
+from shardlint.semantics.names import is_unknown, literal_or_unknown
+
+_CONSTRUCTORS = frozenset({
+    "array", "asarray", "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
+    "empty_like", "arange", "linspace", "logspace", "geomspace", "eye", "identity", "tri", "load",
+    "loadtxt", "fromfile", "frombuffer", "genfromtxt", "concatenate", "stack", "tile",
+    "broadcast_to", "outer", "kron"})
+# jax.random samplers -> index of their `shape` argument (None: shape comes from another array).
+_JAX_RANDOM = {
+    "normal": 1, "uniform": 1, "bernoulli": 2, "randint": 1, "truncated_normal": 3,
+    "gumbel": 1, "laplace": 1, "logistic": 1, "exponential": 1, "cauchy": 1, "rademacher": 1,
+    "bits": 1, "choice": 2, "permutation": None, "categorical": None, "orthogonal": None,
+    "beta": None, "gamma": None, "dirichlet": None, "poisson": None, "multivariate_normal": None,
+    "t": None, "ball": None}
+# numpy.random samplers -> index of their `size` argument ("*": the dimensions are the arguments).
+_NP_RANDOM = {"rand": "*", "randn": "*", "random": 0, "random_sample": 0, "standard_normal": 0,
+              "normal": 2, "uniform": 2, "randint": 2, "choice": 1, "permutation": None}
+
+
+@dataclass(frozen=True)
+class ArraySource:
+    call: ast.Call
+    api: str  # qualified name of the constructor
+    elements: int | None  # element count when the shape is literal
+
+
+def _count(value) -> int | None:
+    """Elements of a literal shape (an int or a tuple of ints)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return max(value, 0)
+    if isinstance(value, (tuple, list)) and all(isinstance(v, int) and not isinstance(v, bool)
+                                                for v in value):
+        return math.prod(max(v, 0) for v in value)
+    return None
+
+
+def _literal_size(value) -> int | None:
+    """Elements of a literal array value (`[[1, 2], [3, 4]]`, `0.5`)."""
+    if isinstance(value, (int, float, complex, bool)):
+        return 1
+    if isinstance(value, (tuple, list)):
+        total = 0
+        for v in value:
+            n = _literal_size(v)
+            if n is None:
+                return None
+            total += n
+        return total
+    return None
+
+
+def _arg(call: ast.Call, index: int | None, name: str) -> ast.expr | None:
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    if index is not None and index < len(call.args) and \
+            not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
+        return call.args[index]
+    return None
+
+
+def array_source(facts: FileFacts, expr: ast.expr, scope: Scope) -> ArraySource | None:
+    if not isinstance(expr, ast.Call) or not isinstance(expr.func, (ast.Name, ast.Attribute)):
+        return None
+    q = facts.qualify(expr.func)
+    if q is None:
+        return None
+    consts = facts.consts_for(scope)
+
+    def lit(node: ast.expr | None):
+        value = literal_or_unknown(node, consts) if node is not None else None
+        return None if is_unknown(value) else value
+
+    pkg, _, name = q.rpartition(".")
+    if pkg in ("jax.numpy", "numpy") and name in _CONSTRUCTORS:
+        return ArraySource(expr, q, _constructor_size(name, expr, lit))
+    if q == "jax.device_put" and expr.args:
+        inner = array_source(facts, expr.args[0], scope)
+        return ArraySource(expr, q, inner.elements if inner else None)
+    if pkg == "jax.random" and name in _JAX_RANDOM:
+        index = _JAX_RANDOM[name]
+        if index is None:
+            return ArraySource(expr, q, None)
+        shape = _arg(expr, index, "shape")
+        return ArraySource(expr, q, 1 if shape is None else _count(lit(shape)))
+    if pkg == "numpy.random" and name in _NP_RANDOM:
+        index = _NP_RANDOM[name]
+        if index == "*":
+            dims = [lit(a) for a in expr.args]
+            return ArraySource(expr, q, _count(tuple(dims)) if all(isinstance(d, int) for d in dims)
+                               else None)
+        if index is None:
+            return ArraySource(expr, q, None)
+        size = _arg(expr, index, "size")  # type: ignore[arg-type]
+        return ArraySource(expr, q, 1 if size is None else _count(lit(size)))
+    return None
+
+
+def _constructor_size(name: str, call: ast.Call, lit) -> int | None:
+    if name in ("zeros", "ones", "empty"):
+        return _count(lit(_arg(call, 0, "shape")))
+    if name == "full":
+        return _count(lit(_arg(call, 0, "shape")))
+    if name in ("array", "asarray"):
+        value = lit(_arg(call, 0, "object" if name == "array" else "a"))
+        return _literal_size(value)
+    if name == "arange":
+        nums = [lit(a) for a in call.args[:3]]
+        if call.keywords or not nums or not all(isinstance(n, (int, float)) for n in nums):
+            return None
+        start, stop, step = (0, nums[0], 1) if len(nums) == 1 else (*nums[:2], nums[2] if len(nums) > 2 else 1)
+        return max(math.ceil((stop - start) / step), 0) if step else None
+    if name in ("linspace", "logspace", "geomspace"):
+        num = _arg(call, 2, "num")
+        return 50 if num is None else _count(lit(num))
+    if name in ("eye", "identity"):
+        n = lit(_arg(call, 0, "N" if name == "eye" else "n"))
+        m = lit(_arg(call, 1, "M")) if name == "eye" else None
+        if not isinstance(n, int):
+            return None
+        return n * (m if isinstance(m, int) else n)
+    return None
+
+
+# ---- free names of a compiled function ---------------------------------------------------------------
+@dataclass
+class Capture:
+    name: str
+    use: ast.Name  # the first read inside the compiled function
+    owner: Scope  # the scope that binds the name
+    source: ArraySource
+    function: ast.AST  # the compiled def or lambda
+
+
+def _bound_inside(node: ast.AST) -> set[str]:
+    """Names that are local somewhere inside ``node`` (its own and nested parameters,
+    assignment and loop targets, comprehension variables, nested defs, imports)."""
+    bound: set[str] = set()
+    outer: set[str] = set()  # `global` / `nonlocal`: they name the enclosing binding
+    for n in ast.walk(node):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            a = n.args
+            bound.update(x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs])
+            bound.update(x.arg for x in (a.vararg, a.kwarg) if x is not None)
+            if not isinstance(n, ast.Lambda) and n is not node:
+                bound.add(n.name)
+        elif isinstance(n, ast.ClassDef):
+            bound.add(n.name)
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            bound.add(n.id)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".", 1)[0] for a in n.names)
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            outer.update(n.names)
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            bound.add(n.name)
+    return bound - outer
+
+
+def _metadata_reads(node: ast.AST) -> set[int]:
+    """ids of Name nodes read only for metadata: ``x.shape``, ``x.dtype``, ``len(x)``."""
+    out: set[int] = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Attribute) and n.attr in METADATA and isinstance(n.value, ast.Name):
+            out.add(id(n.value))
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "len" \
+                and len(n.args) == 1 and isinstance(n.args[0], ast.Name):
+            out.add(id(n.args[0]))
+    return out
+
+
+def captured_arrays(facts: FileFacts, site: JitSite) -> list[Capture]:
+    fn = compiled_function(facts, site)
+    if fn is not None and isinstance(fn.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        node: ast.AST = fn.node
+        lookup_from = fn
+        body: list[ast.AST] = [*fn.node.body]
+    elif isinstance(site.target, ast.Lambda):
+        node = site.target
+        lookup_from = site.scope
+        body = [site.target.body]
+    else:
+        return []
+    bound = _bound_inside(node)
+    metadata = set().union(*(_metadata_reads(b) for b in body)) if body else set()
+    first: dict[str, ast.Name] = {}
+    for b in body:
+        for n in ast.walk(b):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in bound \
+                    and id(n) not in metadata:
+                prev = first.get(n.id)
+                if prev is None or (n.lineno, n.col_offset) < (prev.lineno, prev.col_offset):
+                    first[n.id] = n
+    out: list[Capture] = []
+    for name, use in sorted(first.items(), key=lambda kv: (kv[1].lineno, kv[1].col_offset)):
+        found = lookup_from.lookup(name)
+        if found is None:
+            continue
+        owner, values = found
+        if owner is fn or not values:
+            continue
+        sources = [array_source(facts, v, owner) for v in values]
+        if any(s is None for s in sources):
+            continue
+        biggest = max(sources, key=lambda s: -1 if s.elements is None else s.elements)  # type: ignore[union-attr]
+        unknown = any(s.elements is None for s in sources)  # type: ignore[union-attr]
+        out.append(Capture(name, use, owner, biggest if not unknown else  # type: ignore[arg-type]
+                           next(s for s in sources if s.elements is None), node))  # type: ignore[union-attr]
+    return out

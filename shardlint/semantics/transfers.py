@@ -1,0 +1,157 @@
+"""Host-to-device copies made inside a loop whose result is fed to a compiled call.
+
+A *conversion* is ``jnp.asarray(x)`` / ``jnp.array(x)`` without ``device=``/``out_sharding=``,
+``jax.device_put(x)`` without a target, or ``jax.tree.map(jnp.asarray, batch)``: it places the
+whole value on the default device, uncommitted. :func:`loop_transfers` finds the conversions in
+the body of a ``for``/``while`` loop that runs eagerly (not under a trace) whose result reaches a
+call of a compiled function in the same loop -- as (part of) an argument, or through names bound
+by plain assignments in between (``batch = {"x": jnp.asarray(b)}; step(state, batch)``).
+
+Not conversions: a literal (``jnp.asarray(0.1)``), a value that is already on a device (the
+result of a ``jax``/``jnp`` call or of a compiled call), a placement with a sharding.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from shardlint.semantics.execution import execution_of
+from shardlint.semantics.facts import CallSite, FileFacts, Scope
+from shardlint.semantics.jitted import jitted_calls
+from shardlint.semantics.names import is_unknown, literal_or_unknown
+from shardlint.semantics.visitor import Opaque
+
+if TYPE_CHECKING:
+    from shardlint.semantics.project import ProjectIndex
+
+ARRAY_CONVERTERS = ("jax.numpy.asarray", "jax.numpy.array")
+PUT = "jax.device_put"
+TREE_MAPS = ("jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map")
+_HOST_BUILTINS = frozenset({"float", "int", "bool", "len", "range"})
+
+
+@dataclass
+class LoopTransfer:
+    convert: CallSite  # the conversion
+    jit_call: ast.Call  # the compiled call it feeds
+    callee: str  # the compiled callable as written
+    via: str | None  # the local name that carries it, None when passed directly
+
+
+def _conversion(facts: FileFacts, c: CallSite) -> ast.expr | None:
+    """The value a call copies to the default device unsharded, or None."""
+    q = c.qualified
+    node = c.node
+    if q in ARRAY_CONVERTERS:
+        if not node.args or c.has_kwarg("device", "out_sharding"):
+            return None
+        return node.args[0]
+    if q == PUT:
+        if len(node.args) != 1 or c.has_kwarg("device"):
+            return None
+        return node.args[0]
+    if q in TREE_MAPS and len(node.args) == 2 and not node.keywords:
+        fn = node.args[0]
+        fq = facts.qualify(fn) if isinstance(fn, (ast.Name, ast.Attribute)) else None
+        if fq in ARRAY_CONVERTERS or fq == PUT:
+            return node.args[1]
+    return None
+
+
+def _on_device(facts: FileFacts, expr: ast.expr, scope: Scope, jitted: dict, depth: int = 0) -> bool:
+    """A literal, a host scalar, or a value already on a device: nothing worth a warning."""
+    if not is_unknown(literal_or_unknown(expr, facts.consts_for(scope))):
+        return True  # a literal: a scalar or a small table
+    if isinstance(expr, ast.Call):
+        if expr in jitted:
+            return True
+        func = expr.func
+        if isinstance(func, ast.Name) and func.id in _HOST_BUILTINS and scope.lookup(func.id) is None:
+            return True
+        q = facts.qualify(func) if isinstance(func, (ast.Name, ast.Attribute)) else None
+        return q is not None and q.split(".", 1)[0] == "jax"
+    if isinstance(expr, ast.Name) and depth < 4:
+        found = scope.lookup(expr.id)
+        if found is None:
+            return False
+        values = found[1]
+        return bool(values) and all(
+            isinstance(v, ast.expr) and not isinstance(v, (ast.Name, Opaque))
+            and _on_device(facts, v, scope, jitted, depth + 1) for v in values)
+    return False
+
+
+def _contains(root: ast.AST, node: ast.AST) -> bool:
+    return any(n is node for n in ast.walk(root))
+
+
+def _names_loaded(root: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(root) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _bound_names(stmt: ast.stmt, node: ast.AST) -> list[str]:
+    """The names an assignment binds to a value holding ``node`` (``x = f(node)``,
+    ``x, y = node, other`` -> ["x"])."""
+    if not isinstance(stmt, (ast.Assign, ast.AnnAssign)) or stmt.value is None:
+        return []
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+    out: list[str] = []
+    for t in targets:
+        if isinstance(t, ast.Name):
+            if _contains(stmt.value, node):
+                out.append(t.id)
+        elif isinstance(t, (ast.Tuple, ast.List)) and isinstance(stmt.value, (ast.Tuple, ast.List)) \
+                and len(t.elts) == len(stmt.value.elts):
+            for tt, vv in zip(t.elts, stmt.value.elts):
+                if isinstance(tt, ast.Name) and _contains(vv, node):
+                    out.append(tt.id)
+    return out
+
+
+def _within(loop: ast.AST, node: ast.AST) -> bool:
+    start = (getattr(loop, "lineno", 0), getattr(loop, "col_offset", 0))
+    end = (getattr(loop, "end_lineno", 0), getattr(loop, "end_col_offset", 0))
+    pos = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+    return start <= pos <= end
+
+
+def loop_transfers(facts: FileFacts, project: ProjectIndex) -> list[LoopTransfer]:
+    jitted = jitted_calls(facts, project)
+    if not jitted:
+        return []
+    execution = execution_of(facts)
+    calls = [c for c in facts.calls if c.node in jitted]
+    out: list[LoopTransfer] = []
+    for c in facts.calls:
+        if c.in_loop is None or c.qualified is None:
+            continue
+        value = _conversion(facts, c)
+        if value is None or execution.is_traced(c) or _on_device(facts, value, c.scope, jitted):
+            continue
+        loop = c.in_loop
+        found: LoopTransfer | None = None
+        for j in calls:
+            if j.scope is not c.scope or not _within(loop, j.node):
+                continue
+            if _contains(j.node, c.node) and j.node is not c.node:
+                found = LoopTransfer(c, j.node, jitted[j.node], None)
+                break
+        if found is None:
+            names = _bound_names(c.stmt, c.node)
+            if names:
+                after = (c.stmt.end_lineno or c.stmt.lineno, c.stmt.end_col_offset or 0)
+                for j in calls:
+                    if j.scope is not c.scope or not _within(loop, j.node):
+                        continue
+                    if (j.node.lineno, j.node.col_offset) < after:
+                        continue
+                    args = ast.Tuple(elts=[*j.node.args, *(k.value for k in j.node.keywords)])
+                    hit = next((n for n in names if n in _names_loaded(args)), None)
+                    if hit is not None:
+                        found = LoopTransfer(c, j.node, jitted[j.node], hit)
+                        break
+        if found is not None:
+            out.append(found)
+    return out
