@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Iterator
+
 from shardlint.rules.base import Finding, Related, Rule
 from shardlint.semantics.project import MissingContext
 from shardlint.source import Span
+
+
+def missing_context_findings(rule: Rule, flag: int, consequence: str) -> Iterator[Finding]:
+    """One finding per place where model code runs without the context ``flag`` names.
+
+    ``consequence`` completes "this initialises `Model`, whose ...".
+    """
+    for m in rule.project.entries_missing_context(rule.facts.module):
+        if m.missing & flag:
+            verb = "applies" if m.entry.kind == "apply" else "initialises"
+            message = f"this {verb} `{m.model_name}`, whose {consequence}{where(rule, m)}"
+            yield context_finding(rule, m, message)
 
 
 def context_finding(rule: Rule, m: MissingContext, message: str) -> Finding:

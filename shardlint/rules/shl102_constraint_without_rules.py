@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shardlint.rules._context import context_finding, where
+from shardlint.rules._context import missing_context_findings
 from shardlint.rules.base import Rule, example, register
 from shardlint.semantics.facts import RULES
 
@@ -142,11 +142,5 @@ with jax.set_mesh(mesh):
     ]
 
     def check(self):
-        for m in self.project.entries_missing_context(self.facts.module):
-            if not m.missing & RULES:
-                continue
-            verb = "applies" if m.entry.kind == "apply" else "initialises"
-            msg = (f"this {verb} `{m.model_name}`, whose logical constraints run with no "
-                   f"`nn.logical_axis_rules` in context: they are no-ops and the values stay "
-                   f"unsharded{where(self, m)}")
-            yield context_finding(self, m, msg)
+        return missing_context_findings(self, RULES, "logical constraints run with no `nn.logical_axis_rules` in context: "
+                                              "they are no-ops and the values stay unsharded")

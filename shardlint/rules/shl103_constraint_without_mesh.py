@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shardlint.rules._context import context_finding, where
+from shardlint.rules._context import missing_context_findings
 from shardlint.rules.base import Rule, example, register
 from shardlint.semantics.facts import MESH
 
@@ -80,7 +80,7 @@ with mesh, nn.logical_axis_rules(RULES):  # SHL101 reports this, not SHL103
     params = MLP().init(jax.random.key(0), jax.numpy.ones((8, 4)))
 """),
     ]
-    VALID = VALID + [
+    VALID += [
         example(_MODEL + """
 mesh = jax.make_mesh((2, 1), ("data", "model"))
 abstract = jax.eval_shape(MLP().init, jax.random.key(0), jax.numpy.ones((8, 4)))
@@ -133,11 +133,5 @@ with ln.logical_axis_rules(m.RULES):
     ]
 
     def check(self):
-        for m in self.project.entries_missing_context(self.facts.module):
-            if not m.missing & MESH:
-                continue
-            verb = "applies" if m.entry.kind == "apply" else "initialises"
-            msg = (f"this {verb} `{m.model_name}`, whose Flax constraints run with no mesh in "
-                   f"context (`jax.set_mesh`): they are no-ops and the values stay on one "
-                   f"device{where(self, m)}")
-            yield context_finding(self, m, msg)
+        return missing_context_findings(self, MESH, "Flax constraints run with no mesh in context (`jax.set_mesh`): they "
+                                              "are no-ops and the values stay on one device")
