@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
-from shardlint.rules.base import Rule, example, register
-from shardlint.semantics.api import Api
+import ast
+
+from shardlint.rules.base import Edit, Fix, Rule, example, register
+from shardlint.semantics.api import KEYWORD_MOVES, MOVE_FIXES, MoveFix
+from shardlint.semantics.moves import (
+    MoveUse,
+    api_moves,
+    import_line,
+    import_statement,
+    spell,
+    uses_of_name,
+)
+from shardlint.source import Span
 
 
 @register
@@ -13,65 +24,122 @@ class DeprecatedApi(Rule):
     severity = "warning"
     summary = "A sharding or tree API that moved or was removed in the project's jax/flax."
     what = """
-Flags uses (and `from ... import`s) of APIs that were deprecated or removed, judged against the
-jax and flax versions the project runs on, and names the replacement. The list lives in one data
-table (`shardlint/semantics/api.py`): `jax.tree_map` and the other `jax.tree_*` aliases (removed
-in jax 0.6.0), `jax.experimental.pjit.pjit` and `jax.experimental.shard_map.shard_map`
-(deprecated in 0.8.0), `jax.sharding.use_mesh` (removed in 0.7.1), `jax.device_put_sharded` /
-`jax.device_put_replicated` and `PmapSharding` (removed in 0.10.0), `nnx.with_sharding_constraint`
-(removed in flax 0.11.2).
+Reports each use of an API that moved, judged against the jax and flax versions the project
+runs on: one finding per use, naming the replacement and the version the move happened in. The
+moves live in one data table (`shardlint/semantics/api.py`, read through
+`shardlint/semantics/moves.py`):
+
+| use | replacement | changed in |
+|---|---|---|
+| `jax.tree_map`, `jax.tree_flatten`, `jax.tree_leaves`, ... | `jax.tree.map`, ... | deprecated jax 0.4.26, removed 0.6.0 |
+| `jax.experimental.maps.xmap` | `jax.shard_map` | removed jax 0.4.31 |
+| `jax.experimental.shard` (`reshard`, `auto_axes`, `explicit_axes`) | `jax.sharding.*` | removed jax 0.7.0 |
+| `jax.sharding.use_mesh` | `jax.set_mesh` | removed jax 0.7.1 |
+| `jax.experimental.pjit.pjit` | `jax.jit` | deprecated jax 0.8.0 |
+| `jax.experimental.shard_map.shard_map` | `jax.shard_map` | deprecated jax 0.8.0 |
+| `jax.device_put_sharded`, `jax.device_put_replicated`, `jax.sharding.PmapSharding` | `jax.device_put(x, NamedSharding(...))` | removed jax 0.10.0 |
+| `nnx.with_sharding_constraint` | `jax.lax.with_sharding_constraint` | removed flax 0.11.2 |
+| `nnx.Param(..., sharding=...)` / `sharding_names=` (also `nnx.Variable`, `nnx.with_metadata`), `variable.sharding_names` | `out_sharding` | deprecated flax 0.12.4 |
+
+Uses are attribute chains under any import alias (`import jax as j; j.tree_map`) and
+`from ... import` lines. Not reported: a project-local function that happens to share a name
+(`tree_map = ...`), `nnx.with_partitioning(init, sharding=...)` (there `sharding` is the current
+argument name), and any API the project's pinned versions still provide unchanged. `with mesh:`
+and `jax.make_mesh` without `axis_types` are behaviour changes with rules of their own (SHL101,
+SHL105).
 """
     why = """
-A removed API fails with `AttributeError` only when the line runs, often after a long model
-build or on the cluster. A deprecated one starts warning first and fails on the next upgrade.
+A removed API fails with `AttributeError` or `ImportError` only when the line runs -- often after
+a long model build, or on the cluster: `jax.tree_map` raises `AttributeError` on jax >= 0.6.0,
+and so does `jax.sharding.use_mesh` on jax >= 0.7.1. A deprecated one emits a
+`DeprecationWarning` (`pjit`, `shard_map` on jax >= 0.8.0; `'sharding' is deprecated, use
+'out_sharding' instead.` on flax >= 0.12.4) and fails on a later upgrade.
 """
     use_instead = """
 ```python
-params = jax.tree.map(lambda p: p * 0.5, params)   # not jax.tree_map
-with jax.set_mesh(mesh):                            # not jax.sharding.use_mesh(mesh)
-    ...
+params = jax.tree.map(lambda p: p * 0.5, params)      # not jax.tree_map
+with jax.set_mesh(mesh):                               # not jax.sharding.use_mesh(mesh)
+    step = jax.jit(train_step, in_shardings=..., out_shardings=...)   # not pjit
+w = nnx.Param(init(key, shape), out_sharding=("embed", "mlp"))        # not sharding=
 ```
 """
-    fix_safety = "The replacement is a rename with the same arguments, except where the message says otherwise (`shard_map`: `check_rep` is now `check_vma`)."
-    versions = "Each API is reported from the version in which it was deprecated (a warning) or removed (an error)."
+    fix_safety = """
+Safe for pure renames -- same arguments, same behaviour: the `jax.tree_*` functions,
+`jax.sharding.use_mesh` -> `jax.set_mesh`, `jax.experimental.shard` -> `jax.sharding`
+(`reshard`), and the `sharding=`/`sharding_names=` keywords -> `out_sharding=` (flax remaps them
+to exactly that). The edit uses the file's own import alias (`j.tree.map`) and adds `import jax`
+when nothing in the file names the replacement's package; a `from ... import` line is rewritten
+to import the replacement under the same local name, so the rest of the file is untouched.
+
+Unsafe where the replacement takes other arguments or behaves differently, and only when every
+use visibly fits: `pjit` -> `jax.jit` (shardings by keyword only; a bare `PartitionSpec` needs
+`jax.set_mesh`, where pjit also accepted `with mesh:`), `shard_map` -> `jax.shard_map` (only the
+function by position, no `check_rep`/`auto`), `nnx.with_sharding_constraint` ->
+`jax.lax.with_sharding_constraint` (no `mesh=`; it raises without a mesh), reads of
+`.sharding_names` (the object may not be an NNX Variable). Otherwise the edit is display-only,
+and moves with no mechanical replacement (`xmap`, `device_put_replicated`, `PmapSharding`) have
+no edit.
+"""
+    versions = """
+Each use is reported from the version in which its API was deprecated (a warning) or removed
+(an error), for the jax/flax versions shardlint detects for the project (environment, project
+venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
+"""
     VALID = [
         example("""
             import jax
             params = jax.tree.map(lambda p: p * 2, {"w": 1.0})
-        """),
+            leaves = jax.tree_util.tree_leaves(params)
+        """, title="the current spellings"),
         example("""
             import jax
             from jax.sharding import Mesh
             mesh = Mesh(jax.devices(), ("data",))
             with jax.set_mesh(mesh):
-                pass
-        """),
+                y = jax.sharding.reshard(jax.numpy.ones(8), jax.P("data"))
+        """, title="jax.set_mesh and jax.sharding.reshard"),
         example("""
             import jax
             # Before jax 0.4.26 `jax.tree_map` was the current spelling.
             leaves = jax.tree_map(lambda p: p, {"w": 1.0})
-        """, jax="0.4.20"),
+        """, title="pinned to an old jax", jax="0.4.20"),
         example("""
             import numpy as np
+            import jax
             tree_map = lambda f, x: f(x)  # a local helper, not jax's
             y = tree_map(np.sqrt, 4.0)
+        """, title="a local name that looks like a removed one"),
+        example("""
             import jax
-        """),
+            from flax import nnx
+
+            class Block(nnx.Module):
+                def __init__(self, rngs: nnx.Rngs):
+                    init = nnx.with_partitioning(nnx.initializers.lecun_normal(), sharding=("embed", "mlp"))
+                    self.w = nnx.Param(init(rngs.params(), (512, 2048)))
+                    self.b = nnx.Param(jax.numpy.zeros(2048), out_sharding=("mlp",))
+        """, title="`sharding=` of nnx.with_partitioning is its current argument; out_sharding= is current"),
+        example("""
+            from flax import nnx
+            import jax.numpy as jnp
+            w = nnx.Param(jnp.zeros((4, 4)), sharding_names=("embed", "mlp"))
+        """, title="flax 0.12.3 still takes sharding_names silently", flax="0.12.3"),
     ]
     INVALID = [
         example("""
             import jax
             params = jax.tree_map(lambda p: p * 2, {"w": 1.0})  # expect: SHL501
-        """),
+        """, title="removed in jax 0.6.0"),
         example("""
             from jax.experimental.pjit import pjit  # expect: SHL501
-            step = pjit(lambda x: x)
-        """),
+            step = pjit(lambda x: x * 2)
+        """, title="pjit: deprecated in jax 0.8.0"),
         example("""
             import jax as j
+            mesh = j.make_mesh((4,), ("data",))
             with j.sharding.use_mesh(mesh):  # expect: SHL501
                 pass
-        """),
+        """, title="an import alias"),
         example("""
             from flax import nnx
             y = nnx.with_sharding_constraint(x, spec)  # expect: SHL501
@@ -80,25 +148,188 @@ with jax.set_mesh(mesh):                            # not jax.sharding.use_mesh(
             import jax
             xs = jax.device_put_replicated(x, jax.devices())  # expect: SHL501
         """),
+        example("""
+            from jax.experimental.shard import reshard  # expect: SHL501
+            from jax.experimental.maps import xmap  # expect: SHL501
+        """, title="modules removed in jax 0.4.31 and 0.7.0"),
+        example("""
+            from flax import nnx
+            import jax.numpy as jnp
+
+            class Block(nnx.Module):
+                def __init__(self):
+                    self.w = nnx.Param(jnp.zeros((512, 2048)), sharding=("embed", "mlp"))  # expect: SHL501
+                    self.b = nnx.Variable(jnp.zeros(2048), sharding_names=("mlp",))  # expect: SHL501
+                    print(self.b.sharding_names)  # expect: SHL501
+        """, title="NNX sharding metadata renamed in flax 0.12.4"),
+        example("""
+            import jax
+            from jax import tree_leaves, numpy as jnp  # expect: SHL501
+            n = len(tree_leaves({"w": jnp.ones(3)}))
+        """, title="one name of a multi-name import"),
     ]
 
-    def check(self):
-        for ref in self.facts.references:
-            message = self._message(ref.api)
-            if message is None:
-                continue
-            removed = ref.api.removed and self.ctx.versions.at_least(ref.api.package, ref.api.removed)
-            yield self.finding(ref.node, message, severity="error" if removed else "warning",
-                               tags=("deprecated",))
+    @classmethod
+    def relevant(cls, facts, project) -> bool:
+        return bool(facts.references) or facts.uses_flax
 
-    def _message(self, api: Api) -> str | None:
-        versions = self.ctx.versions
-        pkg = api.package
-        have = versions.jax if pkg == "jax" else versions.flax
-        instead = f"; use `{api.replacement}`" if api.replacement else ""
-        note = f" ({api.note})" if api.note else ""
-        if api.removed and versions.at_least(pkg, api.removed):
-            return f"`{api.name}` was removed in {pkg} {api.removed} (project: {have}){instead}{note}"
-        if api.deprecated and versions.at_least(pkg, api.deprecated):
-            return f"`{api.name}` is deprecated since {pkg} {api.deprecated}{instead}{note}"
-        return None
+    def check(self):
+        text = self.ctx.source.text
+        reads = any(m.attribute and f".{m.keyword}" in text for m in KEYWORD_MOVES)
+        for use in api_moves(self.facts, self.ctx.versions, attribute_reads=reads):
+            yield self.finding(use.node, self._message(use),
+                               severity="error" if use.removed else "warning",
+                               fix=self._fix(use), tags=("deprecated",))
+
+    # ---- messages --------------------------------------------------------------------------------
+    def _message(self, use: MoveUse) -> str:
+        have = self.ctx.versions.jax if use.package == "jax" else self.ctx.versions.flax
+        if use.kind == "keyword":
+            owner = self.text(use.call.func) if use.call is not None else "the call"
+            return (f"`{use.old}=` of `{owner}` is deprecated since {use.package} {use.version} "
+                    f"(`DeprecationWarning`); pass `{use.new}=`")
+        if use.kind == "attribute-read":
+            return (f"`.{use.old}` is deprecated since {use.package} {use.version} "
+                    f"(`DeprecationWarning`); read `.{use.new}`")
+        instead = f"; use `{use.new}`" if use.new else ""
+        note = f" ({use.note})" if use.note else ""
+        if use.removed:
+            return (f"`{use.old}` was removed in {use.package} {use.version} (project: {have})"
+                    f"{instead}{note}")
+        return f"`{use.old}` is deprecated since {use.package} {use.version}{instead}{note}"
+
+    # ---- fixes -----------------------------------------------------------------------------------
+    def _fix(self, use: MoveUse) -> Fix | None:
+        if use.kind == "keyword":
+            return self._keyword_fix(use)
+        if use.kind == "attribute-read":
+            node = use.node
+            assert isinstance(node, ast.Attribute)
+            line, end = node.end_lineno or node.lineno, node.end_col_offset or 0
+            return Fix(f"Read `.{use.new}`", "unsafe",
+                       (Edit(Span(line, end - len(node.attr), line, end), use.new or ""),))
+        policy = MOVE_FIXES.get(use.old)
+        if policy is None or not use.new:
+            return None
+        if use.kind == "import":
+            return self._import_fix(use, policy)
+        return self._attribute_fix(use, policy)
+
+    def _keyword_fix(self, use: MoveUse) -> Fix | None:
+        kw = use.node
+        assert isinstance(kw, ast.keyword) and use.call is not None
+        if any(k.arg == use.new for k in use.call.keywords):
+            return None  # both given: which one wins is for the author to decide
+        line, col = kw.lineno, kw.col_offset
+        return Fix(f"Rename `{use.old}=` to `{use.new}=`", "safe",
+                   (Edit(Span(line, col, line, col + len(use.old)), use.new or ""),))
+
+    def _attribute_fix(self, use: MoveUse, policy: MoveFix) -> Fix | None:
+        spelled = spell(self.facts, use.new or "", use.scope)
+        if spelled is None:
+            return None
+        edits = [Edit(self.span(use.node), spelled.text)]
+        if spelled.add_import is not None:
+            line = import_line(self.facts)
+            if line is None:
+                return None
+            edits.append(Edit(Span(line, 0, line, 0), spelled.add_import + "\n"))
+        call = next((c.node for c in self.facts.calls if c.node.func is use.node), None)
+        applicability = self._applicability(policy, [call] if call is not None else None)
+        return self._make(use, policy, applicability, spelled.text, edits)
+
+    def _import_fix(self, use: MoveUse, policy: MoveFix) -> Fix | None:
+        alias = use.node
+        assert isinstance(alias, ast.alias)
+        stmt = import_statement(self.facts, alias)
+        if stmt is None or stmt.level:
+            return None
+        local = alias.asname or alias.name
+        module, _, name = (use.new or "").rpartition(".")
+        if not module:
+            return None
+        new_import = f"from {module} import {name}" + (f" as {local}" if name != local else "")
+        edits = self._replace_alias(stmt, alias, new_import)
+        if edits is None:
+            return None
+        calls = self._calls_of_name(local)
+        applicability = self._applicability(policy, calls)
+        return self._make(use, policy, applicability, new_import, edits)
+
+    def _make(self, use: MoveUse, policy: MoveFix, applicability: str, text: str,
+              edits: list[Edit]) -> Fix:
+        description = f"Use `{text}`"
+        if applicability != "safe" and policy.why:
+            description += f" (check: {policy.why})"
+        return Fix(description, applicability, tuple(edits))
+
+    def _applicability(self, policy: MoveFix, calls: list[ast.Call] | None) -> str:
+        if policy.kind == "rename":
+            return "safe"
+        if calls is None:
+            return "display-only"  # used other than by calling it: the arguments are not visible
+        for call in calls:
+            positional = len(call.args)
+            if any(isinstance(a, ast.Starred) for a in call.args) or \
+                    any(k.arg is None for k in call.keywords):
+                return "display-only"
+            if policy.max_positional is not None and positional > policy.max_positional:
+                return "display-only"
+            if any(k.arg in policy.dropped for k in call.keywords):
+                return "display-only"
+        return "unsafe"
+
+    def _calls_of_name(self, name: str) -> list[ast.Call] | None:
+        """The calls of an imported name, when every use of it is a call or a bare decorator
+        (`@pjit` passes only the function); None when it is also used some other way."""
+        calls = {id(c.node.func): c.node for c in self.facts.calls
+                 if isinstance(c.node.func, ast.Name) and c.node.func.id == name}
+        decorators = {id(d) for s in self.facts.function_scopes() for d in s.decorators
+                      if isinstance(d, ast.Name) and d.id == name}
+        for n in uses_of_name(self.facts, name):
+            if id(n) not in calls and id(n) not in decorators:
+                return None
+        return list(calls.values())
+
+    def _replace_alias(self, stmt: ast.ImportFrom, alias: ast.alias,
+                       new_import: str) -> list[Edit] | None:
+        """Edits that import the replacement instead of ``alias`` and leave the statement's
+        other names as they are."""
+        indent = self.ctx.source.line_text(stmt.lineno).encode("utf-8")[: stmt.col_offset]
+        if indent.strip():
+            return None  # `if x: from a import b` -- not on a line of its own
+        whole = self.span(stmt)
+        if len(stmt.names) == 1:
+            return [Edit(whole, new_import)]
+        rest = [a for a in stmt.names if a is not alias]
+        after = f"\n{indent.decode('utf-8')}{new_import}"
+        if stmt.lineno == stmt.end_lineno:
+            names = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in rest)
+            return [Edit(whole, f"from {stmt.module} import {names}{after}")]
+        # A statement over several lines: cut the name out, keep the rest and its comments.
+        cut = self._alias_cut(stmt, alias)
+        end = Span(whole.end_line, whole.end_col, whole.end_line, whole.end_col)
+        return [Edit(cut, ""), Edit(end, after)]
+
+    def _alias_cut(self, stmt: ast.ImportFrom, alias: ast.alias) -> Span:
+        i = stmt.names.index(alias)
+        line, col = alias.lineno, alias.col_offset
+        end_line, end_col = alias.end_lineno or line, alias.end_col_offset or col
+        nxt = stmt.names[i + 1] if i + 1 < len(stmt.names) else None
+        if nxt is None:
+            prev = stmt.names[i - 1]  # the last name: take the comma before it
+            return Span(prev.end_lineno or prev.lineno, prev.end_col_offset or 0, end_line, end_col)
+        if nxt.lineno == end_line:
+            return Span(line, col, nxt.lineno, nxt.col_offset)
+        # The name ends its line: cut it with its comma, leave a comment after it in place.
+        raw = self.ctx.source.line_text(end_line).encode("utf-8")
+        tail = raw[end_col:]
+        stripped = tail.lstrip()
+        if stripped.startswith(b","):
+            stripped = stripped[1:].lstrip()
+        if not stripped:  # nothing else on the line: drop the whole line
+            start_col = 0 if not raw[:col].strip() else col
+            if start_col == 0 and line == end_line:
+                return Span(line, 0, line + 1, 0)
+            return Span(line, col, end_line, len(raw))
+        return Span(line, col, end_line, len(raw) - len(stripped))

@@ -188,6 +188,8 @@ APIS: tuple[Api, ...] = (
     _a("numpy.empty", R.OTHER),
     _a("flax.nnx.state", R.OTHER, "flax.nnx.graph.state", "flax.nnx.graphlib.state"),
     _a("flax.nnx.split", R.OTHER, "flax.nnx.graph.split", "flax.nnx.graphlib.split"),
+    _a("jax.sharding.auto_axes", R.OTHER),
+    _a("jax.sharding.explicit_axes", R.OTHER),
     # --- moves, transfers, NNX updates, remat, RNG (SHL305, SHL306, SHL403-405, SHL501, SHL502) -
     _a("jax.experimental.shard", R.OTHER, removed="0.7.0", replacement="jax.sharding"),
     _a("jax.experimental.shard.reshard", R.OTHER, removed="0.7.0",
@@ -204,6 +206,9 @@ APIS: tuple[Api, ...] = (
     _a("jax.lax.scan", R.OTHER),
     _a("jax.config.update", R.OTHER),
     _a("flax.config.update", R.OTHER),
+    _a("jax.ad_checkpoint.checkpoint", R.REMAT),
+    _a("jax.ad_checkpoint.checkpoint_name", R.OTHER),  # names values for a remat policy
+    _a("flax.linen.remat_scan", R.REMAT),
 )
 
 _BY_SPELLING: dict[str, Api] = {}

@@ -35,10 +35,10 @@ class _ScopeIndex:
 
 
 def _index(facts: FileFacts, scope: Scope) -> _ScopeIndex:
-    key = ("bindings", id(scope.node))
-    found = facts.derived.get(key)  # type: ignore[arg-type]
-    if found is not None:
-        return found  # type: ignore[return-value]
+    key = f"bindings:{id(scope.node)}"
+    found = facts.derived.get(key)
+    if isinstance(found, _ScopeIndex):
+        return found
     lists: dict[int, tuple[list[ast.stmt], int, ast.AST]] = {}
     assigned: dict[str, list[Assignment]] = {}
     todo: list[ast.AST] = [scope.node]
@@ -56,7 +56,7 @@ def _index(facts: FileFacts, scope: Scope) -> _ScopeIndex:
                         and not isinstance(s, _NESTED):
                     todo.append(s)
     out = _ScopeIndex(lists, assigned)
-    facts.derived[key] = out  # type: ignore[index]
+    facts.derived[key] = out
     return out
 
 
@@ -78,9 +78,7 @@ def _record(stmt: ast.stmt, assigned: dict[str, list[Assignment]]) -> None:
             target(t, stmt.value)
     elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
         target(stmt.target, stmt.value)
-    elif isinstance(stmt, ast.AugAssign):
-        target(stmt.target, None)
-    elif isinstance(stmt, (ast.For, ast.AsyncFor)):
+    elif isinstance(stmt, (ast.AugAssign, ast.For, ast.AsyncFor)):
         target(stmt.target, None)
     elif isinstance(stmt, (ast.With, ast.AsyncWith)):
         for item in stmt.items:
@@ -92,11 +90,18 @@ def _record(stmt: ast.stmt, assigned: dict[str, list[Assignment]]) -> None:
                 Assignment(stmt, None))
     elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         assigned.setdefault(stmt.name, []).append(Assignment(stmt, None))
-    # Walrus targets anywhere in the statement bind too (rare: treat them as unknown values).
-    if not isinstance(stmt, _NESTED):
-        for n in ast.walk(stmt):
-            if isinstance(n, ast.NamedExpr):
-                assigned.setdefault(n.target.id, []).append(Assignment(stmt, None))
+    # Walrus targets in the statement's own expressions bind too (rare: unknown values). Nested
+    # statements are recorded on their own, and nested scopes bind in their own scope.
+    if isinstance(stmt, _NESTED):
+        return
+    todo = [c for c in ast.iter_child_nodes(stmt) if not isinstance(c, ast.stmt)
+            and not isinstance(c, (ast.excepthandler, ast.match_case))]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.NamedExpr):
+            assigned.setdefault(n.target.id, []).append(Assignment(stmt, None))
+        elif not isinstance(n, (ast.Lambda, ast.stmt)):
+            todo.extend(ast.iter_child_nodes(n))
 
 
 def _pos(node: ast.AST) -> tuple[int, int]:
@@ -138,6 +143,23 @@ def statement_of(facts: FileFacts, scope: Scope, node: ast.AST) -> ast.stmt | No
     return best
 
 
+def enclosing(facts: FileFacts, scope: Scope, stmt: ast.stmt) -> list[ast.stmt]:
+    """The compound statements of ``scope`` around ``stmt``, innermost first."""
+    index = _index(facts, scope)
+    out: list[ast.stmt] = []
+    current: ast.AST | None = stmt
+    while current is not None:
+        found = index.lists.get(id(current))
+        if found is None:
+            break
+        owner = found[2]
+        if not isinstance(owner, ast.stmt) or isinstance(owner, _NESTED):
+            break
+        out.append(owner)
+        current = owner
+    return out
+
+
 def value_at(facts: FileFacts, name: str, scope: Scope,
              use: ast.AST, use_stmt: ast.stmt | None = None) -> tuple[ast.expr, Scope] | None:
     """The expression ``name`` certainly holds at ``use`` (in ``scope``), and its scope."""
@@ -149,8 +171,6 @@ def value_at(facts: FileFacts, name: str, scope: Scope,
         if len(values) == 1 and isinstance(values[0], ast.expr) and \
                 not isinstance(values[0], Opaque):
             return values[0], owner
-        return None
-    if scope.kind == "function" and name in scope.params:
         return None
     index = _index(facts, scope)
     if use_stmt is None:

@@ -40,7 +40,7 @@ def spec_readers(facts: FileFacts) -> Iterator[tuple[CallSite, ast.expr]]:
 
 def unboxed(facts: FileFacts, node: ast.expr, scope: Scope, use: ast.AST) -> Unboxed | None:
     direct = not isinstance(node, ast.Name)
-    value, vscope = follow(facts, node, scope, use) if not direct else (node, scope)
+    value, _ = follow(facts, node, scope, use) if not direct else (node, scope)
     if not isinstance(value, ast.Call):
         return None
     func = value.func

@@ -35,8 +35,9 @@ _JAX_RANDOM = {
     "beta": None, "gamma": None, "dirichlet": None, "poisson": None, "multivariate_normal": None,
     "t": None, "ball": None}
 # numpy.random samplers -> index of their `size` argument ("*": the dimensions are the arguments).
-_NP_RANDOM = {"rand": "*", "randn": "*", "random": 0, "random_sample": 0, "standard_normal": 0,
-              "normal": 2, "uniform": 2, "randint": 2, "choice": 1, "permutation": None}
+_NP_RANDOM: dict[str, int | str | None] = {
+    "rand": "*", "randn": "*", "random": 0, "random_sample": 0, "standard_normal": 0,
+    "normal": 2, "uniform": 2, "randint": 2, "choice": 1, "permutation": None}
 
 
 @dataclass(frozen=True)
@@ -83,13 +84,16 @@ def _arg(call: ast.Call, index: int | None, name: str) -> ast.expr | None:
     return None
 
 
-def array_source(facts: FileFacts, expr: ast.expr, scope: Scope) -> ArraySource | None:
-    if not isinstance(expr, ast.Call) or not isinstance(expr.func, (ast.Name, ast.Attribute)):
+def array_source(facts: FileFacts, expr: ast.expr, scope: Scope,
+                 depth: int = 0) -> ArraySource | None:
+    if not isinstance(expr, ast.Call) or not isinstance(expr.func, (ast.Name, ast.Attribute)) \
+            or depth > 4:
         return None
     q = facts.qualify(expr.func)
     if q is None:
         return None
-    consts = facts.consts_for(scope)
+    consts = dict(facts.consts_for(scope))
+    consts.update(_literal_defaults(scope))
 
     def lit(node: ast.expr | None):
         value = literal_or_unknown(node, consts) if node is not None else None
@@ -99,8 +103,7 @@ def array_source(facts: FileFacts, expr: ast.expr, scope: Scope) -> ArraySource 
     if pkg in ("jax.numpy", "numpy") and name in _CONSTRUCTORS:
         return ArraySource(expr, q, _constructor_size(name, expr, lit))
     if q == "jax.device_put" and expr.args:
-        inner = array_source(facts, expr.args[0], scope)
-        return ArraySource(expr, q, inner.elements if inner else None)
+        return ArraySource(expr, q, _placed_size(facts, expr.args[0], expr, scope, depth))
     if pkg == "jax.random" and name in _JAX_RANDOM:
         index = _JAX_RANDOM[name]
         if index is None:
@@ -108,16 +111,51 @@ def array_source(facts: FileFacts, expr: ast.expr, scope: Scope) -> ArraySource 
         shape = _arg(expr, index, "shape")
         return ArraySource(expr, q, 1 if shape is None else _count(lit(shape)))
     if pkg == "numpy.random" and name in _NP_RANDOM:
-        index = _NP_RANDOM[name]
-        if index == "*":
+        where = _NP_RANDOM[name]
+        if where == "*":
             dims = [lit(a) for a in expr.args]
             return ArraySource(expr, q, _count(tuple(dims)) if all(isinstance(d, int) for d in dims)
                                else None)
-        if index is None:
+        if where is None:
             return ArraySource(expr, q, None)
-        size = _arg(expr, index, "size")  # type: ignore[arg-type]
+        size = _arg(expr, where if isinstance(where, int) else None, "size")
         return ArraySource(expr, q, 1 if size is None else _count(lit(size)))
     return None
+
+
+def _placed_size(facts: FileFacts, arg: ast.expr, call: ast.Call, scope: Scope,
+                 depth: int) -> int | None:
+    """Elements of what ``jax.device_put`` places: an array built inline, or a name whose other
+    bindings are arrays of known size (``x = jax.random.normal(k, (8, 20))`` then
+    ``x = jax.device_put(x, sharding)``)."""
+    if isinstance(arg, ast.Call):
+        inner = array_source(facts, arg, scope, depth + 1)
+        return inner.elements if inner else None
+    if isinstance(arg, ast.Name) and arg.id in scope.bindings:
+        sizes = []
+        for v in scope.bindings[arg.id]:
+            if v is call:
+                continue
+            inner = array_source(facts, v, scope, depth + 1)
+            if inner is None or inner.elements is None:
+                return None
+            sizes.append(inner.elements)
+        return max(sizes) if sizes else None
+    return None
+
+
+def _literal_defaults(scope: Scope) -> dict[str, ast.expr]:
+    """Parameters of a function never rebound in it, with literal defaults
+    (``def test_x(self, dim=16)``): their default sizes an array built from them."""
+    fn = scope.node
+    if scope.kind != "function" or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return {}
+    a = fn.args
+    positional = [*a.posonlyargs, *a.args]
+    pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults))
+    pairs += [(x, d) for x, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+    return {x.arg: d for x, d in pairs
+            if isinstance(d, ast.Constant) and len(scope.bindings.get(x.arg, [])) == 1}
 
 
 def _constructor_size(name: str, call: ast.Call, lit) -> int | None:
@@ -132,7 +170,8 @@ def _constructor_size(name: str, call: ast.Call, lit) -> int | None:
         nums = [lit(a) for a in call.args[:3]]
         if call.keywords or not nums or not all(isinstance(n, (int, float)) for n in nums):
             return None
-        start, stop, step = (0, nums[0], 1) if len(nums) == 1 else (*nums[:2], nums[2] if len(nums) > 2 else 1)
+        start, stop, step = (0, nums[0], 1) if len(nums) == 1 else \
+            (nums[0], nums[1], nums[2] if len(nums) > 2 else 1)
         return max(math.ceil((stop - start) / step), 0) if step else None
     if name in ("linspace", "logspace", "geomspace"):
         num = _arg(call, 2, "num")
@@ -146,7 +185,7 @@ def _constructor_size(name: str, call: ast.Call, lit) -> int | None:
     return None
 
 
-# ---- free names of a compiled function ---------------------------------------------------------------
+# ---- free names of a compiled function -----------------------------------------------------------
 @dataclass
 class Capture:
     name: str
@@ -231,3 +270,26 @@ def captured_arrays(facts: FileFacts, site: JitSite) -> list[Capture]:
         out.append(Capture(name, use, owner, biggest if not unknown else  # type: ignore[arg-type]
                            next(s for s in sources if s.elements is None), node))  # type: ignore[union-attr]
     return out
+
+
+def read_in_nested(fn: ast.AST, name: str) -> bool:
+    """Whether a function or lambda defined inside ``fn`` reads ``name`` from ``fn``'s scope
+    (``def branch(_): return f(state)`` handed to ``jax.lax.cond``): the value may reach the
+    result through it, which :class:`LocalFlow` does not follow."""
+    inner = getattr(fn, "body", fn)
+    body = inner if isinstance(inner, list) else [inner]
+    for stmt in body:
+        for n in ast.walk(stmt):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                if name in _bound_inside_params(n):
+                    continue
+                if any(isinstance(x, ast.Name) and x.id == name and isinstance(x.ctx, ast.Load)
+                       for x in ast.walk(n)):
+                    return True
+    return False
+
+
+def _bound_inside_params(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> set[str]:
+    a = fn.args
+    return {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs,
+                            *(v for v in (a.vararg, a.kwarg) if v is not None)]}

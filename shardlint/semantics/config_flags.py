@@ -28,14 +28,15 @@ class FlagSetting:
 def flag_settings(facts: FileFacts) -> list[FlagSetting]:
     found = facts.derived.get("flag_settings")
     if found is None:
-        found = []
+        settings: list[FlagSetting] = []
+        found = settings
         for c in facts.calls_of(*UPDATERS):
             name_node, value_node = c.arg(0, "name"), c.arg(1, "val")
             if not (isinstance(name_node, ast.Constant) and isinstance(name_node.value, str)) \
                     or value_node is None:
                 continue
             value = literal_or_unknown(value_node, facts.consts_for(c.scope))
-            found.append(FlagSetting(name_node.value, UNKNOWN if is_unknown(value) else value,
+            settings.append(FlagSetting(name_node.value, UNKNOWN if is_unknown(value) else value,
                                      value_node, c))
         facts.derived["flag_settings"] = found
     return found  # type: ignore[return-value]

@@ -25,7 +25,9 @@ def exported_jitted(facts: FileFacts) -> list[str]:
     for site in facts.jit_sites:
         if site.scope is not facts.module_scope:
             continue
-        if site.form in ("decorator", "factory") or (site.form == "partial" and site.target is None):
+        decorated = site.form in ("decorator", "factory") or \
+            (site.form == "partial" and site.target is None)
+        if decorated:
             name = site.function.name if site.function is not None \
                 and site.function.parent is facts.module_scope else None
         else:
@@ -40,14 +42,14 @@ def jitted_calls(facts: FileFacts, project: ProjectIndex) -> dict[ast.Call, str]
     key = "jitted_calls"
     found = facts.derived.get(key)
     if found is None:
-        found = {}
+        calls: dict[ast.Call, str] = {}
         for site in facts.jit_sites:
             for c in calls_of(facts, site):
-                found[c.node] = _callee(c)
+                calls[c.node] = _callee(c)
         for c in facts.calls:
-            if c.node not in found and _imported_jitted(facts, project, c):
-                found[c.node] = _callee(c)
-        facts.derived[key] = found
+            if c.node not in calls and _imported_jitted(facts, project, c):
+                calls[c.node] = _callee(c)
+        found = facts.derived[key] = calls
     return found  # type: ignore[return-value]
 
 

@@ -13,8 +13,10 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from shardlint.semantics.bindings import enclosing
 from shardlint.semantics.execution import execution_of
 from shardlint.semantics.facts import MESH, CallSite, FileFacts, Scope
+from shardlint.semantics.partitioning import symbol_ref
 from shardlint.semantics.project import ProjectIndex
 from shardlint.semantics.usage import has_mesh, plain_context
 
@@ -52,6 +54,8 @@ def mesh_at(facts: FileFacts, project: ProjectIndex, call: CallSite, legacy_coun
     if project.mesh_setter:
         return MeshAt(PROVIDED)  # a global `jax.set_mesh(m)` somewhere: order unknown
     legacy = "legacy_mesh" in kinds
+    if _opaque_context(facts, project, call):
+        return MeshAt(UNKNOWN, legacy)
     if execution_of(facts).in_traced_lambda(call.node):
         return MeshAt(UNKNOWN, legacy)  # runs where the transformed lambda is called
     scope = call.scope
@@ -65,6 +69,27 @@ def mesh_at(facts: FileFacts, project: ProjectIndex, call: CallSite, legacy_coun
     if has_mesh(ctx):
         return MeshAt(PROVIDED)
     return MeshAt(MISSING, legacy, [call], callers_lacking(project, facts.module, scope.qualname))
+
+
+def _opaque_context(facts: FileFacts, project: ProjectIndex, call: CallSite) -> bool:
+    """A ``with`` around the call that may enter a mesh shardlint does not recognise: a context
+    manager of the project (``with use_mesh(cfg):``) or anything named like a mesh."""
+    known = {id(w.expr) for w in facts.with_items}
+    for stmt in enclosing(facts, call.scope, call.stmt):
+        if not isinstance(stmt, (ast.With, ast.AsyncWith)):
+            continue
+        for item in stmt.items:
+            expr = item.context_expr
+            if id(expr) in known:
+                continue
+            if "mesh" in ast.unparse(expr).lower():
+                return True
+            func = expr.func if isinstance(expr, ast.Call) else None
+            if isinstance(func, (ast.Name, ast.Attribute)) and facts.resolve(func) is None:
+                ref = symbol_ref(facts, func, call.scope)
+                if ref is not None and project.resolve(ref, facts.module) is not None:
+                    return True
+    return False
 
 
 def callers_lacking(project: ProjectIndex, module: str, qualname: str) -> list[tuple[str, int]]:

@@ -75,7 +75,7 @@ def api_moves(facts: FileFacts, versions: Versions, attribute_reads: bool = Fals
     return out
 
 
-# ---- spelling a name in this file -------------------------------------------------------------------
+# ---- spelling a name in this file ----------------------------------------------------------------
 def module_imports(facts: FileFacts) -> dict[str, str]:
     """Local names bound by import statements of the module body (not inside functions)."""
     found = facts.derived.get("module_imports")

@@ -171,8 +171,19 @@ class NnxArguments:
 
     # ---- queries ---------------------------------------------------------------------------------
     def returned(self, param: str) -> bool:
-        """The parameter's object, a part of it or a state taken from it is returned."""
-        return any(param in self.flow.trace(r) for r in self.flow.returns)
+        """The parameter's object, a part of it or a state taken from it is returned -- or it is
+        handed to a call written in the return statement (``return Output(model=model)``,
+        ``return pack(model, loss)``), which may put it in the result."""
+        if any(param in self.flow.trace(r) for r in self.flow.returns):
+            return True
+        for r in self.flow.returns:
+            for n in ast.walk(r):
+                if isinstance(n, ast.Call) and any(
+                        isinstance(a, ast.Name) and a.id == param
+                        for a in [*(x.value if isinstance(x, ast.Starred) else x for x in n.args),
+                                  *(k.value for k in n.keywords)]):
+                    return True
+        return False
 
     def first_mutations(self) -> list[Mutation]:
         """The first in-place change of each parameter, in source order."""

@@ -4,8 +4,9 @@ optax transformations.
 * :func:`bare_specs`: a sharding argument that holds ``PartitionSpec``s rather than
   ``Sharding``s (``P(...)``, ``nn.logical_to_mesh(...)``, containers of them, names bound to them).
 * :func:`single_device`: an expression that is one ``jax.Device`` (``jax.devices()[0]``).
-* :func:`literal_nbytes`: the bytes of an array made with a literal shape (``jnp.zeros((n, m))``,
-  ``np.ones(...)``), when shardlint can compute them.
+* :func:`creation_size` / :func:`host_array_size` / :func:`converted_size`: the bytes of an
+  array made with a literal shape (``jnp.zeros((n, m))``, ``np.ones(...)``, ``jnp.asarray`` of
+  one), when shardlint can compute them.
 * :func:`model_state`: a value that is model state (Linen ``model.init(...)``, a ``TrainState``,
   ``tx.init(...)`` of an optax transformation, ``nnx.state(...)``).
 * :func:`optax_transform`: an expression that is an optax ``GradientTransformation``.
@@ -84,9 +85,9 @@ def single_device(facts: FileFacts, node: ast.expr | None, scope: Scope,
         return single_device(facts, value, vscope, depth + 1) if value is not None else None
     if not isinstance(node, ast.Subscript) or isinstance(node.slice, ast.Slice):
         return None
-    base, bscope = node.value, scope
+    base: ast.expr | None = node.value
     if isinstance(base, ast.Name):
-        base, bscope = follow(facts, base, scope)
+        base, _ = follow(facts, base, scope)
     if isinstance(base, ast.Call) and device_list_call(facts, base):
         return node
     return None
@@ -127,50 +128,66 @@ def itemsize(facts: FileFacts, node: ast.expr | None, scope: Scope, default: int
     return None
 
 
-def creation_nbytes(facts: FileFacts, call: ast.Call, scope: Scope) -> int | None:
+def creation_size(facts: FileFacts, call: ast.Call, scope: Scope) -> tuple[int, bool] | None:
     """Bytes of ``jnp.zeros/ones/full/empty`` or ``np.zeros/ones/full/empty`` with a literal
-    shape (the smallest dtype when the dtype cannot be read: a lower bound)."""
+    shape, and whether that is exact: when the dtype cannot be read the smallest dtype is
+    assumed, a lower bound."""
     known = facts.resolve(call.func) if isinstance(call.func, (ast.Name, ast.Attribute)) else None
     if known is None or known.name not in JNP_CREATORS | NP_CREATORS:
         return None
-    shape = literal_shape(facts, _kw(call, "shape", 0), scope)
-    if shape is None or any(d < 0 for d in shape):
+    count = _count(facts, _kw(call, "shape", 0), scope)
+    if count is None:
         return None
     dtype_index = 2 if known.name.endswith(".full") else 1
     size = itemsize(facts, _kw(call, "dtype", dtype_index), scope)
+    return count * (size if size is not None else 1), size is not None
+
+
+def _count(facts: FileFacts, shape: ast.expr | None, scope: Scope) -> int | None:
+    dims = literal_shape(facts, shape, scope)
+    if dims is None or any(d < 0 for d in dims):
+        return None
     n = 1
-    for d in shape:
+    for d in dims:
         n *= d
-    return n * (size if size is not None else 1)
+    return n
 
 
-def literal_nbytes(facts: FileFacts, node: ast.expr | None, scope: Scope) -> int | None:
-    """Bytes of an array expression made by a literal-shape creation call (through names)."""
-    value, vscope = follow(facts, node, scope) if isinstance(node, ast.Name) else (node, scope)
-    if isinstance(value, ast.Call):
-        return creation_nbytes(facts, value, vscope)
-    return None
+def creation_nbytes(facts: FileFacts, call: ast.Call, scope: Scope) -> int | None:
+    found = creation_size(facts, call, scope)
+    return found[0] if found is not None else None
 
 
-def converted_nbytes(facts: FileFacts, call: ast.Call, scope: Scope) -> int | None:
+def host_array_size(facts: FileFacts, node: ast.expr | None, scope: Scope,
+                    use: ast.AST | None = None) -> tuple[int, bool] | None:
+    """Size of a NumPy array made with a literal shape (``np.zeros((n, m))``), through names.
+    Arrays made by jnp are left out: they are device arrays already (and reported themselves)."""
+    value, vscope = follow(facts, node, scope, use) if isinstance(node, ast.Name) \
+        else (node, scope)
+    if not isinstance(value, ast.Call):
+        return None
+    known = facts.resolve(value.func) if isinstance(value.func, (ast.Name, ast.Attribute)) \
+        else None
+    if known is None or known.name not in NP_CREATORS:
+        return None
+    return creation_size(facts, value, vscope)
+
+
+def converted_size(facts: FileFacts, call: ast.Call, scope: Scope) -> tuple[int, bool] | None:
     """``jnp.asarray(np.zeros(shape))``: the bytes on the device (``dtype=`` of the conversion
     wins over the source's)."""
     source = _kw(call, "a", 0) or _kw(call, "object")
-    n = literal_nbytes(facts, source, scope)
+    found = host_array_size(facts, source, scope, call)
     dtype = _kw(call, "dtype", 1)
-    if n is None or dtype is None:
-        return n
-    value, vscope = follow(facts, source, scope) if isinstance(source, ast.Name) else (source, scope)
-    if not isinstance(value, ast.Call):
-        return n
-    shape = literal_shape(facts, _kw(value, "shape", 0), vscope)
+    if found is None or dtype is None:
+        return found
     size = itemsize(facts, dtype, scope)
-    if shape is None or size is None:
-        return n
-    count = 1
-    for d in shape:
-        count *= d
-    return count * size
+    value, vscope = follow(facts, source, scope, call) if isinstance(source, ast.Name) \
+        else (source, scope)
+    count = _count(facts, _kw(value, "shape", 0), vscope) if isinstance(value, ast.Call) else None
+    if size is None or count is None:
+        return found
+    return count * size, True
 
 
 def mib(n: int) -> str:

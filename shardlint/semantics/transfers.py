@@ -7,7 +7,8 @@ the body of a ``for``/``while`` loop that runs eagerly (not under a trace) whose
 call of a compiled function in the same loop -- as (part of) an argument, or through names bound
 by plain assignments in between (``batch = {"x": jnp.asarray(b)}; step(state, batch)``).
 
-Not conversions: a literal (``jnp.asarray(0.1)``), a value that is already on a device (the
+Not conversions: a literal (``jnp.asarray(0.1)``), arithmetic on loop counters
+(``jnp.array(step + 1)`` in ``for step in range(n)``), a value that is already on a device (the
 result of a ``jax``/``jnp`` call or of a compiled call), a placement with a sharding.
 """
 
@@ -17,6 +18,7 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from shardlint.semantics.dataflow import own_nodes
 from shardlint.semantics.execution import execution_of
 from shardlint.semantics.facts import CallSite, FileFacts, Scope
 from shardlint.semantics.jitted import jitted_calls
@@ -60,15 +62,69 @@ def _conversion(facts: FileFacts, c: CallSite) -> ast.expr | None:
     return None
 
 
-def _on_device(facts: FileFacts, expr: ast.expr, scope: Scope, jitted: dict, depth: int = 0) -> bool:
+def _counters(facts: FileFacts, scope: Scope) -> set[str]:
+    """Loop variables that only take small integers or literals: ``for step in range(n)``,
+    ``for i, b in enumerate(...)`` (``i``), ``for c, v in zip(XS, YS)`` over literal tables."""
+    out: set[str] = set()
+    consts = facts.consts_for(scope)
+
+    def literal(node: ast.expr) -> bool:
+        return not is_unknown(literal_or_unknown(node, consts)) or (
+            isinstance(node, ast.Set) and all(isinstance(e, ast.Constant) for e in node.elts))
+
+    def names(target: ast.expr) -> list[str]:
+        return [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
+
+    for n in own_nodes(scope.node):
+        if not isinstance(n, (ast.For, ast.AsyncFor)):
+            continue
+        it, target = n.iter, n.target
+        if literal(it):
+            out.update(names(target))
+        elif isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and not it.keywords:
+            fn = it.func.id
+            if fn == "range" and isinstance(target, ast.Name):
+                out.add(target.id)
+            elif fn == "enumerate" and isinstance(target, ast.Tuple) and target.elts:
+                out.update(names(target.elts[0]))
+                if it.args and literal(it.args[0]):
+                    out.update(names(target))
+            elif fn == "zip" and it.args and all(literal(a) for a in it.args):
+                out.update(names(target))
+    return out
+
+
+def _scalar_expression(expr: ast.expr, counters: set[str]) -> bool:
+    """``step``, ``step + 10``, ``-i``: arithmetic on loop counters and constants."""
+    if isinstance(expr, ast.Constant):
+        return True
+    if isinstance(expr, ast.Name):
+        return expr.id in counters
+    if isinstance(expr, ast.BinOp):
+        return _scalar_expression(expr.left, counters) and _scalar_expression(expr.right, counters)
+    if isinstance(expr, ast.UnaryOp):
+        return _scalar_expression(expr.operand, counters)
+    return False
+
+
+def _on_device(facts: FileFacts, expr: ast.expr, scope: Scope, jitted: dict,
+               depth: int = 0) -> bool:
     """A literal, a host scalar, or a value already on a device: nothing worth a warning."""
     if not is_unknown(literal_or_unknown(expr, facts.consts_for(scope))):
         return True  # a literal: a scalar or a small table
+    if depth == 0 and isinstance(expr, (ast.Name, ast.BinOp, ast.UnaryOp)):
+        key = f"loop_counters:{scope.qualname}"
+        counters = facts.derived.get(key)
+        if counters is None:
+            counters = facts.derived[key] = _counters(facts, scope)
+        if _scalar_expression(expr, counters):  # type: ignore[arg-type]
+            return True
     if isinstance(expr, ast.Call):
         if expr in jitted:
             return True
         func = expr.func
-        if isinstance(func, ast.Name) and func.id in _HOST_BUILTINS and scope.lookup(func.id) is None:
+        if isinstance(func, ast.Name) and func.id in _HOST_BUILTINS \
+                and scope.lookup(func.id) is None:
             return True
         q = facts.qualify(func) if isinstance(func, (ast.Name, ast.Attribute)) else None
         return q is not None and q.split(".", 1)[0] == "jax"
@@ -102,7 +158,8 @@ def _bound_names(stmt: ast.stmt, node: ast.AST) -> list[str]:
         if isinstance(t, ast.Name):
             if _contains(stmt.value, node):
                 out.append(t.id)
-        elif isinstance(t, (ast.Tuple, ast.List)) and isinstance(stmt.value, (ast.Tuple, ast.List)) \
+        elif isinstance(t, (ast.Tuple, ast.List)) \
+                and isinstance(stmt.value, (ast.Tuple, ast.List)) \
                 and len(t.elts) == len(stmt.value.elts):
             for tt, vv in zip(t.elts, stmt.value.elts):
                 if isinstance(tt, ast.Name) and _contains(vv, node):
@@ -118,19 +175,21 @@ def _within(loop: ast.AST, node: ast.AST) -> bool:
 
 
 def loop_transfers(facts: FileFacts, project: ProjectIndex) -> list[LoopTransfer]:
+    candidates = [(c, v) for c in facts.calls if c.in_loop is not None and c.qualified is not None
+                  and (v := _conversion(facts, c)) is not None]
+    if not candidates:
+        return []
     jitted = jitted_calls(facts, project)
     if not jitted:
         return []
     execution = execution_of(facts)
     calls = [c for c in facts.calls if c.node in jitted]
     out: list[LoopTransfer] = []
-    for c in facts.calls:
-        if c.in_loop is None or c.qualified is None:
-            continue
-        value = _conversion(facts, c)
-        if value is None or execution.is_traced(c) or _on_device(facts, value, c.scope, jitted):
+    for c, value in candidates:
+        if execution.is_traced(c) or _on_device(facts, value, c.scope, jitted):
             continue
         loop = c.in_loop
+        assert loop is not None
         found: LoopTransfer | None = None
         for j in calls:
             if j.scope is not c.scope or not _within(loop, j.node):

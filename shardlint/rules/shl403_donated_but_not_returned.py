@@ -1,0 +1,234 @@
+"""SHL403 donated-but-not-returned."""
+
+from __future__ import annotations
+
+import ast
+
+from shardlint.rules.base import Rule, example, register
+from shardlint.semantics.captures import read_in_nested
+from shardlint.semantics.dataflow import LocalFlow, positional_params
+from shardlint.semantics.donation import (
+    DONATE,
+    LINEN_JIT,
+    NNX_JIT,
+    Signature,
+    jit_keywords,
+    resolve_positions,
+    signature,
+)
+from shardlint.semantics.execution import compiled_function
+from shardlint.semantics.facts import JitSite
+from shardlint.semantics.nnx_updates import NnxArguments, file_uses_nnx
+
+
+@register
+class DonatedButNotReturned(Rule):
+    code = "SHL403"
+    name = "donated-but-not-returned"
+    severity = "warning"
+    summary = "A donated argument never reaches the function's result: its buffers cannot be reused."
+    what = """
+Flags a `jax.jit`/`pjit` site with `donate_argnums`/`donate_argnames` whose function (defined in
+the file, or a lambda) visibly cannot hand a donated argument's buffers on to an output:
+
+* the argument does not reach the return value at all -- not returned, not used to compute
+  anything returned (`return batch * 2` with the state donated; a step that returns nothing);
+* an NNX module or optimizer (an argument handed to `nnx.grad`, `nnx.state`, an optimizer
+  update, or annotated with an NNX type) is donated but only values computed from it are
+  returned -- the loss -- not the object or a state taken from it.
+
+Not flagged: `nnx.jit` (it returns the updated state internally, so donation is usable);
+donated arguments that are returned, updated or not (`return state.apply_gradients(...)`,
+`return x * 2`), handed to a call in the return statement (`return Output(model=model)`), or
+read by a function defined inside (`jax.lax.cond(c, branch, ...)` where `branch` uses it);
+`static_argnums` arguments and a bound `self`; `donate_argnums` that are not literals; functions
+defined in another file.
+Whether a returned value has the donated buffer's shape, dtype and sharding is only known when
+the step is compiled: `shardlint check --memory` reports `alias_size_in_bytes` for that.
+"""
+    why = """
+Donation lets XLA write an output into an input's buffer. With no output built from the donated
+argument there is nothing to write there: jax warns `UserWarning: Some donated buffers were not
+usable` at compile time and keeps both copies, so the memory the donation was meant to save is
+spent anyway (reproduced: `alias_size_in_bytes == 0`). An NNX step compiled with plain
+`jax.jit(train_step, donate_argnums=(0, 1))` that returns only the loss donates the model and
+the optimizer for nothing -- all its donated buffers are unusable -- and drops the in-place
+updates as well (SHL404). The caller's objects are deleted all the same, so reading them later
+fails (SHL402).
+"""
+    use_instead = """
+```python
+@partial(jax.jit, donate_argnums=(0,))
+def train_step(state, batch):
+    grads = jax.grad(loss_fn)(state.params, batch)
+    return state.apply_gradients(grads=grads), metrics   # the donated state comes back updated
+
+# NNX: nnx.jit returns the updated objects to the caller itself
+step = nnx.jit(train_step, donate_argnums=(0, 1))
+```
+"""
+    versions = "All versions of jax."
+    VALID = [
+        example("""
+            from functools import partial
+            import jax
+
+            @partial(jax.jit, donate_argnums=(0,))
+            def train_step(state, batch):
+                grads = jax.grad(lambda p: (state.apply_fn(p, batch) ** 2).mean())(state.params)
+                return state.apply_gradients(grads=grads)
+        """, title="the donated state is returned updated"),
+        example("""
+            import jax
+
+            scale = jax.jit(lambda x, s: x * s, donate_argnums=0)
+        """, title="a computation on the donated array can reuse it"),
+        example("""
+            import jax
+            from flax import nnx
+
+            def train_step(model, optimizer, batch):
+                loss, grads = nnx.value_and_grad(lambda m: (m(batch) ** 2).mean())(model)
+                optimizer.update(model, grads)
+                return loss
+
+            step = nnx.jit(train_step, donate_argnums=(0, 1))
+        """, title="nnx.jit writes the state back itself"),
+        example("""
+            import jax
+            from flax import nnx
+
+            @jax.jit(donate_argnums=(0, 1))
+            def train_step(model, optimizer, x, y):
+                loss, grads = nnx.value_and_grad(lambda m: ((m(x) - y) ** 2).mean())(model)
+                optimizer.update(model, grads)
+                return model, optimizer, loss
+        """, title="plain jax.jit returning every donated NNX object"),
+        example("""
+            import jax
+
+            def step(state, batch, opts):
+                return state + batch
+
+            p_step = jax.jit(step, donate_argnums=DONATE)   # not a literal
+        """, title="donated positions shardlint cannot read"),
+    ]
+    INVALID = [
+        example("""
+            import jax
+            from flax import nnx
+
+            def train_step(model, optimizer, batch):
+                loss, grads = nnx.value_and_grad(lambda m: (m(batch) ** 2).mean())(model)
+                optimizer.update(model, grads)
+                return loss
+
+            step = jax.jit(train_step, donate_argnums=(0, 1))  # expect: SHL403
+        """, title="NNX under plain jax.jit, only the loss returned"),
+        example("""
+            from functools import partial
+            import jax
+
+            @partial(jax.jit, donate_argnames=("cache",))  # expect: SHL403
+            def decode(params, cache, tokens):
+                return params["embed"][tokens]
+        """, title="a donated cache the function never uses"),
+        example("""
+            import jax
+            import jax.experimental.pjit
+
+            def log_step(state, metrics):
+                jax.debug.print("{}", metrics)
+
+            p_log = jax.experimental.pjit.pjit(log_step, donate_argnums=(0,))  # expect: SHL403
+        """, title="nothing returned at all"),
+        example("""
+            import jax
+
+            buffers = jax.jit(lambda old, new: new * 2, donate_argnums=0)  # expect: SHL403
+        """, title="a lambda that ignores the donated argument"),
+        example("""
+            import jax
+            from flax import nnx
+
+            @jax.jit(donate_argnums=(0,))  # expect: SHL403
+            def eval_loss(model: nnx.Module, x):
+                return (model(x) ** 2).mean()
+        """, title="an annotated NNX module, only a value computed from it returned"),
+    ]
+
+    @classmethod
+    def relevant(cls, facts, project) -> bool:
+        return bool(facts.jit_sites)
+
+    def check(self):
+        nnx_file = None
+        for site in self.facts.jit_sites:
+            if site.api_name in (NNX_JIT, LINEN_JIT):
+                continue
+            kws = jit_keywords(self.facts, site)
+            if kws is None or not any(k in kws for k in DONATE):
+                continue
+            fn = compiled_function(self.facts, site)
+            if fn is not None and isinstance(fn.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                sig = signature(self.facts, site, fn)
+                flow = LocalFlow(self.facts, fn)
+            elif isinstance(site.target, ast.Lambda):
+                sig = Signature(positional_params(site.target), [], 0)
+                flow = LocalFlow(self.facts, None, node=site.target)
+                fn = None
+            else:
+                continue
+            donated = resolve_positions(self.facts, site, sig, "donate")
+            static = resolve_positions(self.facts, site, sig, "static")
+            if sig is None or donated is None or static is None:
+                continue
+            self_param = sig.params[0] if sig.offset else None
+            names = [p for i, p in enumerate(sig.params) if i in donated.positions]
+            names += [p for p in sorted(donated.names) if p not in names]
+            names = [p for p in names if p != self_param and p not in static.names
+                     and p in flow.all_params]
+            if not names:
+                continue
+            unused, computed = [], []
+            nnx_args = None
+            for p in names:
+                if not flow.flows_to_return(p):
+                    if not read_in_nested(flow.node, p):
+                        unused.append(p)
+                    continue
+                if fn is None:
+                    continue
+                if nnx_file is None:
+                    nnx_file = file_uses_nnx(self.facts)
+                if not nnx_file:
+                    continue
+                if nnx_args is None:
+                    nnx_args = NnxArguments(self.facts, self.project, fn, flow)
+                if p in nnx_args.nnx and not nnx_args.returned(p):
+                    computed.append(p)
+            if unused or computed:
+                yield self.finding(site.node, self._message(site, flow, unused, computed))
+
+    def _message(self, site: JitSite, flow: LocalFlow, unused: list[str],
+                 computed: list[str]) -> str:
+        parts = []
+        if unused:
+            verb = "is" if len(unused) == 1 else "are"
+            what = "the function returns nothing" if not flow.returns else \
+                f"no returned value is computed from {'it' if len(unused) == 1 else 'them'}"
+            parts.append(f"{_names(unused)} {verb} donated but {what}")
+        if computed:
+            parts.append(f"the NNX object{'s' if len(computed) > 1 else ''} {_names(computed)} "
+                         f"{'is' if len(computed) == 1 else 'are'} donated but only values "
+                         f"computed from {'it' if len(computed) == 1 else 'them'} are returned")
+        jit = site.api_name.rsplit(".", 1)[-1]
+        return ("; ".join(parts) + ": XLA has no output to write into the donated buffers "
+                "(`Some donated buffers were not usable`), so both copies stay alive while the "
+                "caller's arrays are deleted anyway; return the updated value"
+                + (", or compile with `nnx.jit`" if computed and jit != "nnx.jit" else "")
+                + ", or stop donating it")
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(f"`{n}`" for n in names)

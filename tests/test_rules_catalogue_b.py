@@ -1,0 +1,445 @@
+"""Regression cases for SHL305, SHL306, SHL403, SHL404, SHL405, SHL501 and SHL502, and the
+round trip of their fixes: apply, parse, re-lint (the finding is gone, nothing new appears),
+apply again (nothing changes)."""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import textwrap
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from helpers import expected_markers, lint_files
+
+from shardlint.fixes import apply_fixes, fixable
+from shardlint.rules.base import Finding, get_rule
+from shardlint.semantics.summary import ModuleSummary
+
+CODES = ("SHL305", "SHL306", "SHL403", "SHL404", "SHL405", "SHL501", "SHL502")
+_counter = itertools.count()
+
+
+def _dedent(src: str) -> str:
+    return textwrap.dedent(src).lstrip("\n")
+
+
+def lint(tmp_path: Path, files: dict[str, str] | str, codes: tuple[str, ...] = (),
+         **versions: str) -> list[Finding]:
+    """Lint in a fresh folder: ``codes`` selected, or every default rule plus SHL405."""
+    files = {"example.py": files} if isinstance(files, str) else files
+    root = tmp_path / f"p{next(_counter)}"
+    root.mkdir()
+    if codes:
+        return lint_files(root, files, select=codes, versions=versions)
+    return lint_files(root, files, versions=versions, extend_select=("SHL405",))
+
+
+def flagged(tmp_path: Path, code: str, src: str | dict[str, str], **versions: str) -> set:
+    src = {"example.py": src} if isinstance(src, str) else src
+    files = {k: _dedent(v) for k, v in src.items()}
+    return {(Path(f.path).name, f.line) for f in lint(tmp_path, files, (code,), **versions)}
+
+
+def marked(code: str, src: str | dict[str, str]) -> set:
+    src = {"example.py": src} if isinstance(src, str) else src
+    files = {k: _dedent(v) for k, v in src.items()}
+    return {(name, line) for name, line, c in expected_markers(files) if c == code}
+
+
+def _key(f: Finding) -> tuple[str, str, str]:
+    return (Path(f.path).name, f.code, f.message)
+
+
+# ---- fixes: every fix of every INVALID example, one at a time ---------------------------------------
+def _fix_cases():
+    for code in CODES:
+        rule = get_rule(code)
+        for i, ex in enumerate(rule.INVALID):
+            yield pytest.param(code, i, id=f"{code}-invalid-{i}")
+
+
+@pytest.mark.parametrize("code,index", list(_fix_cases()))
+def test_fix_round_trip(tmp_path, code, index):
+    ex = get_rule(code).INVALID[index]
+    before = lint(tmp_path, ex.files, **ex.versions)
+    mine = [f for f in before if f.code == code and fixable(f, unsafe=True)]
+    if not mine:
+        pytest.skip("no applicable fix in this example")
+    for f in mine:
+        name = Path(f.path).name
+        text = ex.files[name]
+        fixed = apply_fixes(text, [f], unsafe=True)
+        assert fixed.applied == [f]
+        assert fixed.text != text
+        ast.parse(fixed.text)  # still a Python file
+        files = {**ex.files, name: fixed.text}
+        after = lint(tmp_path, files, **ex.versions)
+        gone = Counter(map(_key, before)) - Counter(map(_key, after))
+        new = Counter(map(_key, after)) - Counter(map(_key, before))
+        assert _key(f) in gone, f"{code} still reported after its fix:\n{fixed.text}"
+        if code == "SHL404":
+            # nnx.jit writes the updated objects back: SHL401 then rightly asks to donate them.
+            new = Counter({k: n for k, n in new.items() if k[1] != "SHL401"})
+        assert not new, f"the fix created new findings: {list(new)}\n{fixed.text}"
+        # Applying the fixes again changes nothing: the finding, and its edit, are gone.
+        again = [g for g in after if Path(g.path).name == name and g.code == code
+                 and _key(g) == _key(f)]
+        assert apply_fixes(fixed.text, again, unsafe=True).text == fixed.text
+
+
+def _fix_all(tmp_path: Path, code: str, text: str, unsafe: bool, **versions: str) -> str:
+    findings = lint(tmp_path, text, (code,), **versions)
+    return apply_fixes(text, findings, unsafe).text
+
+
+@pytest.mark.parametrize("code", ["SHL501", "SHL502", "SHL404", "SHL405"])
+def test_fixing_twice_changes_nothing_the_second_time(tmp_path, code):
+    for ex in get_rule(code).INVALID:
+        if len(ex.files) != 1:
+            continue
+        text = ex.source
+        once = _fix_all(tmp_path, code, text, True, **ex.versions)
+        twice = _fix_all(tmp_path, code, once, True, **ex.versions)
+        assert twice == once
+
+
+# ---- SHL501 ------------------------------------------------------------------------------------------
+def test_shl501_multiline_import_keeps_comments_and_other_names(tmp_path):
+    src = _dedent("""
+        import jax
+        from jax.sharding import (
+            use_mesh,  # entered once in main()
+            PartitionSpec as P,
+        )
+
+        with use_mesh(mesh):
+            spec = P("data")
+    """)
+    [f] = lint(tmp_path, src, ("SHL501",))
+    assert f.severity == "error" and "removed in jax 0.7.1" in f.message
+    assert f.fix is not None and f.fix.applicability == "safe"
+    out = apply_fixes(src, [f]).text
+    assert "# entered once in main()" in out
+    assert "PartitionSpec as P," in out
+    assert "from jax import set_mesh as use_mesh" in out
+    ast.parse(out)
+    assert not lint(tmp_path, out, ("SHL501",))
+
+
+def test_shl501_adds_the_import_its_replacement_needs(tmp_path):
+    src = _dedent("""
+        from flax import nnx
+
+        def f(x, spec):
+            return nnx.with_sharding_constraint(x, spec)
+    """)
+    [f] = lint(tmp_path, src, ("SHL501",))
+    assert f.fix is not None and f.fix.applicability == "unsafe"
+    out = apply_fixes(src, [f], unsafe=True).text
+    assert out.startswith("import jax\nfrom flax import nnx\n")
+    assert "return jax.lax.with_sharding_constraint(x, spec)" in out
+    assert not lint(tmp_path, out, ("SHL501",))
+
+
+def test_shl501_uses_the_files_alias(tmp_path):
+    src = "import jax as j\nleaves = j.tree_leaves({'a': 1})\nj.tree_map(abs, leaves)\n"
+    out = _fix_all(tmp_path, "SHL501", src, unsafe=False)
+    assert out == "import jax as j\nleaves = j.tree.leaves({'a': 1})\nj.tree.map(abs, leaves)\n"
+
+
+def test_shl501_pjit_with_positional_shardings_is_display_only(tmp_path):
+    src = _dedent("""
+        from jax.experimental.pjit import pjit
+        step = pjit(lambda x: x, in_spec, out_spec)
+    """)
+    [f] = lint(tmp_path, src, ("SHL501",))
+    assert f.severity == "warning" and "deprecated since jax 0.8.0" in f.message
+    assert f.fix is not None and f.fix.applicability == "display-only"
+    assert apply_fixes(src, [f], unsafe=True).text == src
+
+
+def test_shl501_shard_map_with_check_rep_is_display_only(tmp_path):
+    src = _dedent("""
+        from jax.experimental.shard_map import shard_map
+        f = shard_map(g, mesh=mesh, in_specs=P(), out_specs=P(), check_rep=False)
+    """)
+    [f] = lint(tmp_path, src, ("SHL501",))
+    assert f.fix is not None and f.fix.applicability == "display-only"
+
+
+def test_shl501_versions_gate_each_move(tmp_path):
+    src = "import jax\nfrom flax import nnx\nx = jax.tree_map(abs, 1)\np = nnx.Param(1, sharding=('a',))\n"
+    assert flagged(tmp_path, "SHL501", src, jax="0.4.25", flax="0.12.3") == set()
+    assert flagged(tmp_path, "SHL501", src, jax="0.5.0", flax="0.12.3") == {("example.py", 3)}
+    found = lint(tmp_path, src, ("SHL501",), jax="0.5.0", flax="0.12.4")
+    assert {(f.line, f.severity) for f in found} == {(3, "warning"), (4, "warning")}
+    found = lint(tmp_path, src, ("SHL501",), jax="0.6.0")
+    assert {(f.line, f.severity) for f in found} == {(3, "error"), (4, "warning")}
+
+
+def test_shl501_keyword_fix_leaves_a_call_with_both_keywords_alone(tmp_path):
+    src = "from flax import nnx\np = nnx.Param(1, sharding=('a',), out_sharding=('a',))\n"
+    [f] = lint(tmp_path, src, ("SHL501",))
+    assert f.fix is None
+
+
+# ---- SHL305 ------------------------------------------------------------------------------------------
+_MESH = """
+import jax
+import jax.numpy as jnp
+mesh = jax.make_mesh((8,), ("data",))
+step = jax.jit(lambda s, x: s + x.mean())
+"""
+
+
+@pytest.mark.parametrize("src", [
+    _MESH + """
+def run(s):
+    for count in {3990, 4000, 4010}:
+        s = step(s, jnp.array(count))
+    for n, expected in zip([0, 10, 20], [0.1, 0.2, 0.3]):
+        s = step(s, jnp.array(n + 1))
+    for i in range(10):
+        s = step(s, jnp.asarray(i * 2))
+""",
+    _MESH + """
+def run(s, batches, sharding):
+    for b in batches:
+        x = jnp.asarray(b, device=sharding)
+        s = step(s, x)
+        print(jnp.asarray(b).sum())   # not fed to the step
+""",
+], ids=["loop counters", "placed or unused"])
+def test_shl305_quiet(tmp_path, src):
+    assert flagged(tmp_path, "SHL305", src) == set()
+
+
+def test_shl305_decorated_step_and_rebinding(tmp_path):
+    src = _MESH + """
+@jax.jit
+def train_step(state, batch):
+    return state + batch.sum()
+
+def run(state, loader):
+    for raw in loader:
+        batch = jax.device_put(raw)  # expect: SHL305
+        state = train_step(state, batch)
+    return state
+"""
+    assert flagged(tmp_path, "SHL305", src) == marked("SHL305", src)
+
+
+# ---- SHL306 ------------------------------------------------------------------------------------------
+def test_shl306_small_array_placed_by_name(tmp_path):
+    src = """
+import jax
+from jax.sharding import NamedSharding, PartitionSpec
+x = jax.random.normal(jax.random.key(0), (8, 20))
+x = jax.device_put(x, NamedSharding(mesh, PartitionSpec()))
+
+@jax.jit
+def f():
+    return x * 2
+"""
+    assert flagged(tmp_path, "SHL306", src) == set()
+
+
+def test_shl306_parameter_defaults_size_the_array(tmp_path):
+    src = """
+import jax
+
+def test_hessian(dim=16, big=4096):
+    x = jax.random.normal(jax.random.key(0), (dim,))
+    w = jax.random.normal(jax.random.key(1), (big, big))
+
+    @jax.jit
+    def loss(p):
+        return (p * x).sum() + (w @ w).sum()  # expect: SHL306
+    return loss
+"""
+    assert flagged(tmp_path, "SHL306", src) == marked("SHL306", src)
+
+
+# ---- SHL403 ------------------------------------------------------------------------------------------
+def test_shl403_donated_value_used_in_a_branch_function(tmp_path):
+    src = """
+import jax
+
+@jax.jit(donate_argnames=("state",))
+def update(state, x, decode):
+    def fast(_):
+        return state.at[0].set(x)
+    def slow(_):
+        return state * 0
+    return jax.lax.cond(decode, fast, slow, operand=None)
+"""
+    assert flagged(tmp_path, "SHL403", src) == set()
+
+
+def test_shl403_static_and_self_are_not_donations(tmp_path):
+    src = """
+from functools import partial
+import jax
+
+class Runner:
+    @partial(jax.jit, static_argnums=0, donate_argnums=(1,))
+    def step(self, cache, tokens):
+        return cache.at[tokens].set(1)
+"""
+    assert flagged(tmp_path, "SHL403", src) == set()
+
+
+# ---- SHL404 ------------------------------------------------------------------------------------------
+def test_shl404_one_finding_per_statement_naming_both_objects(tmp_path):
+    src = """
+import jax
+from flax import nnx
+
+@jax.jit
+def step(model, optimizer, grads):
+    optimizer.update(model, grads)  # expect: SHL404
+"""
+    found = lint(tmp_path, _dedent(src), ("SHL404",))
+    assert [(f.line, f.severity) for f in found] == [(6, "error")]
+    assert "`optimizer` and `model`" in found[0].message
+    assert found[0].related and "jax.jit" in found[0].related[0].message
+
+
+def test_shl404_fix_keeps_keywords_and_switches_to_nnx_jit(tmp_path):
+    src = _dedent("""
+        from functools import partial
+        import jax
+        from flax import nnx
+
+        @partial(jax.jit, donate_argnums=(0, 1))
+        def step(model, optimizer, grads):
+            optimizer.update(model, grads)
+    """)
+    [f] = lint(tmp_path, src, ("SHL404",))
+    out = apply_fixes(src, [f], unsafe=True).text
+    assert "@partial(nnx.jit, donate_argnums=(0, 1))" in out
+    assert not lint(tmp_path, out)
+
+
+def test_shl404_no_fix_for_keywords_nnx_jit_lacks(tmp_path):
+    src = _dedent("""
+        import jax
+        from flax import nnx
+
+        @jax.jit(compiler_options={"xla_cpu_enable_fast_math": False})
+        def step(model, optimizer, grads):
+            optimizer.update(model, grads)
+    """)
+    [f] = lint(tmp_path, src, ("SHL404",))
+    assert f.fix is None
+
+
+def test_shl404_not_before_flax_0_11(tmp_path):
+    src = """
+import jax
+from flax import nnx
+
+@jax.jit
+def step(model, optimizer, grads):
+    optimizer.update(model, grads)
+"""
+    assert flagged(tmp_path, "SHL404", src, flax="0.10.7") == set()
+
+
+# ---- SHL405 ------------------------------------------------------------------------------------------
+def test_shl405_is_off_by_default(tmp_path):
+    src = get_rule("SHL405").INVALID[0].source
+    assert not [f for f in lint_files(tmp_path, {"example.py": src}) if f.code == "SHL405"]
+
+
+def test_shl405_fix_wraps_the_scanned_class(tmp_path):
+    src = get_rule("SHL405").INVALID[0].source
+    [f] = lint(tmp_path, src, ("SHL405",))
+    assert f.severity == "info"
+    out = apply_fixes(src, [f], unsafe=True).text
+    assert "nn.scan(nn.remat(Block, prevent_cse=False), variable_axes" in out
+    assert not lint(tmp_path, out, ("SHL405",))
+
+
+def test_shl405_remat_elsewhere_in_the_project_counts_for_loops(tmp_path):
+    files = {
+        "blocks.py": """
+            import flax.linen as nn
+
+            class Block(nn.Module):
+                @nn.compact
+                def __call__(self, x):
+                    return nn.Dense(8)(x)
+
+            class Stack(nn.Module):
+                num_layers: int = 32
+
+                @nn.compact
+                def __call__(self, x):
+                    for _ in range(self.num_layers):
+                        x = Block()(x)
+                    return x
+        """,
+        "train.py": """
+            import jax
+            import flax.linen as nn
+            from blocks import Stack
+
+            Remat = nn.remat(Stack)
+            g = jax.grad(lambda p, x: Remat().apply(p, x).sum())
+        """,
+    }
+    assert flagged(tmp_path, "SHL405", files) == set()
+
+
+# ---- SHL502 ------------------------------------------------------------------------------------------
+def test_shl502_quiet_in_test_modules(tmp_path):
+    files = {
+        "mesh.py": "import jax\nmesh = jax.make_mesh((8,), ('x',))\n",
+        "rng_test.py": "import jax\njax.config.update('jax_threefry_partitionable', False)\n",
+    }
+    assert flagged(tmp_path, "SHL502", files) == set()
+
+
+# ---- the project index ---------------------------------------------------------------------------------
+def test_summary_keeps_jitted_names_and_flags():
+    from shardlint.semantics.summary import summarise
+    from shardlint.semantics.visitor import build_facts
+
+    src = _dedent("""
+        import jax
+        from functools import partial
+        jax.config.update("jax_threefry_partitionable", False)
+
+        @partial(jax.jit, donate_argnums=0)
+        def train_step(state, batch):
+            return state
+
+        eval_step = jax.jit(lambda s, b: s)
+
+        def helper():
+            inner = jax.jit(lambda x: x)
+            return inner
+    """)
+    summary = summarise(build_facts("m.py", "m", ast.parse(src)))
+    assert summary.jitted == ["eval_step", "train_step"]
+    assert summary.flags == {"jax_threefry_partitionable": [False]}
+    again = ModuleSummary.from_json(summary.to_json())
+    assert again.jitted == summary.jitted and again.flags == summary.flags
+
+
+def test_shl403_shl404_object_handed_to_a_constructor_in_the_return(tmp_path):
+    src = """
+import jax
+from flax import nnx
+
+@jax.jit(donate_argnums=(0, 1))
+def step(model, optimizer, x):
+    loss, grads = nnx.value_and_grad(lambda m: (m(x) ** 2).mean())(model)
+    optimizer.update(model, grads)
+    return StepOutput(model=model, optimizer=optimizer, loss=loss)
+"""
+    assert flagged(tmp_path, "SHL403", src) == set()
+    assert flagged(tmp_path, "SHL404", src) == set()
