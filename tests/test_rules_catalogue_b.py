@@ -17,7 +17,6 @@ from shardlint.fixes import apply_fixes, fixable
 from shardlint.rules.base import Finding, get_rule
 from shardlint.semantics.summary import ModuleSummary
 
-CODES = ("SHL305", "SHL306", "SHL403", "SHL404", "SHL405", "SHL501", "SHL502")
 _counter = itertools.count()
 
 
@@ -53,8 +52,11 @@ def _key(f: Finding) -> tuple[str, str, str]:
 
 
 # ---- fixes: every fix of every INVALID example, one at a time ---------------------------------------
+FIXING = ("SHL404", "SHL405", "SHL501", "SHL502")  # the rules that offer fixes
+
+
 def _fix_cases():
-    for code in CODES:
+    for code in FIXING:
         rule = get_rule(code)
         for i, ex in enumerate(rule.INVALID):
             yield pytest.param(code, i, id=f"{code}-invalid-{i}")
@@ -66,7 +68,9 @@ def test_fix_round_trip(tmp_path, code, index):
     before = lint(tmp_path, ex.files, **ex.versions)
     mine = [f for f in before if f.code == code and fixable(f, unsafe=True)]
     if not mine:
-        pytest.skip("no applicable fix in this example")
+        # e.g. an xmap use: there is no automatic edit; the finding must still be there
+        assert any(f.code == code for f in before)
+        return
     for f in mine:
         name = Path(f.path).name
         text = ex.files[name]

@@ -21,7 +21,7 @@ from shardlint.source import SourceText, Span
 from shardlint.suppress import parse as parse_suppressions
 
 FIX_ALL = "source.fixAll.shardlint"
-_CODE = re.compile(r"SHL\d{0,3}", re.I)
+_CODE = re.compile(r"SHL\d{0,3}", re.IGNORECASE)
 _CODING = re.compile(r"^[ \t\f]*#.*?coding[:=]")
 
 
@@ -60,12 +60,13 @@ def _quick_fixes(res: Result, view: View, rng: types.Range,
     for f, diag in res.items(view.uri):
         if not _overlaps(diag.range, rng):
             continue
-        edits = _fix_edits(f.fix, res.source, view, features.encoding) if f.fix else None
-        if edits:
-            title = f.fix.description + (" (unsafe)" if f.fix.applicability == "unsafe" else "")
+        fix = f.fix
+        edits = _fix_edits(fix, res.source, view, features.encoding) if fix else None
+        if fix is not None and edits:
+            title = fix.description + (" (unsafe)" if fix.applicability == "unsafe" else "")
             out.append(types.CodeAction(
                 title=title, kind=types.CodeActionKind.QuickFix, diagnostics=[diag],
-                is_preferred=f.fix.applicability == "safe",
+                is_preferred=fix.applicability == "safe",
                 edit=_workspace_edit({view.uri: edits}, res, features)))
         if f.code == "SHL000":
             continue  # a syntax error cannot be suppressed
@@ -170,7 +171,7 @@ def _ignore_line(f: Finding, source: SourceText, view: View, sup, blocked: set[i
         for _, start, end, kind in comments:
             if kind == "line":  # extend `# shardlint: ignore[...]` before its `]`
                 return _insert(source, line, end - 1, f", {f.code}", view, encoding)
-            if kind == "noqa":  # extend `# noqa: SHL...` after its last code
+            if kind == "noqa":  # extend a noqa comment after its last code
                 segment = raw[start:end].decode("utf-8", "replace")
                 last = list(_CODE.finditer(segment))[-1]
                 col = start + len(segment[:last.end()].encode("utf-8"))

@@ -6,7 +6,7 @@ requests, progress, ``workspace/configuration``, file watchers, versioned edits,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lsprotocol import types
 from pygls.capabilities import get_capability
@@ -27,7 +27,7 @@ class ClientFeatures:
     document_changes: bool = False
     markdown: bool = False
     code_action_literals: bool = False
-    diagnostics: DiagnosticSupport = DiagnosticSupport()
+    diagnostics: DiagnosticSupport = field(default_factory=DiagnosticSupport)
 
     @classmethod
     def of(cls, caps: types.ClientCapabilities, encoding) -> ClientFeatures:

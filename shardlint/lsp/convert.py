@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from lsprotocol import types
 from lsprotocol.converters import get_converter
@@ -88,7 +89,7 @@ class Locator:
         self._others: dict[str, tuple[str, SourceText] | None] = {}
 
     def locate(self, path: str, span: Span) -> tuple[str, types.Range] | None:
-        if path == self.path:
+        if path == self.path or self._same_file(path):
             return self.locate_own(span)
         other = self._other(path)
         if other is None:
@@ -111,6 +112,13 @@ class Locator:
             end_line = cell.start + cell.count - 1
             span = Span(span.line, span.col, end_line, len(self.source.line_text(end_line).encode()))
         return cell.uri, to_range(self.source, span, self.encoding, line_shift=cell.start - 1)
+
+    def _same_file(self, path: str) -> bool:
+        """The index may name this file by its resolved path (a symlinked workspace)."""
+        try:
+            return os.path.realpath(path) == os.path.realpath(self.path)
+        except (OSError, ValueError):
+            return False
 
     def _other(self, path: str) -> tuple[str, SourceText] | None:
         if path not in self._others:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -22,7 +22,6 @@ from lsprotocol import types
 from pygls.uris import to_fs_path
 
 _EOL = re.compile(r"\r\n|\r|\n")
-_REVISIONS = itertools.count(1)
 # Cell magics whose body is still Python; any other ``%%magic`` cell (bash, html...) is left out.
 _PYTHON_CELL_MAGICS = {"time", "timeit", "capture", "prun", "debug"}
 
@@ -99,7 +98,7 @@ class TextDoc:
     text: str
     path: Path | None
     notebook: str | None = None  # the notebook's uri when this is a cell
-    revision: int = field(default_factory=lambda: next(_REVISIONS))
+    revision: int = 0
 
     @property
     def is_python(self) -> bool:
@@ -144,7 +143,7 @@ class Notebook:
     version: int
     cells: list[types.NotebookCell]
     path: Path | None
-    revision: int = field(default_factory=lambda: next(_REVISIONS))
+    revision: int = 0
 
     def source(self, docs: dict[str, TextDoc]) -> NotebookSource:
         """Python code cells joined in order, so a mesh made in cell 1 counts in cell 5.
@@ -188,6 +187,7 @@ class DocumentStore:
     def __init__(self) -> None:
         self.docs: dict[str, TextDoc] = {}
         self.notebooks: dict[str, Notebook] = {}
+        self._revisions = itertools.count(1)
 
     @staticmethod
     def key(uri: str) -> str:
@@ -196,7 +196,7 @@ class DocumentStore:
     # ---- text documents ---------------------------------------------------------------------------
     def open_text(self, item: types.TextDocumentItem, notebook: str | None = None) -> TextDoc:
         doc = TextDoc(item.uri, item.language_id or "", item.version, item.text,
-                      uri_to_path(item.uri), notebook)
+                      uri_to_path(item.uri), notebook, next(self._revisions))
         self.docs[self.key(item.uri)] = doc
         return doc
 
@@ -209,11 +209,11 @@ class DocumentStore:
             text = apply_change(text, change, encoding)
         doc.text = text
         doc.version = ident.version
-        doc.revision = next(_REVISIONS)
+        doc.revision = next(self._revisions)
         if doc.notebook is not None:
             nb = self.notebooks.get(self.key(doc.notebook))
             if nb is not None:
-                nb.revision = next(_REVISIONS)
+                nb.revision = next(self._revisions)
         return doc
 
     def close_text(self, uri: str) -> TextDoc | None:
@@ -226,7 +226,7 @@ class DocumentStore:
     def open_notebook(self, params: types.DidOpenNotebookDocumentParams) -> Notebook:
         nbd = params.notebook_document
         nb = Notebook(nbd.uri, nbd.notebook_type, nbd.version, list(nbd.cells),
-                      uri_to_path(nbd.uri))
+                      uri_to_path(nbd.uri), next(self._revisions))
         self.notebooks[self.key(nbd.uri)] = nb
         for item in params.cell_text_documents:
             self.open_text(item, notebook=nbd.uri)
@@ -238,7 +238,7 @@ class DocumentStore:
         if nb is None:
             return None
         nb.version = params.notebook_document.version
-        nb.revision = next(_REVISIONS)
+        nb.revision = next(self._revisions)
         cells = params.change.cells
         if cells is None:
             return nb
@@ -256,7 +256,7 @@ class DocumentStore:
                 self.close_text(ident.uri)
         for content in cells.text_content or []:
             self.change_text(content.document, content.changes, encoding)
-        nb.revision = next(_REVISIONS)
+        nb.revision = next(self._revisions)
         return nb
 
     def close_notebook(self, params: types.DidCloseNotebookDocumentParams) -> Notebook | None:

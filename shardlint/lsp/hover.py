@@ -12,7 +12,7 @@ from shardlint.rules.base import all_rules, get_rule
 from shardlint.source import Span
 from shardlint.suppress import parse as parse_suppressions
 
-_CODE = re.compile(r"SHL\d{0,3}", re.I)
+_CODE = re.compile(r"SHL\d{0,3}", re.IGNORECASE)
 
 
 def rule_docs(code: str) -> str | None:

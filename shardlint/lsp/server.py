@@ -184,7 +184,7 @@ async def _pull_settings(ls: ShardlintServer) -> None:
     try:
         got = await asyncio.wait_for(ls.workspace_configuration_async(types.ConfigurationParams(
             items=[types.ConfigurationItem(section="shardlint")])), 10)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001  (an error answer or no answer: keep the settings)
         log.warning("workspace/configuration failed: %s", exc)
         return
     if got and isinstance(got[0], dict):

@@ -17,13 +17,15 @@ the loop stays free to read the next edit while a file is analysed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from lsprotocol import types
 
@@ -35,6 +37,7 @@ from shardlint.lsp.settings import DEFAULT_DEBOUNCE_MS
 
 log = logging.getLogger("shardlint.lsp")
 Unit = TextDoc | Notebook
+GC_DELAY = 0.05  # seconds after an analysis before collecting its garbage
 
 
 @dataclass
@@ -64,6 +67,7 @@ class Session:
         self._indexed_folders: set[Path] = set()
         self._tokens = itertools.count(1)
         self._shown: set[str] = set()
+        self._gc_pending: asyncio.TimerHandle | None = None
 
     # ---- running on the worker ----------------------------------------------------------------------
     async def run(self, fn: Callable[..., Any], *args) -> Any:
@@ -91,7 +95,10 @@ class Session:
                 return
             res = await self.analysed(unit)
             if not self.features.pull:
-                self.publish(res)
+                self.publish(res, every=True)
+            elif isinstance(unit, Notebook) and self._changed_since_pulled(res):
+                # The client re-pulls only the cell that was edited; cell 5 may depend on cell 1.
+                await self.request_refresh()
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -197,20 +204,38 @@ class Session:
         res: Result | None = future.result()
         if res is None:
             return
+        self._collect_later()
         self.generation = max(self.generation, res.generation)
         prev = self.results.get(key)
         if self.store.by_key(key) is not None and (
                 prev is None or (res.revision, res.generation) >= (prev.revision, prev.generation)):
             self.results[key] = res
-        for err in res.errors:
+        for err in res.errors:  # a rule that raised: the other rules' findings still count
             log.error("%s", err)
-            self.log_message(types.MessageType.Error, f"shardlint: {err}")
+            if err not in self._shown:  # into the client's log once, not on every keystroke
+                self._shown.add(err)
+                self.log_message(types.MessageType.Error, f"shardlint: {err}")
         self.show_messages(res.messages)
         if res.index_changed:
             self.refresh_open_units()
 
+    def _collect_later(self) -> None:
+        """Collect the analysis's garbage once its diagnostics are out: a collection holds the
+        GIL for ~15 ms, which must not delay sending them."""
+        if self._gc_pending is not None:
+            return
+
+        def submit() -> None:
+            self._gc_pending = None
+            with contextlib.suppress(RuntimeError):  # the worker is gone after shutdown
+                self.worker.submit(self.analyzer.collect_garbage)
+
+        self._gc_pending = asyncio.get_running_loop().call_later(GC_DELAY, submit)
+
     # ---- push -----------------------------------------------------------------------------------------
-    def publish(self, res: Result) -> None:
+    def publish(self, res: Result, every: bool = False) -> None:
+        """Push a result's diagnostics: all of them after an edit of the unit (they carry its new
+        version), else only those that changed."""
         unit = self.store.by_key(res.key)
         if unit is None or unit.revision != res.revision:
             return  # a newer revision will publish
@@ -220,7 +245,7 @@ class Session:
                     types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
         self._pushed[res.key] = set(res.diagnostics)
         for uri, items in res.diagnostics.items():
-            if self.reported.get(uri) == res.fingerprints[uri]:
+            if not every and self.reported.get(uri) == res.fingerprints[uri]:
                 continue
             self.reported[uri] = res.fingerprints[uri]
             self.server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
@@ -249,15 +274,24 @@ class Session:
                 log.exception("re-analysis of %s failed", unit.uri)
                 continue
             if self.features.pull:
-                changed |= any(uri in self.reported and self.reported[uri] != fp
-                               for uri, fp in res.fingerprints.items())
+                changed |= self._changed_since_pulled(res)
             else:
                 self.publish(res)
-        if changed and self.features.refresh:
-            try:
-                await asyncio.wait_for(self.server.workspace_diagnostic_refresh_async(None), 10)
-            except Exception as exc:  # an old client, or one that is shutting down
-                log.warning("workspace/diagnostic/refresh failed: %s", exc)
+        if changed:
+            await self.request_refresh()
+
+    def _changed_since_pulled(self, res: Result) -> bool:
+        return any(uri in self.reported and self.reported[uri] != fp
+                   for uri, fp in res.fingerprints.items())
+
+    async def request_refresh(self) -> None:
+        """Ask a pull client to pull every open document again."""
+        if not self.features.refresh:
+            return
+        try:
+            await asyncio.wait_for(self.server.workspace_diagnostic_refresh_async(None), 10)
+        except Exception as exc:  # noqa: BLE001  (an old client, or one shutting down)
+            log.warning("workspace/diagnostic/refresh failed: %s", exc)
 
     # ---- the project index ------------------------------------------------------------------------
     async def _ensure_index(self, path: Path) -> None:
@@ -290,7 +324,8 @@ class Session:
             _, modules, _ = await self.run(self.analyzer.build_index, path)
             generation = await self.run(lambda: self.analyzer.generation)
             self.generation = max(self.generation, generation)
-            message = f"indexed {modules} modules of {root} in {time.perf_counter() - t0:.2f} s"
+            noun = "module" if modules == 1 else "modules"
+            message = f"indexed {modules} {noun} of {root} in {time.perf_counter() - t0:.2f} s"
         except Exception:
             log.exception("indexing %s failed", root)
             message = f"indexing {root} failed; see the server log"
@@ -302,7 +337,7 @@ class Session:
         try:
             await asyncio.wait_for(self.server.work_done_progress.create_async(token), 5)
             return True
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  (no progress bar then, nothing worse)
             log.warning("window/workDoneProgress/create failed: %s", exc)
             return False
 

@@ -32,7 +32,7 @@ async def start(session: Session) -> asyncio.Task | None:
         try:
             await asyncio.wait_for(session.server.client_register_capability_async(params), 10)
             return None
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  (refused or unanswered: poll instead)
             log.warning("registering file watchers failed (%s): polling pyproject.toml", exc)
     return asyncio.ensure_future(_poll(session))
 

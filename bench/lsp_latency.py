@@ -1,0 +1,270 @@
+"""Language server latency, driven over stdio like an editor.
+
+    python bench/lsp_latency.py [--edits 60] [--files 300]
+
+1. Opens a generated 2,000-line Flax model file and types into it: p50/p95 milliseconds from a
+   ``didChange`` to the ``publishDiagnostics`` for that version (push, debounce set to 0 so it is
+   excluded), and from a ``didChange`` to the answer of a ``textDocument/diagnostic`` (pull).
+2. Starts the server on a generated 300-file project: seconds from ``initialized`` to the end of
+   the indexing ``$/progress``, cold (no cache) and warm (the on-disk cache of a previous run).
+
+Targets on a 2-core machine: p95 <= 50 ms, index <= 5 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from lsprotocol import types
+from pygls.lsp.client import LanguageClient
+
+SERVER = [sys.executable, "-m", "shardlint", "server"]
+BLOCK = '''
+
+class Block{i}(nn.Module):
+    features: int = 256
+
+    @nn.compact
+    def __call__(self, x):
+        init = nn.with_logical_partitioning(nn.initializers.lecun_normal(), ("embed", "mlp"))
+        h = nn.Dense(self.features, kernel_init=init)(x)
+        h = nn.with_logical_constraint(h, ("batch", "mlp"))
+        h = nn.gelu(h)
+        out = nn.Dense(x.shape[-1])(h)
+        return nn.with_logical_constraint(out + x, ("batch", "embed"))
+'''
+HEAD = '''"""A generated model file for the latency benchmark."""
+
+import jax
+import jax.numpy as jnp
+import flax.linen as nn
+
+RULES = (("batch", "data"), ("embed", None), ("mlp", "model"))
+'''
+TAIL = '''
+
+class Model(nn.Module):
+    depth: int = {n}
+
+    @nn.compact
+    def __call__(self, x):
+{calls}
+        return x
+
+
+def make(key):
+    mesh = jax.make_mesh((1, 1), ("data", "model"))
+    x = jnp.ones((8, 64))
+    with jax.set_mesh(mesh), nn.logical_axis_rules(RULES):
+        abstract = jax.eval_shape(Model().init, key, x)
+        shardings = nn.logical_to_mesh_sharding(nn.get_partition_spec(abstract), mesh, RULES)
+        return jax.jit(Model().init, out_shardings=shardings)(key, x)
+
+
+params = make(jax.random.key(0))
+'''
+
+
+def model_file(lines: int = 2000) -> str:
+    blocks, n = [], 0
+    while len((HEAD + "".join(blocks)).splitlines()) < lines - 30 - n:
+        blocks.append(BLOCK.format(i=n))
+        n += 1
+    calls = "\n".join(f"        x = Block{i}()(x)" for i in range(n))
+    return HEAD + "".join(blocks) + TAIL.format(n=n, calls=calls)
+
+
+def project_files(n: int) -> dict[str, str]:
+    """A project of ``n`` Python files in 10 packages: layers, models built from them, training
+    scripts that run the models under rules and a mesh."""
+    files = {"pyproject.toml": "[project]\nname = 'bench'\n"}
+    for i in range(n - 10):
+        pkg = f"pkg{i % 10}"
+        files.setdefault(f"{pkg}/__init__.py", "")
+        if i % 3 == 0:
+            files[f"{pkg}/layers_{i}.py"] = HEAD + "".join(BLOCK.format(i=j) for j in range(8))
+        elif i % 3 == 1:
+            prev = f"{pkg}.layers_{i - 1}"
+            files[f"{pkg}/model_{i}.py"] = (
+                f"import flax.linen as nn\nfrom {prev} import Block0, Block1\n\n\n"
+                "class Model(nn.Module):\n    @nn.compact\n    def __call__(self, x):\n"
+                "        return Block1()(Block0()(x))\n")
+        else:
+            prev = f"{pkg}.model_{i - 1}"
+            files[f"{pkg}/train_{i}.py"] = (
+                f"import jax\nimport flax.linen as nn\nfrom {prev} import Model\n\n"
+                "RULES = ((\"batch\", \"data\"), (\"embed\", None), (\"mlp\", None))\n\n\n"
+                "def main():\n    mesh = jax.make_mesh((1,), (\"data\",))\n"
+                "    with jax.set_mesh(mesh), nn.logical_axis_rules(RULES):\n"
+                "        return jax.jit(Model().init)(jax.random.key(0), jax.numpy.ones((8, 4)))\n")
+    return files
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        p = root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
+
+
+class Client:
+    def __init__(self) -> None:
+        self.lsp = LanguageClient("shardlint-bench", "1")
+        self.published: dict[tuple[str, int | None], float] = {}
+        self.progress_end: float | None = None
+        self.waiters: list[asyncio.Future] = []
+
+        @self.lsp.feature(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+        def on_publish(params: types.PublishDiagnosticsParams) -> None:
+            self.published[(params.uri, params.version)] = time.perf_counter()
+
+        @self.lsp.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
+        def on_create(params) -> None:
+            return None
+
+        @self.lsp.feature(types.PROGRESS)
+        def on_progress(params: types.ProgressParams) -> None:
+            value = params.value if isinstance(params.value, dict) else {}
+            if value.get("kind") == "end":
+                self.progress_end = time.perf_counter()
+
+        @self.lsp.feature(types.WINDOW_LOG_MESSAGE)
+        def on_log(params) -> None:
+            return None
+
+    async def start(self, root: Path, pull: bool, options: dict | None = None) -> float:
+        await self.lsp.start_io(*SERVER)
+        caps = types.ClientCapabilities(window=types.WindowClientCapabilities(work_done_progress=True))
+        if pull:
+            caps.text_document = types.TextDocumentClientCapabilities(
+                diagnostic=types.DiagnosticClientCapabilities())
+        await self.lsp.initialize_async(types.InitializeParams(
+            capabilities=caps, root_uri=root.as_uri(), initialization_options=options,
+            workspace_folders=[types.WorkspaceFolder(root.as_uri(), root.name)]))
+        t0 = time.perf_counter()
+        self.lsp.initialized(types.InitializedParams())
+        return t0
+
+    async def stop(self) -> None:
+        await self.lsp.shutdown_async(None)
+        self.lsp.exit(None)
+        await self.lsp.stop()
+
+    async def published_for(self, uri: str, version: int, timeout: float = 60) -> float:
+        end = time.perf_counter() + timeout
+        while (uri, version) not in self.published:
+            if time.perf_counter() > end:
+                raise TimeoutError(f"no diagnostics for version {version}")
+            await asyncio.sleep(0.0005)
+        return self.published[(uri, version)]
+
+
+def percentiles(ms: list[float]) -> str:
+    q = statistics.quantiles(ms, n=20, method="inclusive")
+    return f"p50 {statistics.median(ms):6.1f} ms   p95 {q[18]:6.1f} ms   max {max(ms):6.1f} ms"
+
+
+def edits(text: str, n: int):
+    """Alternately type and delete a character in the middle of the file (shifting nothing)."""
+    line = len(text.splitlines()) // 2
+    for i in range(n):
+        if i % 2 == 0:
+            yield types.Range(types.Position(line, 0), types.Position(line, 0)), "#"
+        else:
+            yield types.Range(types.Position(line, 0), types.Position(line, 1)), ""
+
+
+async def latency(root: Path, text: str, n: int, pull: bool) -> list[float]:
+    client = Client()
+    await client.start(root, pull, {"shardlint": {"debounceMs": 0}})
+    path = root / "model.py"
+    uri = path.as_uri()
+    client.lsp.text_document_did_open(types.DidOpenTextDocumentParams(
+        types.TextDocumentItem(uri, "python", 1, text)))
+    ident = types.TextDocumentIdentifier(uri)
+    if pull:
+        await client.lsp.text_document_diagnostic_async(types.DocumentDiagnosticParams(ident))
+    else:
+        await client.published_for(uri, 1)
+    out = []
+    for version, (rng, new) in enumerate(edits(text, n), start=2):
+        t0 = time.perf_counter()
+        client.lsp.text_document_did_change(types.DidChangeTextDocumentParams(
+            types.VersionedTextDocumentIdentifier(version, uri),
+            [types.TextDocumentContentChangePartial(rng, new)]))
+        if pull:
+            await client.lsp.text_document_diagnostic_async(types.DocumentDiagnosticParams(ident))
+            t1 = time.perf_counter()
+        else:
+            t1 = await client.published_for(uri, version)
+        out.append((t1 - t0) * 1000)
+        await asyncio.sleep(0.1)  # a typist's pause between keystrokes
+    await client.stop()
+    return out[3:]  # the first edits warm caches
+
+
+def engine_alone(root: Path, text: str, n: int) -> list[float]:
+    """The same edits through ``Analyzer.lint`` in this process: what the server adds is the
+    difference."""
+    from shardlint.lsp.analyzer import Analyzer
+
+    analyzer = Analyzer()
+    path = root / "model.py"
+    analyzer.lint(path, text)
+    lines = text.split("\n")
+    middle = len(lines) // 2
+    out = []
+    for i in range(n):
+        edited = lines[:middle] + [("#" if i % 2 == 0 else "") + lines[middle]] + lines[middle + 1:]
+        t0 = time.perf_counter()
+        analyzer.lint(path, "\n".join(edited))
+        out.append((time.perf_counter() - t0) * 1000)
+        analyzer.collect_garbage()
+    return out[3:]
+
+
+async def index_time(root: Path) -> float:
+    client = Client()
+    t0 = await client.start(root, pull=False)
+    while client.progress_end is None:
+        await asyncio.sleep(0.005)
+    seconds = client.progress_end - t0
+    await client.stop()
+    return seconds
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--edits", type=int, default=60)
+    parser.add_argument("--files", type=int, default=300)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="shardlint-lsp-bench-") as tmp:
+        root = Path(tmp) / "model"
+        text = model_file(2000)
+        write(root, {"pyproject.toml": "[project]\nname = 'bench'\n", "model.py": text})
+        print(f"didChange -> diagnostics, {len(text.splitlines())}-line model file, "
+              f"{args.edits} edits, debounce excluded")
+        print(f"  push (publishDiagnostics):      {percentiles(await latency(root, text, args.edits, False))}")
+        print(f"  pull (textDocument/diagnostic): {percentiles(await latency(root, text, args.edits, True))}")
+        print(f"  engine alone (in process):      {percentiles(engine_alone(root, text, args.edits))}")
+
+        project = Path(tmp) / "project"
+        files = project_files(args.files)
+        write(project, files)
+        py = sum(1 for name in files if name.endswith(".py"))
+        lines = sum(t.count("\n") for t in files.values())
+        print(f"index of a {py}-file project ({lines} lines), initialized -> $/progress end")
+        print(f"  cold: {await index_time(project):.2f} s")
+        print(f"  warm: {await index_time(project):.2f} s (on-disk cache)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

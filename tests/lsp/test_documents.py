@@ -1,0 +1,67 @@
+"""The server's own document store: LSP line breaks, every position encoding, notebooks."""
+
+from __future__ import annotations
+
+import pytest
+from lsprotocol import types
+
+from shardlint.lsp.actions import _uncommentable_lines
+from shardlint.lsp.documents import DocumentStore, apply_change
+
+
+def change(l1: int, c1: int, l2: int, c2: int, text: str) -> types.TextDocumentContentChangePartial:
+    return types.TextDocumentContentChangePartial(
+        types.Range(types.Position(l1, c1), types.Position(l2, c2)), text)
+
+
+def test_form_feed_and_other_unicode_breaks_are_not_line_breaks():
+    # str.splitlines would see 4 lines here; LSP (and Python) see 2.
+    text = "a = 1\x0c  # \u2028 x\x1c\nb = 2\n"
+    assert apply_change(text, change(1, 0, 1, 1, "c"), "utf-16") == "a = 1\x0c  # \u2028 x\x1c\nc = 2\n"
+
+
+@pytest.mark.parametrize("eol", ["\n", "\r\n", "\r"])
+def test_every_lsp_line_break(eol):
+    text = f"x = 1{eol}y = 2{eol}z = 3{eol}"
+    assert apply_change(text, change(2, 0, 2, 1, "w"), "utf-16") == f"x = 1{eol}y = 2{eol}w = 3{eol}"
+
+
+@pytest.mark.parametrize(("encoding", "col"), [("utf-8", 11), ("utf-16", 8), ("utf-32", 7)])
+def test_columns_after_an_emoji(encoding, col):
+    text = 's = "é😀x"\n'  # the `x`: byte 11, UTF-16 unit 8, code point 7
+    assert apply_change(text, change(0, col, 0, col + 1, "y"), encoding) == 's = "é😀y"\n'
+
+
+def test_positions_past_the_end_clamp():
+    assert apply_change("ab\ncd", change(0, 99, 7, 0, "!"), "utf-16") == "ab!"
+    assert apply_change("ab", change(5, 0, 5, 0, "?"), "utf-16") == "ab?"
+
+
+def test_full_change_replaces_the_text():
+    full = types.TextDocumentContentChangeWholeDocument(text="new\n")
+    assert apply_change("old\n", full, "utf-16") == "new\n"
+
+
+def test_notebook_cells_join_and_map_back():
+    store = DocumentStore()
+    nb = "file:///w/n.ipynb"
+    cells = [("c0", "import jax\n%time x = 1\nif x:\n    !ls\n", "python", types.NotebookCellKind.Code),
+             ("c1", "# Title", "markdown", types.NotebookCellKind.Markup),
+             ("c2", "%%bash\necho hi", "python", types.NotebookCellKind.Code),
+             ("c3", "y = jax.numpy.ones(3)", "python", types.NotebookCellKind.Code)]
+    store.open_notebook(types.DidOpenNotebookDocumentParams(
+        types.NotebookDocument(nb, "jupyter-notebook", 1,
+                               [types.NotebookCell(kind=k, document=u) for u, _, _, k in cells]),
+        [types.TextDocumentItem(u, lang, 1, t) for u, t, lang, _ in cells]))
+    src = store.notebook(nb).source(store.docs)
+    assert src.text.split("\n") == ["import jax", "", "if x:", "    pass", "", "", "",
+                                    "y = jax.numpy.ones(3)", ""]
+    assert [(c.uri, c.start, c.count) for c in src.cells] == [("c0", 1, 5), ("c2", 6, 2), ("c3", 8, 1)]
+    cell, line = src.locate(8)
+    assert (cell.uri, line) == ("c3", 0)
+    assert store.unit("c3") is store.notebook(nb)
+
+
+def test_comments_cannot_go_inside_strings_or_after_a_backslash():
+    text = 'x = """doc\nmore"""\ny = 1 + \\\n    2\nz = f"""{x}\n"""\n'
+    assert _uncommentable_lines(text) == {1, 3, 5}

@@ -1,0 +1,139 @@
+"""Configuration and other files: pyproject.toml edits, client settings, cross-file refresh."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from conftest import TIMEOUT, codes_lines
+from lsprotocol import types
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+PYPROJECT = "[project]\nname = 't'\n\n[tool.shardlint]\nignore = {ignore}\n"
+MODEL = '''import jax
+import flax.linen as nn
+
+
+class MLP(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        init = nn.with_logical_partitioning(nn.initializers.lecun_normal(), ("embed", "mlp"))
+        y = nn.Dense(512, kernel_init=init)(x)
+        return nn.with_logical_constraint(y, ("batch", "mlp"))
+
+
+def create(key, x):
+    return MLP().init(key, x)
+'''
+TRAIN = '''import jax
+import flax.linen as nn
+from model import create
+
+RULES = (("batch", "data"), ("embed", None), ("mlp", None))
+with jax.set_mesh(jax.make_mesh((2,), ("data",))):
+    params = create(jax.random.key(0), jax.numpy.ones((8, 4)))
+'''
+
+
+def codes(diags) -> set[str]:
+    return {str(d.code) for d in diags}
+
+
+def watched(editor, path, kind=types.FileChangeType.Changed) -> None:
+    """What VS Code sends for its file watchers; Neovim 0.7 has none, so the server polls."""
+    if editor.name == "vscode":
+        editor.client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(
+            [types.FileEvent(path.as_uri(), kind)]))
+
+
+async def test_editing_pyproject_refreshes_diagnostics(editor, seed_project):
+    root = seed_project("original.py", pyproject=PYPROJECT.format(ignore="[]"))
+    uri = editor.open(root / "original.py")
+    assert "SHL501" in codes(await editor.diagnostics(uri))
+
+    mark = editor.mark()
+    (root / "pyproject.toml").write_text(PYPROJECT.format(ignore='["SHL501"]'))
+    watched(editor, root / "pyproject.toml")
+    diags = await editor.refreshed(uri, lambda d: "SHL501" not in codes(d), mark)
+    assert {"SHL102", "SHL103"} <= codes(diags)
+
+    # A broken file is reported once; the last valid settings stay in force meanwhile.
+    mark = editor.mark()
+    (root / "pyproject.toml").write_text(PYPROJECT.format(ignore='["SHL501"') + "[[[")
+    watched(editor, root / "pyproject.toml")
+
+    async def told():
+        while not any("pyproject.toml" in m.message for m in editor.client.messages):
+            await asyncio.sleep(0.02)
+    await asyncio.wait_for(told(), TIMEOUT)
+    assert any(m.type == types.MessageType.Error for m in editor.client.messages)
+    assert "SHL501" not in codes(await editor.diagnostics(uri))
+
+    (root / "pyproject.toml").write_text(PYPROJECT.format(ignore='["SHL1"]'))
+    watched(editor, root / "pyproject.toml")
+    diags = await editor.refreshed(uri, 
+                                    lambda d: "SHL501" in codes(d) and not codes(d) & {"SHL102", "SHL103"},
+                                    mark)
+    assert "SHL501" in codes(diags) and not codes(diags) & {"SHL102", "SHL103"}
+
+
+@pytest.mark.parametrize("name", ["vscode", "neovim"])
+async def test_client_settings_override_the_project(name, seed_project, fresh):
+    root = seed_project("original.py")
+    async with fresh(name) as editor:
+        await editor.start(root, options={"shardlint": {"select": ["SHL5"]}})
+        uri = editor.open(root / "original.py")
+        assert codes(await editor.diagnostics(uri)) == {"SHL501"}
+
+        mark = editor.mark()
+        editor.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+            settings={"shardlint": {"ignore": ["SHL103"], "severity": {"SHL102": "error"}}}))
+        diags = await editor.refreshed(uri, lambda d: "SHL102" in codes(d), mark)
+        assert "SHL103" not in codes(diags) and "SHL501" in codes(diags)
+        assert all(d.severity == types.DiagnosticSeverity.Error for d in diags if d.code == "SHL102")
+
+        if editor.name == "vscode":  # it answers workspace/configuration: settings are pulled
+            mark = editor.mark()
+            editor.client.set_configuration({"select": ["SHL103"]}, section="shardlint")
+            editor.client.workspace_did_change_configuration(
+                types.DidChangeConfigurationParams(settings=None))
+            diags = await editor.refreshed(uri, lambda d: codes(d) == {"SHL103"}, mark)
+            assert {line for _, line in codes_lines(diags)} == {64, 81}
+
+
+async def test_an_edit_in_train_py_refreshes_model_py(editor, project):
+    root = project({"model.py": MODEL, "train.py": TRAIN})
+    model = editor.open(root / "model.py")
+    train = editor.open(root / "train.py")
+    assert ("SHL102", 14) in codes_lines(await editor.diagnostics(model))
+    assert "SHL102" not in codes(await editor.diagnostics(train))
+
+    # Enter the rules in train.py (unsaved): model.py's finding goes.
+    mark = editor.mark()
+    editor.replace(train, '("data",))):', '("data",))), nn.logical_axis_rules(RULES):')
+    await editor.refreshed(model, lambda d: "SHL102" not in codes(d), mark)
+
+    # Close train.py without saving: the file on disk counts again.
+    mark = editor.mark()
+    editor.close(train)
+    del editor.texts[train], editor.versions[train]
+    await editor.refreshed(model, lambda d: "SHL102" in codes(d), mark)
+
+
+@pytest.mark.parametrize("editor", ["vscode"], indirect=True)  # Neovim 0.7 cannot watch files
+async def test_a_file_changed_on_disk_refreshes_open_files(editor, project):
+    root = project({"model.py": MODEL, "train.py": TRAIN})
+    model = editor.open(root / "model.py")
+    assert ("SHL102", 14) in codes_lines(await editor.diagnostics(model))
+
+    (registration,) = editor.client.registrations  # the server asked VS Code to watch files
+    assert registration.method == types.WORKSPACE_DID_CHANGE_WATCHED_FILES
+    globs = {w["globPattern"] for w in registration.register_options["watchers"]}
+    assert {"**/pyproject.toml", "**/*.py"} <= globs
+
+    # train.py is not open: a checkout (or another editor) changes it on disk.
+    mark = editor.mark()
+    (root / "train.py").write_text(TRAIN.replace('("data",))):', '("data",))), nn.logical_axis_rules(RULES):'))
+    watched(editor, root / "train.py")
+    await editor.refreshed(model, lambda d: "SHL102" not in codes(d), mark)
