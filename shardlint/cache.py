@@ -88,7 +88,9 @@ class Cache:
             return True, entry[1]
         return False, None
 
-    def put_summary(self, rel: str, file_digest: str, summary: dict | None) -> None:
+    def put_summary(self, rel: str, file_digest: str, summary) -> None:
+        """``summary``: a ModuleSummary (serialised only when the cache is saved: the language
+        server puts one per keystroke) or its JSON, or None."""
         self.summaries[rel] = [file_digest, summary]
         self.dirty = True
 
@@ -115,9 +117,10 @@ class Cache:
             if not gitignore.exists():
                 gitignore.write_text("# created by shardlint\n*\n", encoding="utf-8")
             fd, tmp = tempfile.mkstemp(dir=folder, prefix=".index-", suffix=".tmp")
+            files = {rel: [d, v.to_json() if hasattr(v, "to_json") else v]
+                     for rel, (d, v) in self.summaries.items()}
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"key": self.key, "files": self.summaries,
-                           "findings": self.findings}, fh)
+                json.dump({"key": self.key, "files": files, "findings": self.findings}, fh)
             os.replace(tmp, self.path)
             self.dirty = False
         except OSError:

@@ -45,6 +45,13 @@ def mentions_jax(text: str) -> bool:
 
 
 _MIN_FILES_PER_JOB = 8
+
+
+def _summary(cached) -> ModuleSummary | None:
+    """A cache entry's summary: the object itself (this run) or its JSON (from disk)."""
+    if cached is None or isinstance(cached, ModuleSummary):
+        return cached
+    return ModuleSummary.from_json(cached)
 _WORKER: Engine | None = None
 
 
@@ -199,7 +206,7 @@ class Engine:
         self._digests[key] = digest
         hit, cached = self.cache.summary(key, digest)
         if hit:
-            return ModuleSummary.from_json(cached) if cached is not None else None
+            return _summary(cached)
         module, is_package = self.module_name(path)
         try:
             with warnings.catch_warnings():
@@ -209,7 +216,7 @@ class Engine:
             return None
         summary = summarise(build_facts(str(path), module, tree, is_package, self.wrappers))
         if self.use_cache:
-            self.cache.put_summary(key, digest, summary.to_json())
+            self.cache.put_summary(key, digest, summary)
         return summary
 
     def update_file(self, path: Path, text: str) -> None:
@@ -263,7 +270,7 @@ class Engine:
         digest = cache_mod.digest(text)
         self._digests[key] = digest
         if self.use_cache and self.cache.summary(key, digest)[0] is False:
-            self.cache.put_summary(key, digest, summary.to_json())
+            self.cache.put_summary(key, digest, summary)
         return spath, text, source, facts, None
 
     def _run_rules(self, spath: str, text: str, source: SourceText, facts, error) -> list[Finding]:
@@ -375,7 +382,7 @@ class Engine:
             if hit:  # unchanged since the last run: its summary is enough for the index
                 self._digests[rel] = digest
                 if cached is not None:
-                    self.index.add(ModuleSummary.from_json(cached))
+                    self.index.add(_summary(cached))  # type: ignore[arg-type]
             else:
                 prepared[path] = self._prepare(path, text)
         self.build_index(skip={p.resolve() for p in texts})

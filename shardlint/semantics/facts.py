@@ -174,6 +174,7 @@ class FileFacts:
     roles: set[api.Role] = field(default_factory=set)  # roles of every API called in the file
     # Analyses derived from these facts, computed once per file for all rules that need them.
     derived: dict[str, object] = field(default_factory=dict, repr=False)
+    complete: bool = False  # set when the pass is over: derived caches are safe from then on
 
     # ---- queries rules use -------------------------------------------------------------------
     def calls_with_role(self, *roles: api.Role) -> Iterator[CallSite]:
@@ -198,7 +199,19 @@ class FileFacts:
         return {k: v[-1] for k, v in self.module_scope.bindings.items() if len(v) == 1}
 
     def consts_for(self, scope: Scope) -> dict[str, ast.expr]:
-        """Names bound exactly once, visible from ``scope`` (inner bindings shadow outer ones)."""
+        """Names bound exactly once, visible from ``scope`` (inner bindings shadow outer ones).
+
+        Cached per scope once the facts are complete (rules ask for it at every call site).
+        """
+        if self.complete:
+            cache = self.derived.setdefault("consts", {})
+            found = cache.get(id(scope))  # type: ignore[union-attr]
+            if found is None:
+                found = cache[id(scope)] = self._consts_for(scope)  # type: ignore[index]
+            return found
+        return self._consts_for(scope)
+
+    def _consts_for(self, scope: Scope) -> dict[str, ast.expr]:
         out: dict[str, ast.expr] = {}
         chain = []
         s: Scope | None = scope
@@ -246,14 +259,17 @@ class FileFacts:
 
     def symbol_at(self, line: int) -> str:
         """Qualified name of the innermost function or class whose body holds ``line``."""
-        best, best_start = "", -1
-        for qual, scope in self.scopes.items():
-            node = scope.node
-            start = getattr(node, "lineno", None)
-            end = getattr(node, "end_lineno", None)
-            if qual and start is not None and end is not None and start <= line <= end \
-                    and start > best_start:
-                best, best_start = qual, start
+        spans = self.derived.get("symbol_spans")
+        if spans is None:
+            spans = self.derived["symbol_spans"] = sorted(
+                (s.node.lineno, s.node.end_lineno or s.node.lineno, q)  # type: ignore[attr-defined]
+                for q, s in self.scopes.items() if q)
+        best = ""
+        for start, end, qual in spans:  # type: ignore[attr-defined]
+            if start > line:
+                break
+            if line <= end:
+                best = qual  # later starts are nested deeper
         return best
 
     def function_scopes(self) -> Iterator[Scope]:

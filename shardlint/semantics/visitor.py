@@ -69,6 +69,7 @@ class FactsBuilder:
     def build(self) -> FileFacts:
         self._body(self.facts.tree.body)
         self._collect_rule_tables()
+        self.facts.complete = True
         return self.facts
 
     def _body(self, stmts: list[ast.stmt]) -> None:
