@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from shardlint.rules.base import Finding, Related, Rule, example, register
+from shardlint.rules.base import Edit, Finding, Fix, Related, Rule, example, register
 from shardlint.semantics.api import Role
 from shardlint.semantics.facts import Scope
 from shardlint.semantics.lifts import (
@@ -93,7 +93,11 @@ def make_blocks(rngs):
 ```
 `None` as the name keeps the stacked axis replicated; a logical name needs a rule (SHL201).
 """
-    fix_safety = "No automatic fix: the name of the stacked axis (and its rule) is a design decision."
+    fix_safety = """
+Display-only: the suggested edit adds `metadata_params={nn.PARTITION_NAME: "layers"}` (Linen) or
+`transform_metadata={nnx.PARTITION_NAME: None}` (NNX) after the transform's last argument, but the
+name of the stacked axis (and its rule) is a design decision, so it is never applied by `--fix`.
+"""
     versions = "All Flax versions with Linen `metadata_params` and NNX `transform_metadata`."
     VALID = [
         example(_LINEN_BLOCK + """
@@ -251,7 +255,8 @@ def make_blocks(rngs):
                f"params with partition names, so init raises `PartitioningUnspecifiedError`. "
                f"Add `metadata_params={{{nn}.PARTITION_NAME: \"layers\"}}` (a logical name with a "
                f"rule, or None to keep the stacked axis replicated)")
-        return self.finding(lift.node, msg, related=self._box_sites(ref, LINEN_BOXES))
+        fix = self._fix(lift, "metadata_params", f"{nn}.PARTITION_NAME", '"layers"')
+        return self.finding(lift.node, msg, related=self._box_sites(ref, LINEN_BOXES), fix=fix)
 
     def _stacked_params(self, key: ast.expr, value: ast.expr) -> str | None:
         """``"params": 0`` (or ``True: 0``): the collection holding boxed params gets an axis."""
@@ -290,7 +295,23 @@ def make_blocks(rngs):
                f"silently. Add `transform_metadata={{{nnx}.PARTITION_NAME: None}}` (or the name "
                f"of a mesh axis or logical axis)")
         related = self._box_sites(ref, NNX_ANNOTATIONS) if ref else []
-        return self.finding(lift.node, msg, severity="warning", related=related)
+        fix = self._fix(lift, "transform_metadata", f"{nnx}.PARTITION_NAME", "None")
+        return self.finding(lift.node, msg, severity="warning", related=related, fix=fix)
+
+    def _fix(self, lift: Lift, keyword: str, key: str, value: str) -> Fix | None:
+        """Display-only: add the keyword after the last argument of the transform's call. The
+        axis name is the user's choice (a logical name with a rule, a mesh axis, or None)."""
+        call = lift.node if isinstance(lift.node, ast.Call) else next(
+            (c.node for c in self.facts.calls if c.node.func is lift.node), None)
+        if call is None or not (call.args or call.keywords):
+            return None
+        last = max([*call.args, *(k.value for k in call.keywords)],
+                   key=lambda n: (n.end_lineno or 0, n.end_col_offset or 0))
+        at = Span(last.end_lineno or last.lineno, last.end_col_offset or 0,
+                  last.end_lineno or last.lineno, last.end_col_offset or 0)
+        text = f", {keyword}={{{key}: {value}}}"
+        return Fix(f"Add `{keyword}={{{key}: {value}}}` (choose the axis name)", "display-only",
+                   (Edit(at, text),))
 
     def _annotated_construction(self, lift: Lift) -> tuple[str, str | None] | None:
         """What the lifted function builds and returns that carries sharding annotations."""
