@@ -69,3 +69,51 @@ def unified_diff(path: str, before: str, after: str) -> str:
     return "".join(difflib.unified_diff(before.splitlines(keepends=True),
                                         after.splitlines(keepends=True),
                                         fromfile=f"a/{path}", tofile=f"b/{path}"))
+
+
+def wrap_in_with(text: str, line: int, context: str) -> Edit | None:
+    """An edit that wraps the simple statement holding ``line`` in ``with <context>:``.
+
+    Restructuring code is libcst's job: it keeps comments, formatting and multi-line strings
+    intact and indents the body correctly at any depth. Only the changed lines are replaced.
+    """
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    from shardlint.source import Span
+
+    try:
+        wrapper = MetadataWrapper(cst.parse_module(text))
+        context_expr = cst.parse_expression(context)
+    except cst.ParserSyntaxError:
+        return None
+    positions = wrapper.resolve(PositionProvider)
+    target: list[cst.SimpleStatementLine] = []
+    for node, pos in positions.items():
+        if isinstance(node, cst.SimpleStatementLine) and pos.start.line <= line <= pos.end.line:
+            target.append(node)
+    if len(target) != 1:
+        return None
+    statement = target[0]
+
+    class Wrap(cst.CSTTransformer):
+        def leave_SimpleStatementLine(self, original, updated):
+            if original is not statement:
+                return updated
+            body = cst.IndentedBlock(body=[updated.with_changes(leading_lines=[])])
+            return cst.With(items=[cst.WithItem(item=context_expr)], body=body,
+                            leading_lines=updated.leading_lines)
+
+    new = wrapper.module.visit(Wrap()).code
+    old_lines = text.splitlines(keepends=True)
+    new_lines = new.splitlines(keepends=True)
+    start = 0
+    while start < min(len(old_lines), len(new_lines)) and old_lines[start] == new_lines[start]:
+        start += 1
+    end_old, end_new = len(old_lines), len(new_lines)
+    while end_old > start and end_new > start and old_lines[end_old - 1] == new_lines[end_new - 1]:
+        end_old -= 1
+        end_new -= 1
+    replaced = "".join(new_lines[start:end_new])
+    # Replace whole lines: from the start of the first changed line to the start of the next.
+    return Edit(Span(start + 1, 0, end_old + 1, 0), replaced)

@@ -74,5 +74,5 @@ def test_the_fixing_rules_have_examples_that_fix(tmp_path):
                                versions=ex.versions)
             if any(fixable(f, unsafe=True) for f in found):
                 fixing.add(rule.code)
-    assert {"SHL101", "SHL105", "SHL204", "SHL401", "SHL404", "SHL405", "SHL501",
+    assert {"SHL101", "SHL102", "SHL105", "SHL204", "SHL401", "SHL404", "SHL405", "SHL501",
             "SHL502"} <= fixing

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Callable, Iterator
 
-from shardlint.rules.base import Finding, Related, Rule
+from shardlint.rules.base import Finding, Fix, Related, Rule
 from shardlint.semantics.project import MissingContext
 from shardlint.source import Span
 
 
-def missing_context_findings(rule: Rule, flag: int, consequence: str) -> Iterator[Finding]:
+def missing_context_findings(rule: Rule, flag: int, consequence: str,
+                             fix: Callable[[MissingContext], Fix | None] | None = None
+                             ) -> Iterator[Finding]:
     """One finding per place where model code runs without the context ``flag`` names.
 
     ``consequence`` completes "this initialises `Model`, whose ...".
@@ -18,7 +20,10 @@ def missing_context_findings(rule: Rule, flag: int, consequence: str) -> Iterato
         if m.missing & flag:
             verb = "applies" if m.entry.kind == "apply" else "initialises"
             message = f"this {verb} `{m.model_name}`, whose {consequence}{where(rule, m)}"
-            yield context_finding(rule, m, message)
+            finding = context_finding(rule, m, message)
+            if fix is not None:
+                finding.fix = fix(m)
+            yield finding
 
 
 def context_finding(rule: Rule, m: MissingContext, message: str) -> Finding:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from shardlint.fixes import wrap_in_with
 from shardlint.rules._context import missing_context_findings
-from shardlint.rules.base import Rule, example, register
+from shardlint.rules.base import Fix, Rule, example, register
 from shardlint.semantics.facts import RULES
 
 _MODEL = """
@@ -44,6 +45,12 @@ the parameters and activations: per-device memory does not drop when you add dev
 with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
     params = jax.jit(model.init, out_shardings=shardings)(key, x)
 ```
+"""
+    fix_safety = """
+Unsafe, offered when the file defines exactly one rules table at module level: the statement that
+runs the model is wrapped in `with nn.logical_axis_rules(TABLE):` (through libcst, so comments and
+formatting survive). The constraints then start to apply, which changes shardings and memory:
+check that the table is the one this model was written for.
 """
     versions = "All Flax Linen versions (Linen and NNX share the same rules context)."
     VALID = [
@@ -90,6 +97,13 @@ specs = nn.get_partition_spec(abstract)  # abstract evaluation needs no rules
 """),
     ]
     INVALID = [
+        example(_MODEL + """
+RULES = (("batch", "data"), ("embed", None), ("mlp", None))
+mesh = jax.make_mesh((2,), ("data",))
+with jax.set_mesh(mesh):
+    # a rules table is defined, but never entered
+    params = jax.jit(MLP().init)(jax.random.key(0), jax.numpy.ones((8, 4)))  # expect: SHL102
+""", title="the rules table exists but is never entered (fix: wrap the statement)"),
         example(_MODEL + """
 model = MLP()
 with jax.set_mesh(jax.make_mesh((2,), ("data",))):
@@ -142,5 +156,27 @@ with jax.set_mesh(mesh):
     ]
 
     def check(self):
-        return missing_context_findings(self, RULES, "logical constraints run with no `nn.logical_axis_rules` in context: "
-                                              "they are no-ops and the values stay unsharded")
+        return missing_context_findings(
+            self, RULES, "logical constraints run with no `nn.logical_axis_rules` in context: "
+                         "they are no-ops and the values stay unsharded", self._fix)
+
+    def _fix(self, m) -> Fix | None:
+        """Wrap the statement in `with nn.logical_axis_rules(TABLE):` when the file has exactly
+        one module-level rules table and a name for the context manager."""
+        summary = self.project.summaries.get(self.facts.module)
+        tables = sorted(summary.constants) if summary is not None else []
+        if len(tables) != 1:
+            return None
+        imports = self.facts.imports.names
+        manager = next((f"{local}.logical_axis_rules" for local, q in sorted(imports.items())
+                        if q == "flax.linen"), None) or next(
+            (local for local, q in sorted(imports.items())
+             if q in ("flax.linen.logical_axis_rules", "flax.linen.partitioning.axis_rules")),
+            None)
+        if manager is None:
+            return None
+        context = f"{manager}({tables[0]})" if "." in manager else f"{manager}({tables[0]})"
+        edit = wrap_in_with(self.ctx.source.text, m.entry.line, context)
+        if edit is None:
+            return None
+        return Fix(f"Wrap the statement in `with {context}:`", "unsafe", (edit,))
