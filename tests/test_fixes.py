@@ -76,3 +76,21 @@ def test_the_fixing_rules_have_examples_that_fix(tmp_path):
                 fixing.add(rule.code)
     assert {"SHL101", "SHL102", "SHL105", "SHL204", "SHL401", "SHL404", "SHL405", "SHL501",
             "SHL502"} <= fixing
+
+
+def test_fixes_of_several_rules_compose_and_skip_suppressed_lines(tmp_path):
+    f = tmp_path / "t.py"
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 't'\n")
+    f.write_text(
+        "import jax\n"
+        "from jax.sharding import Mesh\n"
+        "mesh = Mesh(jax.devices(), ('data',))\n"
+        "with mesh:\n"
+        "    a = jax.tree_map(lambda p: p, {})\n"
+        "    b = jax.tree_map(lambda p: p, {})  # shardlint: ignore[SHL501]\n")
+    assert main(["check", "--fix", "--no-cache", str(f)]) == 0
+    assert f.read_text().splitlines()[3:] == [
+        "with jax.set_mesh(mesh):",
+        "    a = jax.tree.map(lambda p: p, {})",
+        "    b = jax.tree_map(lambda p: p, {})  # shardlint: ignore[SHL501]",
+    ]
