@@ -320,6 +320,8 @@ class Engine:
                        Span(line, col, end_line, end_col))
 
     def _filter(self, findings: list[Finding], text: str, path: str) -> list[Finding]:
+        if not findings:
+            return findings  # most files: no need to look for suppression comments
         sup = parse_suppressions(text)
         out = []
         for f in findings:

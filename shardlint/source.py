@@ -7,7 +7,7 @@ negotiated LSP encoding (UTF-16 by default).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 
@@ -25,14 +25,15 @@ class Span:
 class SourceText:
     path: str
     text: str
-    _lines: list[str] = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        # keepends=False but split only on the line breaks Python's tokenizer knows (\n, \r\n, \r):
-        # str.splitlines also breaks on \x0c, \x1c, \u2028..., which would shift every later line.
-        self._lines = self.text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
     @cached_property
+    def _lines(self) -> list[str]:
+        # Split only on the line breaks Python's tokenizer knows (\n, \r\n, \r): str.splitlines
+        # also breaks on \x0c, \x1c, \u2028..., which would shift every later line. Computed on
+        # first use: most files linted produce no finding and never need it.
+        return self.text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+    @property
     def lines(self) -> list[str]:
         return self._lines
 
@@ -45,7 +46,7 @@ class SourceText:
         """0-based code point column of a UTF-8 byte column."""
         text = self.line_text(line)
         if text.isascii():
-            return min(utf8_col, len(text)) if utf8_col <= len(text) else utf8_col
+            return utf8_col
         return len(text.encode("utf-8")[:utf8_col].decode("utf-8", errors="ignore"))
 
     def utf16_col(self, line: int, utf8_col: int) -> int:
