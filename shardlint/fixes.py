@@ -77,8 +77,11 @@ def wrap_in_with(text: str, line: int, context: str) -> Edit | None:
     Restructuring code is libcst's job: it keeps comments, formatting and multi-line strings
     intact and indents the body correctly at any depth. Only the changed lines are replaced.
     """
-    import libcst as cst
-    from libcst.metadata import MetadataWrapper, PositionProvider
+    try:
+        import libcst as cst
+        from libcst.metadata import MetadataWrapper, PositionProvider
+    except ImportError:  # a bundled server without libcst's compiled parser: no fix, same finding
+        return None
 
     from shardlint.source import Span
 

@@ -1,0 +1,43 @@
+// What the server receives from the shardlint.* settings (shardlint/lsp/settings.py reads it).
+import assert from "node:assert/strict";
+import * as os from "node:os";
+import { describe, it } from "node:test";
+import { memoryArgs, serverSettings, substitute, UserSettings } from "../../src/serverSettings";
+
+const defaults: UserSettings = {
+  enable: true, select: [], ignore: [], severity: {}, memoryEnabled: true, memoryDevices: [],
+  memoryHardware: "", interpreter: [], path: [],
+};
+
+describe("serverSettings", () => {
+  it("leaves unset values out, so the project's [tool.shardlint] applies", () => {
+    assert.deepEqual(serverSettings(defaults, true), { memory: { enabled: true } });
+  });
+
+  it("passes select, ignore and severity through", () => {
+    const s = serverSettings({ ...defaults, select: ["SHL1", " SHL501 ", ""], ignore: ["SHL103"], severity: { SHL501: "warning" } }, true);
+    assert.deepEqual(s, { select: ["SHL1", "SHL501"], ignore: ["SHL103"], severity: { SHL501: "warning" }, memory: { enabled: true } });
+  });
+
+  it("turns the memory check off in an untrusted folder", () => {
+    assert.equal(serverSettings(defaults, false).memory.enabled, false);
+    assert.equal(serverSettings({ ...defaults, memoryEnabled: false }, true).memory.enabled, false);
+  });
+
+  it("keeps valid device counts and the hardware name", () => {
+    const s = serverSettings({ ...defaults, memoryDevices: [1, 0, 2.5, 8], memoryHardware: " H100-80GB " }, true);
+    assert.deepEqual(s.memory, { enabled: true, devices: [1, 8], hardware: "H100-80GB" });
+    assert.deepEqual(memoryArgs(s), ["--devices", "1,8", "--hardware", "H100-80GB"]);
+    assert.deepEqual(memoryArgs(serverSettings(defaults, true)), []);
+  });
+});
+
+describe("substitute", () => {
+  it("expands ${workspaceFolder}, ${userHome}, ${env:NAME} and ~", () => {
+    process.env.SHARDLINT_TEST_VAR = "v";
+    assert.equal(substitute("${workspaceFolder}/.venv/bin/python", "/ws"), "/ws/.venv/bin/python");
+    assert.equal(substitute("${userHome}/x"), `${os.homedir()}/x`);
+    assert.equal(substitute("~/bin/shardlint"), `${os.homedir()}/bin/shardlint`);
+    assert.equal(substitute("/opt/${env:SHARDLINT_TEST_VAR}/python"), "/opt/v/python");
+  });
+});
