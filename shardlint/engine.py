@@ -9,10 +9,8 @@ import ast
 import contextlib
 import gc
 import hashlib
-import json
 import os
 import re
-import tempfile
 import threading
 import traceback
 import warnings

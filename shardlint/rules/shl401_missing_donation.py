@@ -18,7 +18,7 @@ from shardlint.semantics.donation import (
     resolve_positions,
     signature,
 )
-from shardlint.semantics.execution import execution_of, compiled_function
+from shardlint.semantics.execution import Execution, compiled_function, execution_of
 from shardlint.semantics.facts import CallSite, JitSite, Scope
 from shardlint.semantics.liveness import chain, use_after
 from shardlint.source import Span
