@@ -46,6 +46,8 @@ class ProjectIndex:
 
     # ---- building ----------------------------------------------------------------------------
     def add(self, summary: ModuleSummary) -> None:
+        if self.summaries.get(summary.module) == summary:
+            return  # most keystrokes change nothing the project depends on: keep what is computed
         self.summaries[summary.module] = summary
         self._done = False
         self._resolved.clear()
