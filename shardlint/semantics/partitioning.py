@@ -62,28 +62,11 @@ def reached_apis(project: ProjectIndex, ref: str, from_module: str | None = None
     Follows what the index follows for constraint needs: references, project base classes and
     module-level aliases (``Block = nn.remat(_Block)``). Empty when ``ref`` is not a project symbol.
     """
-    start = project.resolve(ref, from_module)
     out: set[str] = set()
-    seen: set[str] = set()
-    todo = [start] if start else []
-    while todo:
-        key = todo.pop()
-        if key in seen:
-            continue
-        seen.add(key)
+    for key in project.reachable(ref, from_module):
         sym = project.symbol(key)
-        if sym is None:
-            continue
-        mod = key.partition(":")[0]
-        out.update(site.api for site in sym.sites)
-        for r in sym.refs:
-            t = project.resolve(r, mod)
-            if t is not None:
-                todo.append(t)
-        for b in sym.bases:
-            t = project.resolve(f"ext:{b}", mod) or project.resolve(f"{mod}:{b}")
-            if t is not None:
-                todo.append(t)
+        if sym is not None:
+            out.update(site.api for site in sym.sites)
     return frozenset(out)
 
 

@@ -43,6 +43,7 @@ class ProjectIndex:
     _done: bool = False
     _resolved: dict[tuple[str, str | None], str | None] = field(default_factory=dict, repr=False)
     _memo: dict[tuple, object] = field(default_factory=dict, repr=False)
+    _edges: dict[str, list[str]] = field(default_factory=dict, repr=False)
 
     # ---- building ----------------------------------------------------------------------------
     def add(self, summary: ModuleSummary) -> None:
@@ -130,6 +131,7 @@ class ProjectIndex:
                     if t is not None:
                         targets.append(t)
                 edges[key] = targets
+        self._edges = edges
         changed = True
         while changed:
             changed = False
@@ -141,6 +143,23 @@ class ProjectIndex:
                     needs[key] = n
                     changed = True
         self._needs = needs
+
+    def reachable(self, ref: str, from_module: str | None = None) -> list[str]:
+        """Project symbols a symbol's code reaches: itself, what it references (calls,
+        instantiates, aliases) and its project base classes, transitively."""
+        self._ensure()
+        start = self.resolve(ref, from_module)
+        out: list[str] = []
+        seen: set[str] = set()
+        todo = [start] if start else []
+        while todo:
+            key = todo.pop()
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(key)
+            todo.extend(self._edges.get(key, ()))
+        return out
 
     def needs(self, ref: str, from_module: str | None = None) -> int:
         self._ensure()
