@@ -7,7 +7,7 @@ import ast
 from shardlint.rules.base import Rule, example, register
 from shardlint.semantics.api import Role
 from shardlint.semantics.dataflow import LocalFlow, own_nodes
-from shardlint.semantics.donation import LINEN_JIT, jit_keywords
+from shardlint.semantics.donation import PLACEMENT_KEYWORDS, jit_keywords, unplaced_jit_sites
 from shardlint.semantics.execution import compiled_function
 from shardlint.semantics.facts import JitSite, Scope
 from shardlint.semantics.models import (
@@ -19,7 +19,6 @@ from shardlint.semantics.models import (
 
 INIT_METHODS = ("init", "init_with_output")
 # Keywords that place the outputs (`out_axis_resources`: pjit before jax 0.4.x).
-_PLACED = ("out_shardings", "out_axis_resources", "device", "backend")
 _CONSTRAINTS = (Role.SHARDING_CONSTRAINT, Role.LOGICAL_CONSTRAINT)
 _CONTAINERS = frozenset({"flax.core.freeze", "flax.core.unfreeze", "flax.core.frozen_dict.freeze",
                          "flax.core.frozen_dict.unfreeze", "flax.linen.unbox",
@@ -222,15 +221,7 @@ init = partial(jax.jit, keep_unused=True)(Ensemble().init)  # expect: SHL302
         if not (project_uses_mesh(self.project) or project_uses_partitioning(self.project)):
             return
         placed = self._placed_functions()
-        for site in self.facts.jit_sites:
-            if site.api_name == LINEN_JIT:
-                continue
-            kws = jit_keywords(self.facts, site)
-            if kws is None or any(k in kws for k in _PLACED):
-                continue
-            call = self.facts.call_at(site.node) if isinstance(site.node, ast.Call) else None
-            if call is not None and call.abstract:
-                continue  # jax.eval_shape(jax.jit(...)): shapes only
+        for site in unplaced_jit_sites(self.facts):
             if compiled_function(self.facts, site) in placed:
                 continue  # compiled again with out_shardings: that is the one that allocates
             message = self._direct(site) or self._through_function(site)
@@ -246,7 +237,7 @@ init = partial(jax.jit, keep_unused=True)(Ensemble().init)  # expect: SHL302
         out: set[Scope] = set()
         for site in self.facts.jit_sites:
             kws = jit_keywords(self.facts, site)
-            if kws is None or any(k in kws for k in _PLACED):
+            if kws is None or any(k in kws for k in PLACEMENT_KEYWORDS):
                 fn = compiled_function(self.facts, site)
                 if fn is not None:
                     out.add(fn)

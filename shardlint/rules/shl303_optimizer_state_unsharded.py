@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from shardlint.rules.base import Finding, Rule, example, register
 from shardlint.semantics.dataflow import LocalFlow
-from shardlint.semantics.donation import LINEN_JIT, jit_keywords
+from shardlint.semantics.donation import unplaced_jit_sites
 from shardlint.semantics.execution import compiled_function
 from shardlint.semantics.facts import JitSite, Scope
 from shardlint.semantics.meshes import EXPLICIT_DEFAULT_FROM
@@ -16,7 +16,6 @@ from shardlint.semantics.placement import optax_transform, places_outputs
 from shardlint.semantics.usage import only_auto_meshes
 
 # Keywords that place the outputs (`out_axis_resources`: pjit before jax 0.4.x).
-_PLACED = ("out_shardings", "out_axis_resources", "device", "backend")
 
 
 @register
@@ -179,15 +178,7 @@ opt_state = jax.jit(tx.init, out_shardings=opt_shardings)(params)
         if not project_uses_mesh(self.project) or \
                 not only_auto_meshes(self.project, explicit_default):
             return
-        for site in self.facts.jit_sites:
-            if site.api_name == LINEN_JIT:
-                continue
-            kws = jit_keywords(self.facts, site)
-            if kws is None or any(k in kws for k in _PLACED):
-                continue
-            call = self.facts.call_at(site.node) if isinstance(site.node, ast.Call) else None
-            if call is not None and call.abstract:
-                continue
+        for site in unplaced_jit_sites(self.facts):
             what = self._compiles_optax_init(site)
             if what is not None:
                 yield self.finding(site.node, self._message(what))

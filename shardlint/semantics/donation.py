@@ -29,6 +29,25 @@ DONATE = ("donate_argnums", "donate_argnames")
 
 
 # ---- jit sites -------------------------------------------------------------------------------------
+# Keywords that decide where a compiled function's outputs are placed.
+PLACEMENT_KEYWORDS = ("out_shardings", "out_axis_resources", "device", "backend")
+
+
+def unplaced_jit_sites(facts: FileFacts):
+    """Jit sites (not Linen's lifted jit, not under ``jax.eval_shape``) whose keywords are all
+    visible and none of which places the outputs: where SHL302 and SHL303 look."""
+    for site in facts.jit_sites:
+        if site.api_name == LINEN_JIT:
+            continue
+        kws = jit_keywords(facts, site)
+        if kws is None or any(k in kws for k in PLACEMENT_KEYWORDS):
+            continue
+        call = facts.call_at(site.node) if isinstance(site.node, ast.Call) else None
+        if call is not None and call.abstract:
+            continue  # jax.eval_shape(jax.jit(...)): shapes only
+        yield site
+
+
 def jit_keywords(facts: FileFacts, site: JitSite) -> dict[str, ast.expr] | None:
     """All keywords of a jit site (the partial's and the application's); None with ``**kw``."""
     calls: list[ast.Call] = []
