@@ -153,14 +153,14 @@ def render_probe(
             errors.setdefault(
                 (run.error.kind, run.error.message, run.error.traceback or ""), []
             ).append(run)
-        if run.printed.strip():
+        # A probe that printed and then ran is a "printed" error whose message shows the lines;
+        # one that printed and then raised shows them here, next to its error.
+        if run.printed.strip() and (run.error is None or run.error.kind != "printed"):
             printed.setdefault(run.printed.strip(), []).append(run)
     for same in errors.values():
         lines += _error_lines(same)
     for text, same in printed.items():
-        lines.append(
-            f"  note: the probe printed to stdout at {_counts(same)} (kept out of the report):"
-        )
+        lines.append(f"  the probe printed to stdout before it failed, at {_counts(same)}:")
         lines += [f"    | {line}" for line in text.splitlines()[-10:]]
     # Failures (SHL900) are already printed above with their traceback.
     mine = [

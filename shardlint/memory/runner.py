@@ -43,8 +43,8 @@ class WorkerOptions:
 
 @dataclass
 class ProbeError:
-    kind: str  # raised, bad-return, bad-probe, timeout, memory-limit, crashed, jax-missing,
-    #            interpreter, backend, device-count, protocol, cancelled
+    kind: str  # raised, bad-return, bad-probe, printed, timeout, memory-limit, crashed,
+    #            jax-missing, interpreter, backend, device-count, protocol, cancelled
     message: str
     stage: str | None = None
     traceback: str | None = None

@@ -98,6 +98,11 @@ def _is_library(filename: str) -> bool:
     )
 
 
+def _shown(filename: str) -> str:
+    shown = os.path.relpath(filename) if os.path.isabs(filename) else filename
+    return filename if shown.startswith("..") else shown
+
+
 def _format_frames(stack: traceback.StackSummary) -> list[str]:
     lines: list[str] = []
     hidden = 0
@@ -110,10 +115,7 @@ def _format_frames(stack: traceback.StackSummary) -> list[str]:
         if hidden:
             lines.append(f"  [{hidden} library frame{'s' if hidden > 1 else ''} hidden]\n")
             hidden = 0
-        shown = os.path.relpath(frame.filename) if os.path.isabs(frame.filename) else frame.filename
-        if shown.startswith(".."):
-            shown = frame.filename
-        lines.append(f'  File "{shown}", line {frame.lineno}, in {frame.name}\n')
+        lines.append(f'  File "{_shown(frame.filename)}", line {frame.lineno}, in {frame.name}\n')
         if frame.line:
             lines.append(f"    {frame.line.strip()}\n")
     if hidden:
@@ -152,6 +154,70 @@ def user_traceback(exc: BaseException) -> str:
     return "".join(lines).rstrip("\n")
 
 
+class StdoutCapture(io.TextIOBase):
+    """Stands in for sys.stdout while a probe runs: keeps the text and where it was first written.
+
+    stdout belongs to shardlint (a `--format json` report goes there), so a probe that prints is
+    an error of that probe; the stack at the first write lets the message point at the print call.
+    Only Python-level writes are seen: `os.write(1, ...)` goes to the worker's log instead.
+    """
+
+    def __init__(self, state: dict[str, str]) -> None:
+        super().__init__()
+        self._state = state  # the probe's current stage, kept up to date by run_probe
+        self._parts: list[str] = []
+        self._size = 0
+        self.first_stack: traceback.StackSummary | None = None
+        self.first_stage = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return False
+
+    def write(self, text: str) -> int:
+        if text and self.first_stack is None:
+            self.first_stack = traceback.extract_stack(sys._getframe(1))
+            self.first_stage = self._state["stage"]
+        if self._size < _PRINTED_LIMIT * 2:  # a probe printing in a loop must not fill memory
+            self._parts.append(text)
+            self._size += len(text)
+        return len(text)
+
+    def getvalue(self) -> str:
+        return "".join(self._parts)
+
+    def where(self) -> str | None:
+        """`file:line in function` of the innermost user frame at the first write (best effort)."""
+        if self.first_stack is None:
+            return None
+        for frame in reversed(self.first_stack):
+            if not _is_ours(frame.filename) and not _is_library(frame.filename):
+                return f"{_shown(frame.filename)}:{frame.lineno} in {frame.name}"
+        return None
+
+
+def printed_error(probe: dict[str, Any], capture: StdoutCapture) -> dict[str, Any]:
+    text = capture.getvalue()
+    lines = text.splitlines() or [repr(text)]
+    shown = "\n".join(f"  | {line}" for line in lines[:5])
+    more = f"\n  ... ({len(lines) - 5} more lines)" if len(lines) > 5 else ""
+    where = capture.where()
+    message = (
+        f"{probe['function']} printed to stdout"
+        + (f" at {where}" if where else "")
+        + "; probes must not print to stdout (stdout carries shardlint's report): write to "
+        "sys.stderr or use logging instead. It printed:\n" + shown + more
+    )
+    stack = capture.first_stack
+    frames = "".join(_format_frames(stack)) if stack is not None else ""
+    error: dict[str, Any] = {"kind": "printed", "stage": capture.first_stage, "message": message}
+    if frames:
+        error["traceback"] = "First write to stdout (most recent call last):\n" + frames.rstrip()
+    return error
+
+
 def run_probe(
     probe: dict[str, Any], request: dict[str, Any], events: EventWriter, facts: Any, peak: Any
 ) -> dict[str, Any]:
@@ -162,7 +228,7 @@ def run_probe(
         state["stage"] = stage
         events.write(event="stage", probe=key, stage=stage)
 
-    printed = io.StringIO()
+    printed = StdoutCapture(state)
     started = time.perf_counter()
     try:
         with contextlib.redirect_stdout(printed):
@@ -181,10 +247,13 @@ def run_probe(
                 measure=request.get("measure", "auto"),
                 measure_peak=peak.measure_peak,
             )
+        if printed.first_stack is not None:
+            error = printed_error(probe, printed)
+            return {"ok": False, "error": error, "printed": printed.getvalue()[-_PRINTED_LIMIT:]}
         # call_s includes tracing and lowering when the probe returns a Lowered itself.
         result["timings"]["call_s"] = round(call_s, 3)
         result["timings"]["probe_s"] = round(time.perf_counter() - started, 3)
-        return {"ok": True, "facts": result, "printed": printed.getvalue()[-_PRINTED_LIMIT:]}
+        return {"ok": True, "facts": result, "printed": ""}
     except facts.ReturnError as exc:
         error = {"kind": "bad-return", "stage": state["stage"], "message": str(exc)}
     except BaseException as exc:  # noqa: BLE001 - anything the user's code raises is reported

@@ -1,7 +1,8 @@
 """Every way a probe can go wrong gives a clear message, exit code 2, and the other probes run.
 
 Real worker subprocesses with a real jax: a probe that raises, returns the wrong thing, prints to
-stdout, hangs, exhausts memory; an interpreter without jax.
+stdout (an error too: stdout carries the report), hangs, exhausts memory; an interpreter without
+jax.
 """
 
 from __future__ import annotations
@@ -100,12 +101,68 @@ def test_bad_probes_are_reported_and_good_ones_still_measured(
     assert "takes arguments" in runs["shardlint_probe_takes_args"]["error"]["message"]
 
     printed = runs["shardlint_probe_prints"]
-    assert printed["ok"] and printed["printed"] == "loading config from somewhere\n"
-    assert printed["per_device"]["argument"] == 1024
+    assert not printed["ok"] and printed["printed"] == "loading config from somewhere\n"
+    error = printed["error"]
+    print_line = MANY.splitlines().index('    print("loading config from somewhere")') + 1
+    assert error["kind"] == "printed" and error["stage"] == "call"
+    assert error["message"].startswith(
+        f"shardlint_probe_prints printed to stdout at many.py:{print_line} "
+        "in shardlint_probe_prints; probes must not print to stdout"
+    )
+    assert "write to sys.stderr or use logging" in error["message"]
+    assert "  | loading config from somewhere" in error["message"]
+    assert f'File "many.py", line {print_line}, in shardlint_probe_prints' in error["traceback"]
+    assert "shardlint/memory" not in error["traceback"]
     assert runs["shardlint_probe_traced"]["per_device"]["output"] == 4096
     assert runs["shardlint_probe_wrapped"]["per_device"]["output"] == 8192
     assert runs["shardlint_probe_in_package"]["per_device"]["argument"] == 16384
     assert "raw bytes on fd 1" not in result.out
+
+
+def test_printing_probe_fails_alone_and_says_where(
+    shardlint_memory: Callable[..., CliResult], write_probe: Callable[[str, str], Path]
+) -> None:
+    write_probe(
+        "chatty.py",
+        """
+        import logging, sys
+        import jax, jax.numpy as jnp
+
+        print("chatty module imported")
+
+        def shardlint_probe_at_import():
+            return jax.jit(lambda x: x + 1), (jax.ShapeDtypeStruct((8,), jnp.float32),)
+
+        def _report(n):
+            for i in range(n):
+                print(f"step {i}")
+
+        def shardlint_probe_in_helper():
+            _report(12)
+            return jax.jit(lambda x: x + 1), (jax.ShapeDtypeStruct((8,), jnp.float32),)
+
+        def shardlint_probe_quiet():
+            print("to stderr is fine", file=sys.stderr)
+            logging.getLogger("probe").warning("so is logging")
+            return jax.jit(lambda x: x + 1), (jax.ShapeDtypeStruct((8,), jnp.float32),)
+    """,
+    )
+    result = shardlint_memory("chatty.py", "--devices", "1")
+    assert result.code == 2
+    # The module-level print happens once, at import, inside the first probe.
+    assert (
+        "error at 1 device (printed): shardlint_probe_at_import printed to stdout at "
+        "chatty.py:5 in <module>; probes must not print to stdout" in result.out
+    )
+    assert (
+        "error at 1 device (printed): shardlint_probe_in_helper printed to stdout at "
+        "chatty.py:12 in _report" in result.out
+    )
+    assert "| step 4" in result.out and "| step 5" not in result.out
+    assert "(7 more lines)" in result.out
+    assert 'File "chatty.py", line 15, in shardlint_probe_in_helper' in result.out
+    quiet = result.out.split("chatty.py:shardlint_probe_quiet", 1)[1]
+    assert "error" not in quiet.split("findings")[0] and "arguments" in quiet
 
 
 def test_probe_error_table_shows_user_traceback(
