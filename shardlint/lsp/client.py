@@ -1,7 +1,8 @@
 """What the connected client can do, read once from its capabilities at ``initialize``.
 
 The server uses a feature only where the client declared it: pull diagnostics or push, refresh
-requests, progress, ``workspace/configuration``, file watchers, versioned edits, markdown.
+requests (diagnostics, code lenses), progress, ``workspace/configuration``, file watchers,
+versioned edits, markdown.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ class ClientFeatures:
     encoding: str = "utf-16"
     pull: bool = False
     refresh: bool = False
+    code_lens_refresh: bool = False
     progress: bool = False
     configuration: bool = False
     watch_files: bool = False
@@ -42,6 +44,7 @@ class ClientFeatures:
             encoding=ENCODINGS.get(str(getattr(encoding, "value", encoding)), "utf-16"),
             pull=pull,
             refresh=has("workspace.diagnostics.refresh_support"),
+            code_lens_refresh=has("workspace.code_lens.refresh_support"),
             progress=has("window.work_done_progress"),
             configuration=has("workspace.configuration"),
             watch_files=has("workspace.did_change_watched_files.dynamic_registration"),

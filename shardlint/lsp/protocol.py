@@ -3,13 +3,19 @@
 pygls keeps documents as lists of ``str.splitlines`` lines, which break on more characters than
 LSP's line breaks; the server keeps them itself (``documents.DocumentStore``). The overrides
 below only hand the sync notifications to the server's handlers, so a document is stored once.
+
+``workspace/executeCommand`` is awaited in the request's own task: pygls runs a command in a task
+of its own, which ``$/cancelRequest`` never reaches, and a memory measurement must be cancellable.
 """
 
 from __future__ import annotations
 
+import inspect
+
 from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
 from pygls.protocol import LanguageServerProtocol
-from pygls.protocol.language_server import lsp_method
+from pygls.protocol.language_server import _prepare_command_arguments, lsp_method
 
 
 class ShardlintProtocol(LanguageServerProtocol):
@@ -41,3 +47,15 @@ class ShardlintProtocol(LanguageServerProtocol):
     @lsp_method(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
     def lsp_notebook_document__did_close(self, params: types.DidCloseNotebookDocumentParams):
         yield from self._to_handler(types.NOTEBOOK_DOCUMENT_DID_CLOSE, params)
+
+    @lsp_method(types.WORKSPACE_EXECUTE_COMMAND)
+    async def lsp_workspace__execute_command(self, params: types.ExecuteCommandParams):
+        handler = self.fm.commands.get(params.command)
+        if handler is None:
+            raise JsonRpcInvalidParams.of(ValueError(f"no command {params.command!r}"))
+        try:
+            args, kwargs = _prepare_command_arguments(handler, params, self._converter)
+        except Exception as exc:
+            raise JsonRpcInvalidParams.of(exc) from exc
+        result = handler(*args, **kwargs)
+        return await result if inspect.isawaitable(result) else result

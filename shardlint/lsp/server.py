@@ -12,7 +12,7 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from shardlint import __version__
-from shardlint.lsp import actions, hover, settings, watch
+from shardlint.lsp import actions, hover, memory_lens, settings, watch
 from shardlint.lsp.client import ClientFeatures
 from shardlint.lsp.convert import fingerprint
 from shardlint.lsp.documents import uri_to_path
@@ -32,6 +32,7 @@ class ShardlintServer(LanguageServer):
                          text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
                          notebook_document_sync=NOTEBOOK_SYNC)
         self.session = Session(self)
+        self.memory = memory_lens.MemoryLenses(self)
         self.background: set[asyncio.Task] = set()
 
     def spawn(self, coro) -> None:
@@ -66,6 +67,7 @@ def build() -> ShardlintServer:
         for task in list(ls.background):
             task.cancel()
         s.shutdown()
+        ls.memory.shutdown()
 
     # ---- text documents -------------------------------------------------------------------------
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
@@ -134,11 +136,26 @@ def build() -> ShardlintServer:
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     async def on_hover(ls: ShardlintServer, params: types.HoverParams):
+        table = ls.memory.hover(params.text_document.uri, params.position)
+        if table is not None:
+            return table
         res = await _result(s, params.text_document.uri)
         if res is None:
             return None
         return hover.hover(res, params.text_document.uri, params.position, s.features.encoding,
                            s.features.markdown)
+
+    @server.feature(types.TEXT_DOCUMENT_CODE_LENS)
+    def code_lens(ls: ShardlintServer, params: types.CodeLensParams):
+        return ls.memory.code_lenses(params.text_document.uri)
+
+    @server.command(memory_lens.MEASURE)
+    async def measure_memory(ls: ShardlintServer, *args):
+        return await ls.memory.measure(*args)
+
+    @server.command(memory_lens.CANCEL)
+    def cancel_memory(ls: ShardlintServer, *args):
+        return ls.memory.cancel(*args)
 
     # ---- workspace --------------------------------------------------------------------------------
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -170,6 +187,7 @@ async def _result(s: Session, uri: str):
 
 def _apply_settings(ls: ShardlintServer, parsed: settings.ClientSettings, wait: bool = True):
     s = ls.session
+    ls.memory.configure(parsed.memory, refresh=wait)
     for problem in parsed.problems:
         s.show_messages([("warning", f"shardlint: settings: {problem}")])
     if parsed.debounce_ms is not None:

@@ -7,11 +7,25 @@ Accepted either flat or under a ``shardlint`` key (VS Code sends its settings se
 
 ``select``/``ignore``/``extendSelect``/``severity`` override ``[tool.shardlint]`` of the project;
 ``debounceMs`` is how long the server waits after an edit before it analyses and pushes.
+
+``memory`` turns on the memory code lens (``memory_lens.py``)::
+
+    {"memory": {"enabled": true, "trusted": true, "devices": [1, 2], "hardware": "H100-80GB",
+                "capacity": "24GiB", "python": "/path/to/.venv/bin/python"}}
+
+It runs the workspace's code, so it needs both ``enabled`` and ``trusted``: the server cannot
+know whether the editor trusts the folder, the client says so. Absent or malformed: off.
+``devices``/``hardware``/``capacity``/``python`` override ``[tool.shardlint.memory]``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from shardlint.errors import ConfigError
+from shardlint.memory.hardware import find_accelerator
+from shardlint.memory.settings import parse_devices
+from shardlint.memory.units import parse_size
 
 DEFAULT_DEBOUNCE_MS = 150
 _ALIASES = {
@@ -21,10 +35,25 @@ _ALIASES = {
 _DEBOUNCE_KEYS = ("debounceMs", "debounce_ms", "debounce-ms")
 
 
+@dataclass(frozen=True)
+class MemoryClientSettings:
+    enabled: bool = False
+    trusted: bool = False
+    devices: tuple[int, ...] | None = None
+    hardware: str | None = None  # canonical accelerator name
+    capacity: int | None = None  # bytes per device
+    python: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.enabled and self.trusted
+
+
 @dataclass
 class ClientSettings:
     overrides: dict = field(default_factory=dict)  # keyword arguments of Config.with_overrides
     debounce_ms: int | None = None
+    memory: MemoryClientSettings = field(default_factory=MemoryClientSettings)
     problems: list[str] = field(default_factory=list)
 
 
@@ -55,4 +84,27 @@ def parse(raw) -> ClientSettings:
                 out.debounce_ms = int(value)
             else:
                 out.problems.append(f"`{key}` must be a number of milliseconds (0 to 10000)")
+        elif key == "memory" and value is not None:
+            out.memory = _memory(value, out.problems)
     return out
+
+
+def _memory(raw, problems: list[str]) -> MemoryClientSettings:
+    if not isinstance(raw, dict):
+        problems.append("`memory` must be an object")
+        return MemoryClientSettings()
+    kw: dict = {"enabled": raw.get("enabled") is True, "trusted": raw.get("trusted") is True}
+    try:
+        if raw.get("devices"):
+            kw["devices"] = parse_devices(raw["devices"], key="memory.devices")
+        if raw.get("hardware"):
+            acc = find_accelerator(str(raw["hardware"]))
+            kw["hardware"], kw["capacity"] = acc.name, acc.bytes_per_device
+        if raw.get("capacity"):
+            kw["capacity"], kw["hardware"] = parse_size(raw["capacity"]), None
+    except (ConfigError, KeyError, ValueError) as exc:
+        problems.append(f"`memory`: {exc.args[0] if exc.args else exc}")
+    python = raw.get("python")
+    if isinstance(python, str) and python.strip():
+        kw["python"] = python.strip()
+    return MemoryClientSettings(**kw)
