@@ -1,7 +1,7 @@
 // shardlint for VS Code: a thin client. The analysis, the fixes and the memory check are the
 // Python package's; this starts its language server and wires settings, commands and trust.
 import * as vscode from "vscode";
-import { MemoryRunner, ProbeLenses } from "./memory";
+import { MemoryRunner } from "./memory";
 import { onDidChangeInterpreter } from "./python";
 import { Server } from "./server";
 import * as settings from "./settings";
@@ -14,8 +14,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const status = new StatusItem();
   const server = new Server(context, log, status);
   const memory = new MemoryRunner(server);
-  const lenses = new ProbeLenses();
-  context.subscriptions.push(log, status, server, memory);
+  context.subscriptions.push(log, status, server);
   log.info(`shardlint ${context.extension.packageJSON.version} in VS Code ${vscode.version}; folder trusted: ${vscode.workspace.isTrusted}`);
 
   context.subscriptions.push(
@@ -24,19 +23,18 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand("shardlint.fixAll", () => fixAll(log)),
     vscode.commands.registerCommand("shardlint.measureMemory", (uri?: vscode.Uri, probe?: string) =>
       memory.measure(uri instanceof vscode.Uri ? uri : undefined, typeof probe === "string" ? probe : undefined)),
-    vscode.languages.registerCodeLensProvider({ scheme: "file", language: "python" }, lenses),
 
     vscode.workspace.onDidChangeConfiguration((e) => {
       if (!e.affectsConfiguration(settings.SECTION)) return;
       if (settings.RESTART_KEYS.some((k) => e.affectsConfiguration(k))) {
         void server.restart("settings changed");
       } else if (!e.affectsConfiguration(`${settings.SECTION}.trace`)) {
+        // memory.* too: the server shows or hides its memory lenses and refreshes them
         void server.sendSettings(); // the language client applies trace.server itself
       }
-      if (e.affectsConfiguration(`${settings.SECTION}.memory`)) lenses.refresh();
     }),
     vscode.workspace.onDidGrantWorkspaceTrust(() => {
-      lenses.refresh();
+      // A new server: the interpreter may change, and it learns `memory.trusted`.
       void server.restart("the folder is now trusted");
     }),
   );

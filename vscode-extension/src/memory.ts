@@ -1,20 +1,25 @@
-// The memory check from the editor: a "Measure memory" code lens on each probe function, and the
-// Measure Memory command (the probe at the cursor). The measuring is `shardlint memory` in a
-// subprocess, run with the same shardlint as the server; nothing here interprets the figures.
+// The Measure Memory command (the probe at the cursor). The "Measure memory" code lenses, the
+// measuring, the headline lens and the hover table are the server's (shardlint/lsp/memory_lens.py):
+// this only picks a probe and asks the server to run its `shardlint.server.measureMemory`.
 //
 // Only in a trusted folder with `shardlint.memory.enabled`: a probe runs the folder's code.
-import { spawn } from "child_process";
 import * as vscode from "vscode";
-import { Server } from "./server";
-import { memoryArgs } from "./serverSettings";
+import type { Server } from "./server";
 import * as settings from "./settings";
 
+/** The server command behind the lenses: arguments [uri, probe function]. */
+export const SERVER_MEASURE = "shardlint.server.measureMemory";
+
 // shardlint.memory.probes.PREFIX: probes are top-level `def shardlint_probe_*():`. Probes named in
-// `[tool.shardlint.memory] probes` have no lens; the command still runs them via the quick pick.
+// `[tool.shardlint.memory] probes` get the server's lens; the quick pick lists the prefixed ones.
 const PROBE_DEF = /^def\s+(shardlint_probe_\w+)\s*\(/;
 
-export function memoryAvailable(): boolean {
-  return vscode.workspace.isTrusted && settings.read().memoryEnabled;
+interface Summary {
+  ok?: boolean;
+  probe?: string;
+  headline?: string | null;
+  failure?: string | null;
+  cancelled?: boolean;
 }
 
 /** Probe functions of a document: name and the line of its `def`. */
@@ -27,33 +32,8 @@ export function probesIn(doc: vscode.TextDocument): { name: string; line: number
   return out;
 }
 
-export class ProbeLenses implements vscode.CodeLensProvider {
-  private readonly changed = new vscode.EventEmitter<void>();
-  readonly onDidChangeCodeLenses = this.changed.event;
-
-  refresh(): void {
-    this.changed.fire();
-  }
-
-  provideCodeLenses(doc: vscode.TextDocument): vscode.CodeLens[] {
-    if (!memoryAvailable() || doc.uri.scheme !== "file") return [];
-    return probesIn(doc).map(({ name, line }) => new vscode.CodeLens(new vscode.Range(line, 0, line, 0), {
-      title: "$(pulse) Measure memory",
-      tooltip: `shardlint memory ${name}: per-device memory at each device count`,
-      command: "shardlint.measureMemory",
-      arguments: [doc.uri, name],
-    }));
-  }
-}
-
-export class MemoryRunner implements vscode.Disposable {
-  private readonly out = vscode.window.createOutputChannel("shardlint memory");
-
+export class MemoryRunner {
   constructor(private readonly server: Server) {}
-
-  dispose(): void {
-    this.out.dispose();
-  }
 
   async measure(uri?: vscode.Uri, probe?: string): Promise<void> {
     if (!vscode.workspace.isTrusted) {
@@ -73,37 +53,10 @@ export class MemoryRunner implements vscode.Disposable {
     }
     probe ??= await this.pickProbe(doc, editor?.document === doc ? editor.selection.active.line : undefined);
     if (!probe) return;
-    if (doc.isDirty) await doc.save();
-
-    const found = await this.server.resolved();
-    if (found.source === "none") {
-      void vscode.window.showErrorMessage(`shardlint: cannot measure memory: ${found.reason}`);
-      return;
-    }
-    const args = [...found.prefix, "memory", `${doc.uri.fsPath}:${probe}`, ...memoryArgs(settings.forServer(doc.uri))];
-    // The bundled shardlint has no jax: the probe runs in the interpreter the user chose.
-    if (found.source === "bundled" && found.userPython?.length === 1) args.push("--python", found.userPython[0]);
-    const cwd = vscode.workspace.getWorkspaceFolder(doc.uri)?.uri.fsPath;
-    this.out.clear();
-    this.out.show(true);
-    this.out.appendLine(`$ ${[found.command, ...args].join(" ")}`);
-    const code = await vscode.window.withProgress(
-      { location: vscode.ProgressLocation.Notification, title: `shardlint: measuring ${probe}`, cancellable: true },
-      (_progress, token) => new Promise<number | null>((resolve) => {
-        const child = spawn(found.command, args, { cwd, env: process.env });
-        child.stdout.on("data", (d) => this.out.append(String(d)));
-        child.stderr.on("data", (d) => this.out.append(String(d)));
-        child.on("error", (e) => { this.out.appendLine(String(e)); resolve(null); });
-        child.on("close", (c) => {
-          this.out.appendLine(`[shardlint memory exited with code ${c}]`);
-          resolve(c);
-        });
-        token.onCancellationRequested(() => child.kill());
-      }),
-    );
-    if (code === 0) void vscode.window.showInformationMessage(`shardlint: measured ${probe}; the figures are in the "shardlint memory" output.`);
-    else if (code === 1) void vscode.window.showWarningMessage(`shardlint: ${probe} does not fit the device memory; see the "shardlint memory" output.`);
-    else void vscode.window.showErrorMessage(`shardlint: measuring ${probe} failed; see the "shardlint memory" output.`);
+    if (doc.isDirty) await doc.save(); // the worker imports the file from disk
+    // The server reports progress, failures (showMessage) and the figures (code lens, hover).
+    const result = (await this.server.executeCommand(SERVER_MEASURE, [doc.uri.toString(), probe])) as Summary | undefined;
+    if (result?.ok && result.headline) void vscode.window.showInformationMessage(`shardlint: ${probe}: ${result.headline}`);
   }
 
   /** The probe whose body holds the cursor, else one chosen from the file's probes. */

@@ -2,11 +2,13 @@
 import * as vscode from "vscode";
 import {
   DidChangeConfigurationNotification,
+  ExecuteCommandRequest,
   LanguageClient,
   LanguageClientOptions,
   ServerOptions,
   State,
 } from "vscode-languageclient/node";
+import { SERVER_MEASURE } from "./memory";
 import { executableExists, PATH_PYTHONS, probePython } from "./probe";
 import { selectedInterpreter } from "./python";
 import { Failure, Resolution, resolveServer } from "./resolve";
@@ -36,11 +38,27 @@ export class Server implements vscode.Disposable {
     return this.queue;
   }
 
+  /** Run a server command (workspace/executeCommand); undefined when no server runs. */
+  async executeCommand(command: string, args: unknown[]): Promise<unknown> {
+    const client = this.client;
+    if (!client?.isRunning()) {
+      void vscode.window.showErrorMessage("shardlint: the server is not running; see the logs.");
+      return undefined;
+    }
+    return client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args });
+  }
+
+  /** The interpreter that runs memory probes when the server's own has no jax (the bundled one). */
+  private memoryPython(): string | undefined {
+    const found = this.resolution;
+    return found?.source === "bundled" && found.userPython?.length === 1 ? found.userPython[0] : undefined;
+  }
+
   /** Send changed settings to the running server (workspace/didChangeConfiguration). */
   async sendSettings(): Promise<void> {
     const client = this.client;
     if (!client?.isRunning()) return;
-    const sent = settings.forServer();
+    const sent = settings.forServer(undefined, this.memoryPython());
     this.log.info(`settings changed; sending ${JSON.stringify(sent)}`);
     await client.sendNotification(DidChangeConfigurationNotification.type, { settings: { [settings.SECTION]: sent } });
   }
@@ -115,8 +133,16 @@ export class Server implements vscode.Disposable {
       outputChannel: this.log,
       traceOutputChannel: this.log,
       connectionOptions: { maxRestartCount: 2 },
-      initializationOptions: { [settings.SECTION]: settings.forServer() },
+      initializationOptions: { [settings.SECTION]: settings.forServer(undefined, this.memoryPython()) },
       middleware: {
+        // A probe runs from disk: save its file before the server measures it.
+        executeCommand: async (command, args, next) => {
+          if (command === SERVER_MEASURE && typeof args[0] === "string") {
+            const doc = vscode.workspace.textDocuments.find((d) => d.uri.toString() === args[0]);
+            if (doc?.isDirty) await doc.save();
+          }
+          return next(command, args);
+        },
         workspace: {
           // The server pulls its section; answer with the payload it understands, per scope.
           configuration: async (params, token, next) => {
@@ -125,7 +151,7 @@ export class Server implements vscode.Disposable {
             return params.items.map((item, i) => {
               if (item.section !== settings.SECTION) return answers[i];
               const scope = item.scopeUri ? vscode.Uri.parse(item.scopeUri) : undefined;
-              return settings.forServer(scope);
+              return settings.forServer(scope, this.memoryPython());
             });
           },
         },

@@ -4,8 +4,9 @@
 // The server (shardlint/lsp/settings.py) reads `select`, `ignore`, `extendSelect`, `severity` and
 // `debounceMs` under a `shardlint` key. An empty list would *replace* the project's
 // `[tool.shardlint] select` with nothing, so empty values are left out: "not set" means "the
-// project's configuration". `memory` is sent for the server's memory features; the server
-// ignores keys it does not know.
+// project's configuration". `memory` drives the server's memory code lens: it runs the folder's
+// code, so the server offers it only when `enabled` and `trusted` are both true (the server cannot
+// know VS Code's workspace trust itself); `python` is the interpreter with jax that runs probes.
 import * as os from "os";
 
 export interface UserSettings {
@@ -24,11 +25,12 @@ export interface ServerSettings {
   select?: string[];
   ignore?: string[];
   severity?: Record<string, string>;
-  memory: { enabled: boolean; devices?: number[]; hardware?: string };
+  memory: { enabled: boolean; trusted: boolean; devices?: number[]; hardware?: string; python?: string };
 }
 
-export function serverSettings(s: UserSettings, trusted: boolean): ServerSettings {
-  const out: ServerSettings = { memory: { enabled: trusted && s.memoryEnabled } };
+/** `memoryPython`: the interpreter for probes when the server's own has no jax (the bundled one). */
+export function serverSettings(s: UserSettings, trusted: boolean, memoryPython?: string): ServerSettings {
+  const out: ServerSettings = { memory: { enabled: trusted && s.memoryEnabled, trusted } };
   const codes = (v: unknown) => (Array.isArray(v) ? v.filter((c) => typeof c === "string" && c.trim()).map((c) => c.trim()) : []);
   const select = codes(s.select);
   const ignore = codes(s.ignore);
@@ -38,15 +40,8 @@ export function serverSettings(s: UserSettings, trusted: boolean): ServerSetting
   const devices = Array.isArray(s.memoryDevices) ? s.memoryDevices.filter((n) => Number.isInteger(n) && n > 0) : [];
   if (devices.length) out.memory.devices = devices;
   if (s.memoryHardware?.trim()) out.memory.hardware = s.memoryHardware.trim();
+  if (trusted && memoryPython) out.memory.python = memoryPython;
   return out;
-}
-
-/** `shardlint memory` options from the settings (the project's table supplies the rest). */
-export function memoryArgs(s: ServerSettings): string[] {
-  const args: string[] = [];
-  if (s.memory.devices?.length) args.push("--devices", s.memory.devices.join(","));
-  if (s.memory.hardware) args.push("--hardware", s.memory.hardware);
-  return args;
 }
 
 /** `${workspaceFolder}`, `${userHome}`, `${env:NAME}` and a leading `~` in paths. */

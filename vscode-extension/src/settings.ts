@@ -25,6 +25,6 @@ export function read(scope?: vscode.ConfigurationScope): UserSettings {
 }
 
 /** What the server receives; memory is off in an untrusted folder whatever the settings say. */
-export function forServer(scope?: vscode.ConfigurationScope): ServerSettings {
-  return serverSettings(read(scope), vscode.workspace.isTrusted);
+export function forServer(scope?: vscode.ConfigurationScope, memoryPython?: string): ServerSettings {
+  return serverSettings(read(scope), vscode.workspace.isTrusted, memoryPython);
 }
