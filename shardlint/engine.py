@@ -5,7 +5,6 @@ The engine owns the ProjectIndex for a project root. It knows nothing of output 
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import gc
 import hashlib
@@ -13,7 +12,6 @@ import os
 import re
 import threading
 import traceback
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +19,8 @@ from shardlint import __version__
 from shardlint import cache as cache_mod
 from shardlint.config import Config
 from shardlint.errors import ShardlintError
+from shardlint.incremental import IncrementalParser
+from shardlint.incremental import parse as parse_module
 from shardlint.rules.base import Finding, Rule, RuleContext, all_rules
 from shardlint.semantics.project import ProjectIndex
 from shardlint.semantics.summary import FORMAT as SUMMARY_FORMAT
@@ -207,9 +207,7 @@ class Engine:
             return _summary(cached)
         module, is_package = self.module_name(path)
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                tree = ast.parse(text, filename=str(path))
+            tree = parse_module(text, str(path))
         except (SyntaxError, ValueError):
             return None
         summary = summarise(build_facts(str(path), module, tree, is_package, self.wrappers))
@@ -236,23 +234,27 @@ class Engine:
         return [r for r in all_rules()
                 if self.config.is_selected(r.code, r.enabled_by_default, path)]
 
-    def lint_text(self, path: Path | str, text: str) -> list[Finding]:
-        """Findings for one file's text (which may differ from the file on disk)."""
+    def lint_text(self, path: Path | str, text: str,
+                  parser: IncrementalParser | None = None) -> list[Finding]:
+        """Findings for one file's text (which may differ from the file on disk).
+
+        ``parser`` parsed the previous versions of this file (the language server keeps one per
+        open file): only the statements an edit touched are parsed again.
+        """
         path = Path(path)
         if not mentions_jax(text):
             return []
         self.build_index()
-        prepared = self._prepare(path, text)
+        prepared = self._prepare(path, text, parser=parser)
         return self._run_rules(*prepared)
 
-    def _prepare(self, path: Path, text: str, add_to_index: bool = True):
+    def _prepare(self, path: Path, text: str, add_to_index: bool = True,
+                 parser: IncrementalParser | None = None):
         """Parse and build facts; the file's summary goes into the index (unsaved text counts)."""
         spath = str(path)
         source = SourceText(spath, text)
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                tree = ast.parse(text, filename=spath)
+            tree = parser.parse(text, spath) if parser is not None else parse_module(text, spath)
         except SyntaxError as exc:
             return spath, text, source, None, self._syntax_error(spath, source, exc)
         except ValueError as exc:  # null bytes

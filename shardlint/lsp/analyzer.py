@@ -20,6 +20,7 @@ from pathlib import Path
 from shardlint.config import Config, find_root, load
 from shardlint.engine import Engine, mentions_jax
 from shardlint.errors import ConfigError
+from shardlint.incremental import IncrementalParser
 from shardlint.rules.base import Finding
 
 _OVERRIDE_KEYS = ("select", "ignore", "extend_select", "severity")
@@ -74,6 +75,7 @@ class Analyzer:
         self._indexed: set[Path] = set()
         self._open: dict[Path, str] = {}  # unsaved text of open files: it outranks the disk
         self._stamps: dict[Path, tuple | None] = {}  # pyproject.toml -> (mtime, size) when read
+        self._parsers: dict[Path, IncrementalParser] = {}  # open files: reparse only what changed
 
     # ---- configuration ----------------------------------------------------------------------------
     def config_for(self, path: Path) -> Config:
@@ -192,7 +194,10 @@ class Analyzer:
         before = engine.index.summaries.get(module)
         with _gc_paused():
             if mentions_jax(text):
-                findings = engine.lint_text(path, text)
+                parser = self._parsers.get(path)
+                if parser is None:
+                    parser = self._parsers[path] = IncrementalParser()
+                findings = engine.lint_text(path, text, parser=parser)
             else:
                 engine.update_file(path, text)  # a file that stops mentioning jax leaves the index
                 findings = []
@@ -206,6 +211,7 @@ class Analyzer:
     def forget(self, path: Path) -> Outcome:
         """A file was closed: what is on disk counts again (unsaved edits are gone)."""
         self._open.pop(path, None)
+        self._parsers.pop(path, None)
         engine = self.engine_for(path)
         module, _ = engine.module_name(path)
         before = engine.index.summaries.get(module)

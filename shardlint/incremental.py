@@ -1,0 +1,156 @@
+"""Reparse only the top-level statements an edit touched; keep the syntax tree of the rest.
+
+The language server parses the same file on every keystroke. ``ast.parse`` of a 2,000-line file
+costs ~25 ms, most of it building Python objects for lines that did not change. A module is a
+sequence of top-level statements, and between two of them the tokenizer is back at column 0 with
+no open bracket or string. So the lines from the first line of statement *i* up to the line
+before statement *i+1* (its *region*) can be parsed on their own; if the regions an edit touched
+still parse on their own, the new tree is the old statements before them, the new statements,
+and the old statements after them, with their line numbers moved by the lines the edit added.
+
+Every doubt falls back to a full parse: no previous tree, ``\\r`` line breaks, a region that no
+longer parses alone (an unclosed bracket or string, a dedent or indent that joins it to a
+neighbour), or a ``from __future__`` import in it. A full parse is also the only way a syntax error is reported, so
+its message and position are exactly those of ``ast.parse``.
+
+The old tree's nodes are reused in the new tree (and moved in place when lines shift): callers
+must treat a tree handed out earlier as gone once they parse again.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import warnings
+
+
+def parse(text: str, filename: str) -> ast.Module:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(text, filename=filename)
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """Length of the common prefix, by binary search over C-level slice compares."""
+    lo, hi = 0, min(len(a), len(b))
+    if a[:hi] == b[:hi]:
+        return hi
+    while lo < hi:  # invariant: a[:lo] == b[:lo], a[:hi] != b[:hi]
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _common_suffix(a: str, b: str, limit: int) -> int:
+    lo, hi = 0, min(len(a), len(b), limit)
+    if hi and a[len(a) - hi:] == b[len(b) - hi:]:
+        return hi
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[len(a) - mid:] == b[len(b) - mid:]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _first_line(stmt: ast.stmt) -> int:
+    decorators = getattr(stmt, "decorator_list", None)
+    if decorators:
+        return min(stmt.lineno, *(d.lineno for d in decorators))
+    return stmt.lineno
+
+
+_NO_CHILDREN = ("ctx", "op", "ops")  # fields holding shared singletons (Load, Add, ...)
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _shift(nodes: list[ast.stmt], delta: int) -> None:
+    """Move every node under ``nodes`` down by ``delta`` lines, in place.
+
+    A hand-rolled walk: ~5 ms for the second half of a 2,000-line file, where ``ast.walk`` takes
+    ~11 ms and parsing those lines again ~12 ms.
+    """
+    stack: list[ast.AST] = list(nodes)
+    pop, push, AST = stack.pop, stack.append, ast.AST
+    while stack:
+        node = pop()
+        tp = type(node)
+        fields = _CHILD_FIELDS.get(tp)
+        if fields is None:
+            fields = _CHILD_FIELDS[tp] = tuple(f for f in tp._fields if f not in _NO_CHILDREN)
+        if "lineno" in tp._attributes:
+            node.lineno += delta
+            end = getattr(node, "end_lineno", None)
+            if end is not None:
+                node.end_lineno = end + delta
+        for name in fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                for child in value:
+                    if isinstance(child, AST):
+                        push(child)
+            elif isinstance(value, AST):
+                push(value)
+
+
+class IncrementalParser:
+    """Parses successive versions of one file, reusing what did not change."""
+
+    def __init__(self) -> None:
+        self._text: str | None = None
+        self._tree: ast.Module | None = None
+        self._starts: list[int] = []  # first line of each top-level statement of _tree
+        self.reparsed = 0  # statements parsed by the last call (for tests and benchmarks)
+        self.full = True  # whether the last call parsed the whole text
+
+    def parse(self, text: str, filename: str) -> ast.Module:
+        """The tree of ``text``; raises ``SyntaxError``/``ValueError`` as ``ast.parse`` does."""
+        tree = self._incremental(text, filename)
+        if tree is None:
+            self._text = self._tree = None  # a failing parse leaves nothing to build on
+            tree = parse(text, filename)
+            self.full, self.reparsed = True, len(tree.body)
+        self._text, self._tree = text, tree
+        self._starts = [_first_line(s) for s in tree.body]
+        return tree
+
+    def _incremental(self, text: str, filename: str) -> ast.Module | None:
+        old, tree = self._text, self._tree
+        if old is None or tree is None or not tree.body or "\r" in text or "\r" in old:
+            return None
+        if old == text:
+            self.full, self.reparsed = False, 0
+            return tree
+        p = _common_prefix(old, text)
+        s = _common_suffix(old, text, min(len(old), len(text)) - p)
+        # Lines (1-based) of the changed text in the old and the new version.
+        first = old.count("\n", 0, p) + 1
+        old_last = old.count("\n", 0, len(old) - s) + 1
+        delta = text.count("\n", p, len(text) - s) - old.count("\n", p, len(old) - s)
+        starts = self._starts
+        # Regions i..j hold the changed old lines; region 0 starts at line 1.
+        i = max(bisect.bisect_right(starts, first) - 1, 0)
+        i = bisect.bisect_left(starts, starts[i])  # statements sharing a line (``a = 1; b = 2``)
+        j = max(bisect.bisect_right(starts, old_last) - 1, i)
+        after = tree.body[j + 1:]
+        start_line = 1 if i == 0 else starts[i]
+        end_line = starts[j + 1] - 1 + delta if j + 1 < len(starts) else None  # new text, inclusive
+        lines = text.split("\n")
+        chunk = "\n".join(lines[start_line - 1:end_line])
+        if "__future__" in chunk:
+            return None
+        try:
+            part = parse(chunk, filename)
+        except (SyntaxError, ValueError):
+            return None  # the full parse decides (and reports the error exactly)
+        if start_line > 1:
+            for stmt in part.body:
+                ast.increment_lineno(stmt, start_line - 1)
+        if delta:
+            _shift(after, delta)
+        self.full, self.reparsed = False, len(part.body)
+        return ast.Module(body=[*tree.body[:i], *part.body, *after], type_ignores=[])

@@ -1,0 +1,117 @@
+"""The incremental parser gives exactly the tree ``ast.parse`` gives, for any edit."""
+
+from __future__ import annotations
+
+import ast
+import random
+from pathlib import Path
+
+import pytest
+
+from shardlint.incremental import IncrementalParser, parse
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = sorted([*ROOT.glob("examples/**/*.py"), *ROOT.glob("shardlint/semantics/*.py"),
+                  *ROOT.glob("shardlint/rules/shl1*.py")])
+SNIPPETS = ["#", "x", "\n", "\n\n", "(", ")", "'", '"""', "    ", "\n    y = 1\n", "def f(:",
+            ":", "@dec\n", "\\\n", "; z = 2", "class C:\n    pass\n", "",
+            "from __future__ import annotations\n", "else:\n", "\t", "é", "😀"]
+
+
+def dump(text: str, parser: IncrementalParser | None = None) -> str | None:
+    try:
+        tree = parser.parse(text, "f.py") if parser is not None else parse(text, "f.py")
+    except (SyntaxError, ValueError):
+        return None
+    return ast.dump(tree, include_attributes=True)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_random_edits_match_a_full_parse(path: Path) -> None:
+    rng = random.Random(path.name)
+    text = path.read_text(encoding="utf-8")
+    parser = IncrementalParser()
+    parser.parse(text, "f.py")
+    for _ in range(25):
+        a = rng.randrange(len(text) + 1)
+        b = min(len(text), a + rng.choice([0, 0, 1, 3, 20, 200]))
+        new = text[:a] + rng.choice(SNIPPETS) + text[b:]
+        expected = dump(new)
+        assert dump(new, parser) == expected, (path, a, b, new[max(a - 40, 0):a + 40])
+        if expected is not None:
+            text = new
+        else:
+            parser.parse(text, "f.py")  # go on from the last version that parsed
+
+
+BASE = '''import jax
+
+
+@jax.jit
+def f(x):
+    return x + 1
+
+a = 1; b = 2
+
+
+class C:
+    def m(self):
+        return (1,
+                2)
+'''
+
+
+def test_an_edit_inside_one_statement_reparses_only_it() -> None:
+    parser = IncrementalParser()
+    first = parser.parse(BASE, "f.py")
+    assert parser.full
+    tree = parser.parse(BASE.replace("x + 1", "x + 2"), "f.py")
+    assert not parser.full and parser.reparsed == 1
+    assert tree.body[0] is first.body[0] and tree.body[-1] is first.body[-1]
+    assert tree.body[1] is not first.body[1]
+
+
+def test_lines_added_move_the_statements_after() -> None:
+    parser = IncrementalParser()
+    parser.parse(BASE, "f.py")
+    new = BASE.replace("x + 1", "x + 1\n\n\n")
+    tree = parser.parse(new, "f.py")
+    assert not parser.full
+    assert ast.dump(tree, include_attributes=True) == dump(new)
+    assert tree.body[-1].lineno == 14
+
+
+@pytest.mark.parametrize("old, new", [
+    ("a = 1; b = 2", "a = 1; b = 3"),  # statements sharing a line are reparsed together
+    ("class C:", "    class C:"),  # indents into the previous statement: a full parse decides
+    ("return (1,", "return (1,,"),  # syntax error: reported by the full parse
+    ("import jax", "from __future__ import annotations\nimport jax"),
+    ("\n@jax.jit\n", "\n"),  # decorator removed
+    ("def m(self):", "def m(self):\n        '''"),  # an unclosed string runs into the next lines
+])
+def test_edits_that_need_care(old: str, new: str) -> None:
+    parser = IncrementalParser()
+    parser.parse(BASE, "f.py")
+    text = BASE.replace(old, new, 1)
+    assert dump(text, parser) == dump(text)
+
+
+def test_syntax_error_is_the_full_parse_error() -> None:
+    parser = IncrementalParser()
+    parser.parse(BASE, "f.py")
+    broken = BASE.replace("return x + 1", "return x +")
+    with pytest.raises(SyntaxError) as got:
+        parser.parse(broken, "f.py")
+    with pytest.raises(SyntaxError) as want:
+        ast.parse(broken)
+    assert (got.value.lineno, got.value.offset, got.value.msg) == \
+        (want.value.lineno, want.value.offset, want.value.msg)
+    assert dump(BASE, parser) == dump(BASE)  # and it recovers on the next version
+
+
+def test_carriage_returns_take_the_full_parse() -> None:
+    parser = IncrementalParser()
+    text = BASE.replace("\n", "\r\n")
+    parser.parse(text, "f.py")
+    assert dump(text.replace("x + 1", "x + 2"), parser) == dump(text.replace("x + 1", "x + 2"))
+    assert parser.full
