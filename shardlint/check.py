@@ -228,6 +228,7 @@ def _emit(args, cfg: Config, findings: list[Finding], sources: dict[str, SourceT
 def _memory_findings(cfg: Config, specs: list[str] | None) -> list[Finding]:
     """Measured findings from the memory probes, as engine findings (SHL900-SHL905)."""
     from shardlint.memory.findings import measured_findings
+    from shardlint.rules.base import Related
     from shardlint.source import Span
 
     out = []
@@ -237,7 +238,12 @@ def _memory_findings(cfg: Config, specs: list[str] | None) -> list[Finding]:
             continue
         path = str(cfg.root / item["path"])
         line, col = item["line"], item["column"]
+        # Static findings that likely explain the measured leaves (e.g. SHL102 at the init).
+        related = tuple(Related(str(cfg.root / r["path"]), Span(r["line"], r["column"], r["line"],
+                                                                 r["column"]), r["message"])
+                        for r in item.get("related", ()))
         out.append(Finding(item["code"], item["name"],
                            cfg.severity_of(item["code"], item["severity"]), item["message"],
-                           path, Span(line, col, item.get("end_line") or line, col)))
+                           path, Span(line, col, item.get("end_line") or line, col),
+                           related=related))
     return out

@@ -22,6 +22,7 @@ from shardlint.errors import ConfigError, ShardlintError, UsageError
 from shardlint.memory.findings import report_findings
 from shardlint.memory.hardware import ACCELERATORS, find_accelerator
 from shardlint.memory.probes import Probe, discover, resolve
+from shardlint.memory.reasons import attach_reasons
 from shardlint.memory.report import build_report
 from shardlint.memory.runner import Cancelled, ProbeRun, WorkerOptions, run_probes
 from shardlint.memory.settings import (
@@ -254,6 +255,7 @@ def _run(args: argparse.Namespace) -> int:
         replicated_threshold=settings.replicated_threshold,
         root=cwd,
     )
+    report.static_note = attach_reasons(report)
     findings = report_findings(report)
     if args.format == "json":
         from shardlint.memory.render_json import render_json

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from shardlint.memory.probes import Probe, discover, relative_path, resolve
+from shardlint.memory.reasons import attach_reasons, distinct
 from shardlint.memory.report import MemoryReport, ProbeReport, RunReport, build_report
 from shardlint.memory.settings import MemorySettings, default_memory_limit, load_settings
 from shardlint.memory.units import format_bytes
@@ -28,9 +29,20 @@ CODES = {
 
 
 def _finding(
-    code: str, probe: Probe, root: Path | None, devices: int | None, message: str
+    code: str,
+    probe: Probe,
+    root: Path | None,
+    devices: int | None,
+    message: str,
+    leaves: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
+    """`leaves`: the measured leaves the finding is about; their static reasons become related
+    locations and a "likely cause" clause of the message."""
     name, severity = CODES[code]
+    causes = distinct(leaves or [])
+    if causes:
+        where = ", ".join(f"{r['code']} at {r['path']}:{r['line']}" for r in causes)
+        message += f" (likely cause, from the static analysis: {where})"
     return {
         "code": code,
         "name": name,
@@ -43,6 +55,15 @@ def _finding(
         "probe": probe.function,
         "devices": devices,
         "source": "memory",
+        "related": [
+            {
+                "path": r["path"],
+                "line": r["line"],
+                "column": r["column"],
+                "message": f"{r['link']}: {r['code']} {r['name']}: {r['message']}",
+            }
+            for r in causes
+        ],
     }
 
 
@@ -70,6 +91,7 @@ def _run_findings(report: MemoryReport, probe: ProbeReport, run: RunReport) -> l
                 f"on all {n} devices, "
                 f"largest {_leaf_text(replicated[0])}: give them a sharding (logical axis rules, "
                 "out_shardings from nn.get_partition_spec) so each device holds 1/N",
+                replicated,
             )
         )
     if n > 1 and run.devices_used == 1:
@@ -82,6 +104,7 @@ def _run_findings(report: MemoryReport, probe: ProbeReport, run: RunReport) -> l
                 f"the step is compiled for 1 of {n} devices: everything sits on one device; "
                 "pass inputs "
                 "with NamedShardings or jit with in_shardings/out_shardings",
+                run.unsharded(report.replicated_threshold),
             )
         )
     if figures is not None and run.donated_unused >= report.replicated_threshold:
@@ -182,7 +205,9 @@ def measured_findings(
 
     Each dict: code ("SHL900".."SHL905"), name, severity ("error" | "warning"), path, line (1-based,
     the probe's `def`), column (0-based), end_line, message, probe (function name), devices (the
-    device count it was measured at, or None), source ("memory"). Probe failures are SHL900
+    device count it was measured at, or None), source ("memory"), related (list of {path, line,
+    column, message}: static findings that likely explain the leaves, e.g. SHL102 at the init
+    that ran without axis rules; empty when none is known). Probe failures are SHL900
     findings, never exceptions; a bad configuration raises shardlint.errors.ConfigError.
     """
     from shardlint.memory.runner import WorkerOptions, run_probes  # here: keeps imports cheap
@@ -221,4 +246,5 @@ def measured_findings(
         replicated_threshold=settings.replicated_threshold,
         root=project,
     )
+    report.static_note = attach_reasons(report)
     return report_findings(report)

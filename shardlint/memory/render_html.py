@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from shardlint.memory.reasons import distinct
 from shardlint.memory.report import MemoryReport, ProbeReport, RunReport
 from shardlint.memory.units import format_bytes
 
@@ -135,6 +136,11 @@ def _leaf_table(report: MemoryReport, run: RunReport) -> str:
         if leaf["donated"]:
             flags.append("donated")
         shape = f"{leaf['dtype']}[{','.join(str(d) for d in leaf['shape'])}]"
+        for r in leaf.get("reasons", ()):
+            flags.append(
+                f'<div class="note" title="{_e(r["message"])}">{_e(r["link"])}: '
+                f"<b>{_e(r['code'])}</b> {_e(r['path'])}:{r['line']}: {_e(r['because'])}</div>"
+            )
         rows.append(
             f'<tr><td class="l">{_e(leaf["path"])}</td><td class="l">{_e(shape)}</td>'
             f'<td class="l">{_e(leaf["spec"])}</td><td>{_e(format_bytes(leaf["per_device"]))}</td>'
@@ -158,6 +164,16 @@ def _probe_section(report: MemoryReport, probe: ProbeReport, findings: list[dict
         out.append(_figures_table(report, ok))
         out.append(f"<h3>Leaves at {ok[-1].devices} device(s), largest first</h3>")
         out.append(_leaf_table(report, ok[-1]))
+        causes = distinct(ok[-1].unsharded(report.replicated_threshold))
+        if causes:
+            items = "".join(
+                f"<li><b>{_e(r['code'])} {_e(r['name'])}</b> {_e(r['path'])}:{r['line']}: "
+                f"{_e(r['message'])}</li>"
+                for r in causes
+            )
+            out.append(
+                f"<h3>Likely causes of unsharded leaves (static analysis)</h3><ul>{items}</ul>"
+            )
     for run in probe.runs:
         if run.error is not None:
             text = run.error.message + ("\n\n" + run.error.traceback if run.error.traceback else "")

@@ -47,6 +47,18 @@ def _run(report: MemoryReport, run: RunReport) -> dict[str, Any]:
         donation_warnings=run.donation_warnings,
         groups=run.groups,
         replicated=[leaf["path"] for leaf in run.replicated(report.replicated_threshold)],
+        # Leaves held whole by a device (replicated, or a one-device step at N > 1) and the
+        # static findings that likely explain each one ("reasons", empty when none is known).
+        unsharded=[
+            {
+                "path": leaf["path"],
+                "per_device": leaf["per_device"],
+                "spec": leaf["spec"],
+                "replicated": leaf["replicated"],
+                "reasons": leaf.get("reasons", []),
+            }
+            for leaf in run.unsharded(report.replicated_threshold)
+        ],
         leaves=run.leaves,
         collectives=run.collectives,
         timings=run.timings,
@@ -87,6 +99,7 @@ def report_dict(report: MemoryReport, findings: list[dict[str, Any]]) -> dict[st
         "hardware": report.hardware,
         "capacity": report.capacity,
         "replicated_threshold": report.replicated_threshold,
+        "static_note": report.static_note,
         "exit_code": report.exit_code(),
         "probes": probes,
         "findings": findings,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from shardlint.memory.reasons import distinct
 from shardlint.memory.report import MemoryReport, ProbeReport, RunReport, Scaling, scale
 from shardlint.memory.units import format_bytes
 
@@ -93,10 +94,30 @@ def _leaf_rows(run: RunReport, threshold: int) -> list[list[str]]:
             notes.append("REPLICATED")
         if leaf["donated"]:
             notes.append("donated")
+        if leaf.get("reasons"):
+            notes.append("cause: " + ",".join(dict.fromkeys(r["code"] for r in leaf["reasons"])))
         rows.append(
             [format_bytes(leaf["per_device"]), leaf["path"], shape, sharding, " ".join(notes)]
         )
     return rows
+
+
+def _reason_lines(run: RunReport, threshold: int) -> list[str]:
+    """Unsharded leaves with the static findings that likely explain them."""
+    explained = [leaf for leaf in run.unsharded(threshold) if leaf.get("reasons")]
+    if not explained:
+        return []
+    lines = [f"  likely causes of unsharded leaves at {_label(run)} (static analysis)"]
+    for leaf in explained[:_TOP_LEAVES]:
+        held = "replicated" if leaf["replicated"] else leaf["spec"]
+        lines.append(f"    {leaf['path']}  {format_bytes(leaf['per_device'])}/device, {held}")
+        for r in leaf["reasons"]:
+            lines.append(f"      {r['code']} at {r['path']}:{r['line']}: {r['because']}")
+    if len(explained) > _TOP_LEAVES:
+        lines.append(f"    ... {len(explained) - _TOP_LEAVES} more leaves")
+    for r in distinct(explained):
+        lines.append(f"    {r['code']} {r['path']}:{r['line']}:{r['column'] + 1}: {r['message']}")
+    return lines
 
 
 def _counts(runs: list[RunReport]) -> str:
@@ -141,6 +162,7 @@ def render_probe(
             lines += _grid(
                 _leaf_rows(widest, report.replicated_threshold), indent="    ", align="rllll"
             )
+            lines += _reason_lines(widest, report.replicated_threshold)
         for run in ok:
             if run.collectives:
                 counts = ", ".join(f"{k} x{v}" for k, v in sorted(run.collectives.items()))
@@ -197,6 +219,8 @@ def render_text(report: MemoryReport, findings: list[dict[str, Any]]) -> str:
             " On GPUs JAX takes 75% of memory by default"
             " (XLA_PYTHON_CLIENT_PREALLOCATE=false or XLA_CLIENT_MEM_FRACTION change that)."
         )
+    if report.static_note:
+        legend += f"\nnote: {report.static_note}"
     code = report.exit_code()
     verdict = {
         0: "all probes ran" + (" and fit" if report.capacity else ""),

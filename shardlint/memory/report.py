@@ -93,6 +93,21 @@ class RunReport:
             leaf for leaf in self.leaves if leaf["replicated"] and leaf["per_device"] >= threshold
         ]
 
+    def unsharded(self, threshold: int) -> list[dict[str, Any]]:
+        """Leaves at least `threshold` per device held whole by a device on an N > 1 run.
+
+        Replicated leaves, and leaves of a step compiled for one device: both are what a
+        missing rule or context leaves behind, so both can carry a static reason.
+        """
+        if self.devices <= 1:
+            return []
+        return [
+            leaf
+            for leaf in self.leaves
+            if leaf["per_device"] >= threshold
+            and (leaf["replicated"] or leaf["spec"] == "single device")
+        ]
+
 
 def _run_report(run: ProbeRun) -> RunReport:
     report = RunReport(
@@ -184,6 +199,7 @@ class MemoryReport:
     capacity: int | None = None
     replicated_threshold: int = 1024**2
     root: Path | None = None
+    static_note: str | None = None  # why no static reasons could be tied to leaves, if so
 
     def fits(self, run: RunReport) -> bool | None:
         if self.capacity is None or run.figures is None:

@@ -233,6 +233,45 @@ def _leaf(
     }
 
 
+def _is_box(x: Any) -> bool:
+    # Flax's nn.Partitioned / nn.LogicallyPartitioned, duck-typed: flax need not be installed.
+    return hasattr(x, "names") and hasattr(x, "value") and hasattr(x, "unbox")
+
+
+def partition_names(tree: Any, is_leaf: Callable[[Any], bool]) -> dict[str, dict[str, Any]]:
+    """keystr(path) of each leaf inside a Flax box -> the names the box gives its dimensions.
+
+    kind "logical" (nn.LogicallyPartitioned: mapped to mesh axes through axis rules) or "mesh"
+    (nn.Partitioned: mesh axis names). The report ties a replicated leaf to a static finding
+    through these, e.g. an axis named here that has no rule (SHL201).
+    """
+    found: dict[str, dict[str, Any]] = {}
+    try:
+        boxes = jax.tree_util.tree_flatten_with_path(
+            tree, is_leaf=lambda x: _is_box(x) or is_leaf(x)
+        )[0]
+        for path, box in boxes:
+            if not _is_box(box):
+                continue
+            kind = "logical" if "Logical" in type(box).__name__ else "mesh"
+            names = [n if isinstance(n, str) or n is None else str(n) for n in box.names]
+            for inner, _ in jax.tree_util.tree_flatten_with_path(box, is_leaf=is_leaf)[0]:
+                found[jax.tree_util.keystr(tuple(path) + tuple(inner))] = {
+                    "names": names,
+                    "kind": kind,
+                }
+    except Exception:  # noqa: BLE001 - metadata is a bonus; an odd box never breaks the report
+        return {}
+    return found
+
+
+def _with_names(leaf: dict[str, Any], path: tuple[Any, ...], found: dict[str, Any]) -> None:
+    named = found.get(jax.tree_util.keystr(tuple(path)))
+    if named is not None:
+        leaf["partition_names"] = named["names"]
+        leaf["partition_kind"] = named["kind"]
+
+
 def leaves(compiled: Any, names: list[str]) -> list[dict[str, Any]]:
     is_info = lambda x: isinstance(x, jax.stages.ArgInfo)
     is_sharding = lambda x: isinstance(x, jax.sharding.Sharding)
@@ -243,18 +282,23 @@ def leaves(compiled: Any, names: list[str]) -> list[dict[str, Any]]:
     )
     if len(in_shardings) != len(arg_paths):
         in_shardings = [_UNKNOWN] * len(arg_paths)
-    result = [
-        _leaf(path, tuple(info.shape), info.dtype, sharding, "arg", names, bool(info.donated))
-        for (path, info), sharding in zip(arg_paths, in_shardings)
-    ]
+    named = partition_names(compiled.args_info, is_info)
+    result = []
+    for (path, info), sharding in zip(arg_paths, in_shardings):
+        leaf = _leaf(
+            path, tuple(info.shape), info.dtype, sharding, "arg", names, bool(info.donated)
+        )
+        _with_names(leaf, path, named)
+        result.append(leaf)
     out_paths = jax.tree_util.tree_flatten_with_path(compiled.out_info)[0]
     out_shardings = jax.tree_util.tree_leaves(compiled.output_shardings, is_leaf=is_sharding)
     if len(out_shardings) != len(out_paths):
         out_shardings = [getattr(info, "sharding", None) for _, info in out_paths]
-    result += [
-        _leaf(path, tuple(info.shape), info.dtype, sharding, "out", names, False)
-        for (path, info), sharding in zip(out_paths, out_shardings)
-    ]
+    named = partition_names(compiled.out_info, lambda x: False)
+    for (path, info), sharding in zip(out_paths, out_shardings):
+        leaf = _leaf(path, tuple(info.shape), info.dtype, sharding, "out", names, False)
+        _with_names(leaf, path, named)
+        result.append(leaf)
     return result
 
 

@@ -78,6 +78,38 @@ def test_json_original_flat_fixed_halves(seed_json: tuple[dict, Path, str]) -> N
     assert finding["path"].endswith("examples/seed_ensemble/probes.py") and finding["line"] > 1
 
 
+def _init_line() -> int:
+    lines = SEED_PROBES.read_text(encoding="utf-8").splitlines()
+    return lines.index("    return jax.jit(model.init), (_key(), x)") + 1
+
+
+@pytest.mark.slow
+def test_json_original_params_carry_their_static_causes(seed_json: tuple[dict, Path, str]) -> None:
+    """The worker calls the original probe with no context: its own SHL102/SHL103 explain why
+    the 128 MiB kernel sits whole on one device; the fixed probe has nothing to explain."""
+    data, _, _ = seed_json
+    original, fixed = data["probes"]
+    (kernel,) = original["runs"][1]["unsharded"]  # the 128 KiB kernel is under the threshold
+    assert kernel["path"] == "out['params']['Dense_0']['kernel'].value"
+    assert kernel["spec"] == "single device" and kernel["per_device"] == 128 * MIB
+    reasons = {r["code"]: r for r in kernel["reasons"]}
+    assert set(reasons) == {"SHL102", "SHL103"}
+    for r in reasons.values():
+        assert r["path"].endswith("examples/seed_ensemble/probes.py") and r["line"] == _init_line()
+        assert r["link"] == "likely cause" and "the memory worker calls the probe" in r["message"]
+    assert reasons["SHL102"]["because"] == (
+        "its partition names (ensemble, input, hidden) take effect only with axis rules"
+    )
+    assert original["runs"][0]["unsharded"] == []  # one device: nothing to split
+    assert all(run["unsharded"] == [] for run in fixed["runs"])
+    assert not any("reasons" in leaf for run in fixed["runs"] for leaf in run["leaves"])
+    single = next(f for f in data["findings"] if f["code"] == "SHL902")
+    assert [r["message"].split(":")[1].strip() for r in single["related"]] == [
+        "SHL102 constraint-without-rules",
+        "SHL103 constraint-without-mesh",
+    ]
+
+
 @pytest.mark.slow
 def test_html_is_written_and_self_contained(seed_json: tuple[dict, Path, str]) -> None:
     _, html, err = seed_json
@@ -86,6 +118,7 @@ def test_html_is_written_and_self_contained(seed_json: tuple[dict, Path, str]) -
     assert page.startswith("<!DOCTYPE html>") and page.count("<svg") == 2
     assert "shardlint_probe_fixed" in page and "P(&#x27;model&#x27;, None, None)" in page
     assert "64.00 MiB" in page and "128.00 MiB" in page
+    assert "likely cause: <b>SHL102</b> examples/seed_ensemble/probes.py:" in page
     # Nothing is fetched: no scripts, stylesheets, images or links to elsewhere.
     assert not re.search(r"<(script|link|img|iframe)\b|\b(src|href)=|url\(|@import", page)
 
@@ -100,6 +133,11 @@ def test_table_original_flat_fixed_halves(shardlint_memory: Callable[..., CliRes
     assert re.search(row.format(r"64\.06 MiB", r"0\.50x \(ideal 0\.50x\) ideal"), fixed)
     assert "devices used" in original and "1 of 2" in original
     assert "SHL902 single-device-step" in original and "SHL9" not in fixed
+    line = _init_line()
+    assert "likely causes of unsharded leaves at 2 devices (static analysis)" in original
+    assert f"SHL102 at examples/seed_ensemble/probes.py:{line}: its partition names" in original
+    assert "single device  cause: SHL102,SHL103" in re.sub(r" {2,}", "  ", original)
+    assert "likely cause" not in fixed
     assert "shardlint_probe_original @ 2 device(s): done" in result.err
 
 
