@@ -47,7 +47,8 @@ from shardlint.memory.runner import Cancelled
 log = logging.getLogger("shardlint.lsp")
 MEASURE = "shardlint.server.measureMemory"
 CANCEL = "shardlint.server.cancelMemory"
-_DEF_NAME = re.compile(r"\s*(?:async\s+)?def\s+(\w+)")
+_DEF_NAME = re.compile(r"(?:async\s+)?def\s+(\w+)")  # top level: probes are
+_CACHED = 256  # measurements kept; each holds one rendered table
 
 
 @dataclass
@@ -142,8 +143,9 @@ class MemoryLenses:
         last = self.latest.get(probe.key)
         if last is not None and (last.headline or last.failure):
             figure = last.headline or f"failed: {last.failure}"
-            return [lens(f"memory (stale, the file changed): {figure}", "",
-                         "the figures are for an older version of this file"),
+            what = "settings" if last.probe.source_hash == probe.source_hash else "file"
+            return [lens(f"memory (stale, the {what} changed): {figure}", "",
+                         f"the figures are for other {what if what == 'settings' else 'text'}"),
                     lens("Measure memory", MEASURE)]
         return [lens("Measure memory", MEASURE,
                      f"shardlint memory {probe.function}: per-device memory at each device count")]
@@ -263,7 +265,8 @@ class MemoryLenses:
             self.refresh()
 
     def _refuse(self, message: str) -> dict:
-        self.session.show_messages([("warning", f"shardlint memory: {message}")])
+        self.server.window_show_message(types.ShowMessageParams(
+            type=types.MessageType.Warning, message=f"shardlint memory: {message}"))
         return {"ok": False, "failure": message}
 
     async def _measure(self, probe: Probe, plan: Plan, me: _Running) -> dict:
@@ -303,6 +306,8 @@ class MemoryLenses:
 
     def _store(self, m: Measurement) -> None:
         self.cache[(m.probe.key, m.probe.source_hash, m.plan_key)] = m
+        while len(self.cache) > _CACHED:
+            del self.cache[next(iter(self.cache))]
         self.latest[m.probe.key] = m
         if m.failure:
             self.server.window_show_message(types.ShowMessageParams(

@@ -149,6 +149,9 @@ def alive(pid: int) -> bool:
 async def test_no_lens_unless_enabled_and_trusted(start, project):
     root = project({"probes.py": PROBES})
     ed = await start(root, options(trusted=False))
+    provider = ed.result.capabilities
+    assert provider.code_lens_provider is not None
+    assert {MEASURE, CANCEL} <= set(provider.execute_command_provider.commands)
     uri = ed.open(root / "probes.py")
     assert await lenses(ed, uri) == []
     refused = await measure(ed, uri, "shardlint_probe_tiny")
@@ -294,3 +297,12 @@ async def test_server_answers_while_a_probe_runs_and_runs_cancel(start, project)
         await second
     await until(lambda: not alive(second_pid), 10)
     assert titles(await lenses(ed, uri), slow_line) == ["Measure memory"]
+
+    # So does the lens's own cancel command.
+    third = asyncio.ensure_future(measure(ed, uri, "shardlint_probe_slow"))
+    await until(lambda: len(runs(root)) == 3)
+    (cancel,) = [x.command for x in await lenses(ed, uri) if x.range.start.line == slow_line]
+    assert await ed.client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command=cancel.command, arguments=cancel.arguments)) == {"cancelled": True}
+    assert (await third)["cancelled"] is True
+    assert not alive(runs(root)[2])
