@@ -59,7 +59,12 @@ def shardlint_probe_broken():
 def shardlint_probe_slow():
     _ran()
     time.sleep(120)
+
+
+def measure_tiny():
+    return shardlint_probe_tiny()
 '''
+CONFIGURED = '[project]\nname = "t"\n[tool.shardlint.memory]\nprobes = ["probes.py:measure_tiny"]\n'
 OTHER = '''import jax
 from jax.sharding import Mesh
 
@@ -147,7 +152,7 @@ def alive(pid: int) -> bool:
 
 # ---- offered only when enabled and trusted --------------------------------------------------------------
 async def test_no_lens_unless_enabled_and_trusted(start, project):
-    root = project({"probes.py": PROBES})
+    root = project({"probes.py": PROBES}, CONFIGURED)
     ed = await start(root, options(trusted=False))
     provider = ed.result.capabilities
     assert provider.code_lens_provider is not None
@@ -163,6 +168,7 @@ async def test_no_lens_unless_enabled_and_trusted(start, project):
     found = await lenses(ed, uri)
     assert titles(found, line_of(PROBES, "def shardlint_probe_tiny")) == ["Measure memory"]
     assert titles(found, line_of(PROBES, "def shardlint_probe_broken")) == ["Measure memory"]
+    assert titles(found, line_of(PROBES, "def measure_tiny")) == ["Measure memory"]  # configured
     tiny = next(x for x in found
                 if x.range.start.line == line_of(PROBES, "def shardlint_probe_tiny"))
     assert tiny.command.command == MEASURE
