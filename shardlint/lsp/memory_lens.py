@@ -330,7 +330,11 @@ class MemoryLenses:
             return None
         cancelled = self.server.work_done_progress.tokens.get(token)
         if cancelled is not None:  # the client's cancel button (window/workDoneProgress/cancel)
-            cancelled.add_done_callback(lambda f: f.cancelled() and me.cancel.set())
+            def on_cancel(future) -> None:
+                if future.cancelled():
+                    me.cancel.set()
+
+            cancelled.add_done_callback(on_cancel)
         self.server.work_done_progress.begin(token, types.WorkDoneProgressBegin(
             title="shardlint memory", message=f"measuring {probe.function}", cancellable=True,
             percentage=0))

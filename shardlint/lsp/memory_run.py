@@ -131,8 +131,11 @@ def measure(probe: Probe, plan: Plan, progress: Callable[[int, str], None],
     options = WorkerOptions(python=plan.python, platform=s.platform, timeout=s.timeout,
                             memory_limit=s.memory_limit or default_memory_limit() // jobs,
                             cwd=plan.root)
-    runs = run_all([probe], s.devices, options,
-                   lambda _probe, devices, stage: progress(devices, stage), jobs, cancel)
+    def on_progress(_probe: Probe | None, devices: int, stage: str) -> None:
+        progress(devices, stage)
+
+    # run_all only calls its progress; any runner.Progress will do.
+    runs = run_all([probe], s.devices, options, on_progress, jobs, cancel)  # type: ignore[arg-type]
     report = build_report(runs, [probe], s.devices, platform=s.platform, hardware=s.hardware,
                           capacity=s.capacity, replicated_threshold=s.replicated_threshold,
                           root=plan.root)

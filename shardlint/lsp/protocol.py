@@ -49,7 +49,9 @@ class ShardlintProtocol(LanguageServerProtocol):
         yield from self._to_handler(types.NOTEBOOK_DOCUMENT_DID_CLOSE, params)
 
     @lsp_method(types.WORKSPACE_EXECUTE_COMMAND)
-    async def lsp_workspace__execute_command(self, params: types.ExecuteCommandParams):
+    async def lsp_workspace__execute_command(  # type: ignore[override]
+        self, params: types.ExecuteCommandParams
+    ):
         handler = self.fm.commands.get(params.command)
         if handler is None:
             raise JsonRpcInvalidParams.of(ValueError(f"no command {params.command!r}"))

@@ -312,3 +312,13 @@ async def test_server_answers_while_a_probe_runs_and_runs_cancel(start, project)
         command=cancel.command, arguments=cancel.arguments)) == {"cancelled": True}
     assert (await third)["cancelled"] is True
     assert not alive(runs(root)[2])
+
+    # And the progress's cancel button (window/workDoneProgress/cancel).
+    tokens = set(ed.client.progress_reports)
+    fourth = asyncio.ensure_future(measure(ed, uri, "shardlint_probe_slow"))
+    await until(lambda: len(runs(root)) == 4)
+    (token,) = set(ed.client.progress_reports) - tokens
+    ed.client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token))
+    assert (await fourth)["cancelled"] is True
+    assert not alive(runs(root)[3])
+    assert isinstance(ed.client.progress_reports[token][-1], types.WorkDoneProgressEnd)
