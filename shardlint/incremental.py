@@ -10,8 +10,9 @@ and the old statements after them, with their line numbers moved by the lines th
 
 Every doubt falls back to a full parse: no previous tree, ``\\r`` line breaks, a region that no
 longer parses alone (an unclosed bracket or string, a dedent or indent that joins it to a
-neighbour), or a ``from __future__`` import in it. A full parse is also the only way a syntax error is reported, so
-its message and position are exactly those of ``ast.parse``.
+neighbour), or a ``from __future__`` import in it. A full parse is also the only way a syntax
+error is reported, so its message and position are exactly those of ``ast.parse``. After an
+error the last version that parsed stays the base, so the edit that repairs it is incremental.
 
 The old tree's nodes are reused in the new tree (and moved in place when lines shift): callers
 must treat a tree handed out earlier as gone once they parse again.
@@ -111,9 +112,10 @@ class IncrementalParser:
         """The tree of ``text``; raises ``SyntaxError``/``ValueError`` as ``ast.parse`` does."""
         tree = self._incremental(text, filename)
         if tree is None:
-            self._text = self._tree = None  # a failing parse leaves nothing to build on
+            # On an error the last version that parsed stays the base for the next edit.
+            self.full, self.reparsed = True, 0
             tree = parse(text, filename)
-            self.full, self.reparsed = True, len(tree.body)
+            self.reparsed = len(tree.body)
         self._text, self._tree = text, tree
         self._starts = [_first_line(s) for s in tree.body]
         return tree
@@ -146,7 +148,10 @@ class IncrementalParser:
         try:
             part = parse(chunk, filename)
         except (SyntaxError, ValueError):
-            return None  # the full parse decides (and reports the error exactly)
+            # The full parse decides, and reports the error exactly: a region's own error can
+            # differ from the file's (CPython places "invalid syntax" at the furthest token its
+            # parser reached, which depends on the text around the region).
+            return None
         if start_line > 1:
             for stmt in part.body:
                 ast.increment_lineno(stmt, start_line - 1)
