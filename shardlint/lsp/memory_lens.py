@@ -144,8 +144,9 @@ class MemoryLenses:
         if last is not None and (last.headline or last.failure):
             figure = last.headline or f"failed: {last.failure}"
             what = "settings" if last.probe.source_hash == probe.source_hash else "file"
-            return [lens(f"memory (stale, the {what} changed): {figure}", "",
-                         f"the figures are for other {what if what == 'settings' else 'text'}"),
+            why = "measured with other settings" if what == "settings" else \
+                "measured before the file changed"
+            return [lens(f"memory (stale, the {what} changed): {figure}", "", why),
                     lens("Measure memory", MEASURE)]
         return [lens("Measure memory", MEASURE,
                      f"shardlint memory {probe.function}: per-device memory at each device count")]
