@@ -192,6 +192,10 @@ def _probe_section(report: MemoryReport, probe: ProbeReport, findings: list[dict
     return "\n".join(out)
 
 
+def _note(report: MemoryReport) -> str:
+    return f'<p class="note">{_e(report.static_note)}</p>' if report.static_note else ""
+
+
 def render_html(report: MemoryReport, findings: list[dict[str, Any]]) -> str:
     sections = "\n".join(_probe_section(report, p, findings) for p in report.probes)
     capacity = (
@@ -206,5 +210,6 @@ def render_html(report: MemoryReport, findings: list[dict[str, Any]]) -> str:
         f"{_e(', '.join(map(str, report.device_counts)))}{capacity}. Arguments, outputs and "
         "aliased bytes are exact on any backend; temporaries and the peak are estimates from the "
         "compiler that ran.</p>"
+        f"{_note(report)}"
         f"{sections}</body></html>\n"
     )

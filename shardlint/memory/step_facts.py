@@ -233,32 +233,50 @@ def _leaf(
     }
 
 
-def _is_box(x: Any) -> bool:
-    # Flax's nn.Partitioned / nn.LogicallyPartitioned, duck-typed: flax need not be installed.
-    return hasattr(x, "names") and hasattr(x, "value") and hasattr(x, "unbox")
+_NNX_KEYS = ("out_sharding", "sharding_names", "sharding")
+
+
+def _box_names(x: Any) -> tuple[list[str | None], str] | None:
+    """(names per dimension, kind) of a Flax box or NNX Variable, duck-typed (no flax import).
+
+    kind "logical" (nn.LogicallyPartitioned: mapped to mesh axes through axis rules), "mesh"
+    (nn.Partitioned: mesh axis names) or "nnx" (a Variable's sharding metadata: logical names
+    where axis rules are in context, mesh axis names otherwise).
+    """
+    if hasattr(x, "names") and hasattr(x, "value") and hasattr(x, "unbox"):
+        kind = "logical" if "Logical" in type(x).__name__ else "mesh"
+        return [n if isinstance(n, str) or n is None else str(n) for n in x.names], kind
+    get = getattr(x, "get_metadata", None)
+    if callable(get) and hasattr(x, "value"):
+        meta = get()
+        for key in _NNX_KEYS:
+            names = meta.get(key) if isinstance(meta, dict) else None
+            if isinstance(names, (tuple, list)) and all(
+                n is None or isinstance(n, str) for n in names
+            ):
+                return list(names), "nnx"
+    return None
 
 
 def partition_names(tree: Any, is_leaf: Callable[[Any], bool]) -> dict[str, dict[str, Any]]:
-    """keystr(path) of each leaf inside a Flax box -> the names the box gives its dimensions.
+    """keystr(path) of each leaf inside a Flax box or NNX Variable -> its dimensions' names.
 
-    kind "logical" (nn.LogicallyPartitioned: mapped to mesh axes through axis rules) or "mesh"
-    (nn.Partitioned: mesh axis names). The report ties a replicated leaf to a static finding
-    through these, e.g. an axis named here that has no rule (SHL201).
+    The report ties an unsharded leaf to a static finding through these, e.g. an axis named here
+    that has no rule (SHL201).
     """
     found: dict[str, dict[str, Any]] = {}
     try:
         boxes = jax.tree_util.tree_flatten_with_path(
-            tree, is_leaf=lambda x: _is_box(x) or is_leaf(x)
+            tree, is_leaf=lambda x: is_leaf(x) or _box_names(x) is not None
         )[0]
         for path, box in boxes:
-            if not _is_box(box):
+            named = _box_names(box)
+            if named is None:
                 continue
-            kind = "logical" if "Logical" in type(box).__name__ else "mesh"
-            names = [n if isinstance(n, str) or n is None else str(n) for n in box.names]
             for inner, _ in jax.tree_util.tree_flatten_with_path(box, is_leaf=is_leaf)[0]:
                 found[jax.tree_util.keystr(tuple(path) + tuple(inner))] = {
-                    "names": names,
-                    "kind": kind,
+                    "names": named[0],
+                    "kind": named[1],
                 }
     except Exception:  # noqa: BLE001 - metadata is a bonus; an odd box never breaks the report
         return {}

@@ -180,3 +180,36 @@ def test_check_memory_gives_related_locations(
     (replicated,) = [i for i in items if i["code"] == "SHL901"]
     assert {Path(r["path"]).name for r in replicated["related"]} == {"model.py"}
     assert all(r["message"].startswith("likely cause: SHL201") for r in replicated["related"])
+
+
+NNX_PROBE = """
+import jax
+from flax import nnx
+
+
+class Mlp(nnx.Module):
+    def __init__(self, rngs):
+        init = nnx.initializers.lecun_normal()
+        self.w = nnx.Param(init(rngs.params(), (1024, 2048)), sharding_names=("embed", "mlp"))
+
+
+def shardlint_probe_nnx():
+    mesh = jax.make_mesh((jax.device_count(),), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
+    with jax.set_mesh(mesh), nnx.logical_axis_rules((("embed", None), ("mlp", None))):
+        state = nnx.state(nnx.eval_shape(lambda: Mlp(nnx.Rngs(0))))
+        return jax.jit(lambda s: jax.tree.map(lambda a: a * 2, s)).lower(state)
+"""
+
+
+@pytest.mark.memory
+@needs_flax
+def test_nnx_variables_give_their_sharding_names(
+    shardlint_memory: Callable[..., CliResult], write_probe: Callable[[str, str], Path]
+) -> None:
+    write_probe("nnx_probe.py", NNX_PROBE)
+    result = shardlint_memory("nnx_probe.py", "--devices", "2", "--format", "json")
+    assert result.code == 0, result.err
+    run = result.json()["probes"][0]["runs"][0]
+    arg = next(leaf for leaf in run["leaves"] if leaf["role"] == "arg")
+    assert (arg["partition_names"], arg["partition_kind"]) == (["embed", "mlp"], "nnx")
+    assert arg["replicated"] and "reasons" not in arg  # the rules replicate it on purpose
