@@ -42,9 +42,14 @@ class Execution:
     def _traced_lambdas(self) -> list[tuple[int, int, int, int]]:
         """Spans of the lambdas handed to a JAX/Flax transform (``jax.jit(lambda: ...)``)."""
         out: list[tuple[int, int, int, int]] = []
+        lam = ast.Lambda
         for c in self.facts.calls:
-            args = [*c.node.args, *(k.value for k in c.node.keywords)]
-            if any(isinstance(a, ast.Lambda) for a in args) and self._is_transform(c.node):
+            n = c.node
+            if not (any(type(a) is lam for a in n.args)
+                    or any(type(k.value) is lam for k in n.keywords)):
+                continue
+            args = [*n.args, *(k.value for k in n.keywords)]
+            if self._is_transform(n):
                 out.extend(_span(a) for a in args if isinstance(a, ast.Lambda))
         return out
 
@@ -68,25 +73,42 @@ class Execution:
         q = self.facts.qualify(node)
         return q is not None and q.split(".", 1)[0] in PACKAGES and q not in _EAGER_HIGHER_ORDER
 
+    @cached_property
+    def _handed(self) -> dict[str, list[CallSite]]:
+        """Calls by the names of the functions they are handed (``f`` or ``self.f`` arguments):
+        only these can hand a function of this file to a transform."""
+        out: dict[str, list[CallSite]] = {}
+        for c in self.facts.calls:
+            n = c.node
+            for a in [*n.args, *(k.value for k in n.keywords)] if n.keywords else n.args:
+                tp = type(a)
+                if tp is ast.Name:
+                    out.setdefault(a.id, []).append(c)  # type: ignore[attr-defined]
+                elif tp is ast.Attribute and type(a.value) is ast.Name:  # type: ignore[attr-defined]
+                    out.setdefault(a.attr, []).append(c)  # type: ignore[attr-defined]
+        return out
+
     def _traced_functions(self) -> set[Scope]:
         f = self.facts
         traced: set[Scope] = set()
         for site in f.jit_sites:
             if site.function is not None:
                 traced.add(site.function)
-        for c in f.calls:
-            if not self._is_transform(c.node):
-                continue
-            for a in [*c.node.args, *(k.value for k in c.node.keywords)]:
-                target = self.function_named(a, c.scope)
-                if target is not None:
-                    traced.add(target)
+        handed = self._handed
         for s in f.scopes.values():
-            if s.kind == "function" and s.decorators:
-                for d in s.decorators:
-                    if (self._is_transform(d) if isinstance(d, ast.Call) else
-                            isinstance(d, (ast.Name, ast.Attribute)) and self._qualifies_to_package(d)):
+            if s.kind != "function":
+                continue
+            for c in handed.get(s.name, ()):
+                if s in traced or not self._is_transform(c.node):
+                    continue
+                for a in [*c.node.args, *(k.value for k in c.node.keywords)]:
+                    if self.function_named(a, c.scope) is s:
                         traced.add(s)
+                        break
+            for d in s.decorators:
+                if (self._is_transform(d) if isinstance(d, ast.Call) else
+                        isinstance(d, (ast.Name, ast.Attribute)) and self._qualifies_to_package(d)):
+                    traced.add(s)
         # Nested functions of traced functions are traced too.
         changed = True
         while changed:

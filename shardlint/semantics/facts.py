@@ -7,8 +7,8 @@ Built by one pass over the ``ast`` (``semantics.visitor``). Rules query these re
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from shardlint.semantics import api
 from shardlint.semantics.names import ImportMap, literal, string_tuple

@@ -14,6 +14,7 @@ from shardlint.semantics import api
 from shardlint.semantics.api import Role
 from shardlint.semantics.facts import CallSite, FileFacts, Scope
 from shardlint.semantics.partitioning import NNX_SHARDING_KWARGS, deref, symbol_ref
+from shardlint.semantics.walk import nodes as walk_nodes
 
 _MAX_UNWRAP = 8
 
@@ -165,7 +166,7 @@ def annotation_calls(facts: FileFacts, node: ast.Call, scope: Scope) -> list[Cal
     out: list[CallSite] = []
     for a in [*node.args, *(kw.value for kw in node.keywords)]:
         value, _ = deref(facts, a, scope)
-        for n in ast.walk(value) if value is not None else ():
+        for n in walk_nodes(value) if value is not None else ():
             c = facts.call_at(n) if isinstance(n, ast.Call) else None
             if c is not None and is_nnx_annotation(c):
                 out.append(c)

@@ -13,7 +13,7 @@ import ast
 from shardlint.semantics.api import Role
 from shardlint.semantics.facts import FileFacts, Scope
 from shardlint.semantics.names import dotted
-from shardlint.semantics.project import project_cached, LINEN_MODULE, NNX_MODULE, ProjectIndex
+from shardlint.semantics.project import LINEN_MODULE, NNX_MODULE, ProjectIndex, project_cached
 
 TRAIN_STATE = "flax.training.train_state.TrainState"
 # flax.linen classes that are not layers.

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 from shardlint.semantics.api import Role
 from shardlint.semantics.facts import FileFacts, MeshBinding, Scope
-from shardlint.semantics.project import project_cached, ProjectIndex
+from shardlint.semantics.project import ProjectIndex, project_cached
 from shardlint.semantics.summary import _Summariser
 from shardlint.semantics.visitor import Opaque
+from shardlint.semantics.walk import nodes as walk_nodes
 
 # Initializer wrappers and boxes whose variables carry partition names: a lifted transform
 # that stacks them must be told the name of the new axis.
@@ -170,7 +171,7 @@ def paired_meshes(facts: FileFacts) -> dict[ast.Call, list[tuple[ast.expr, Scope
             continue
         for a in [*c.node.args, *(kw.value for kw in c.node.keywords if kw.arg != "mesh")]:
             value, _ = deref(facts, a, c.scope)
-            for n in ast.walk(value) if value is not None else ():
+            for n in walk_nodes(value) if value is not None else ():
                 if isinstance(n, ast.Call) and is_partition_spec(facts, n):
                     out.setdefault(n, []).append((mesh, c.scope))
     return out
@@ -189,7 +190,7 @@ def logical_specs(facts: FileFacts) -> set[ast.Call]:
             continue
         for a in [*c.node.args, *(kw.value for kw in c.node.keywords)]:
             value, _ = deref(facts, a, c.scope)
-            for n in ast.walk(value) if value is not None else ():
+            for n in walk_nodes(value) if value is not None else ():
                 if isinstance(n, ast.Call) and is_partition_spec(facts, n):
                     out.add(n)
     return out

@@ -20,6 +20,7 @@ from shardlint.semantics.facts import MESH, RULES, CallSite, FileFacts, Scope
 from shardlint.semantics.jitted import exported_jitted
 from shardlint.semantics.meshes import axis_kind
 from shardlint.semantics.names import dotted
+from shardlint.semantics.walk import nodes as walk_nodes
 
 # Bump when what a summary records changes: cached summaries of another format are dropped.
 FORMAT = 5
@@ -235,7 +236,7 @@ class _Summariser:
             v = values[0]
             if isinstance(v, (ast.Call, ast.Name, ast.Attribute)):
                 refs = []
-                for n in ast.walk(v):
+                for n in walk_nodes(v):
                     if isinstance(n, (ast.Name, ast.Attribute)):
                         r = self.ref(n, f.module_scope)
                         if r and r != f"{f.module}:{name}":

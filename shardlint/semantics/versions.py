@@ -40,7 +40,7 @@ class Versions:
         return not self.at_least(package, version)
 
 
-_PIN = re.compile(r"^\s*(jax|flax)\s*(?:\[[^\]]*\])?\s*(==|~=|===)\s*([0-9][0-9A-Za-z.\-+]*)", re.M)
+_PIN = re.compile(r"^\s*(jax|flax)\s*(?:\[[^\]]*\])?\s*(==|~=|===)\s*([0-9][0-9A-Za-z.\-+]*)", re.MULTILINE)
 
 
 def _pins(root: Path) -> dict[str, str]:

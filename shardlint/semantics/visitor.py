@@ -18,7 +18,13 @@ from shardlint.semantics.facts import (
     Scope,
     WithItem,
 )
-from shardlint.semantics.names import STAR_CONVENTIONS, ImportMap, dotted, literal_or_unknown, is_unknown
+from shardlint.semantics.names import (
+    STAR_CONVENTIONS,
+    ImportMap,
+    dotted,
+    is_unknown,
+    literal_or_unknown,
+)
 
 
 class Opaque(ast.expr):

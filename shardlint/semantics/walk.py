@@ -1,0 +1,40 @@
+"""A faster ``ast.walk`` for the analyses that run on every keystroke.
+
+``ast.walk`` goes through ``iter_child_nodes``/``iter_fields`` generators for every node and also
+yields the shared ``Load``/``Store``/operator singletons. This walk reads each node type's child
+fields once, skips those singletons, and returns a list in the same breadth-first order.
+"""
+
+from __future__ import annotations
+
+import ast
+
+_LEAF_FIELDS = ("ctx", "op", "ops")  # always the shared singletons: no code below them
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def nodes(root: ast.AST) -> list[ast.AST]:
+    """``root`` and every node below it that can hold code, breadth first (as ``ast.walk``)."""
+    out: list[ast.AST] = [root]
+    add, AST, fields_of = out.append, ast.AST, _FIELDS
+    i = 0
+    while i < len(out):
+        node = out[i]
+        i += 1
+        tp = type(node)
+        fields = fields_of.get(tp)
+        if fields is None:
+            fields = fields_of[tp] = tuple(f for f in tp._fields if f not in _LEAF_FIELDS)
+        for name in fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                for child in value:
+                    if isinstance(child, AST):
+                        add(child)
+            elif isinstance(value, AST):
+                add(value)
+    return out
+
+
+def calls(root: ast.AST) -> list[ast.Call]:
+    return [n for n in nodes(root) if type(n) is ast.Call]
