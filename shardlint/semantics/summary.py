@@ -192,7 +192,7 @@ class _Summariser:
                 if owner.kind == "module" and len(values) == 1:
                     return f"{self.f.module}:{parts[0]}"
             return None
-        q = self.f.imports.qualify(node)
+        q = self.f.imports.qualify_parts(parts)
         return f"ext:{q}" if q and q.split(".", 1)[0] not in _EXTERNAL else None
 
     def ref_name(self, name: str, scope: Scope, node: ast.expr | None = None) -> str | None:
@@ -296,6 +296,7 @@ class _Summariser:
                 if r is not None:
                     self.out.calls.append(CallEdge(c.scope.qualname, r, MESH | RULES,
                                                    a.lineno, a.col_offset))
+        target = None
         if c.api is None:
             target = self.ref(func, c.scope)
             if target is not None:
@@ -316,7 +317,7 @@ class _Summariser:
             if model is not None:
                 self._entry(model, "apply" if func.attr == "apply" else "init", c, c.node)
         elif c.api is None:
-            target = self.ref(func, c.scope)
+            # `target`: the callee's reference, from above.
             # NNX modules are classes: a local ClassDef, or an imported CapWords name.
             # A module handed a mesh (`Transformer(config, mesh, rngs=...)`) partitions with it
             # and needs no context mesh.
