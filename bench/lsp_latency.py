@@ -226,7 +226,7 @@ def engine_alone(root: Path, text: str, n: int) -> list[float]:
     path = root / "model.py"
     analyzer.lint(path, text)
     lines = text.split("\n")
-    middle = len(lines) // 2
+    middle = len(text.splitlines()) // 2  # the line the editor edits (see edits())
     out = []
     for i in range(n):
         edited = lines[:middle] + [("#" if i % 2 == 0 else "") + lines[middle]] + lines[middle + 1:]
