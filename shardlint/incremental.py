@@ -84,10 +84,10 @@ def _shift(nodes: list[ast.stmt], delta: int) -> None:
         if fields is None:
             fields = _CHILD_FIELDS[tp] = tuple(f for f in tp._fields if f not in _NO_CHILDREN)
         if "lineno" in tp._attributes:
-            node.lineno += delta
+            node.lineno += delta  # type: ignore[attr-defined]
             end = getattr(node, "end_lineno", None)
             if end is not None:
-                node.end_lineno = end + delta
+                node.end_lineno = end + delta  # type: ignore[attr-defined]
         for name in fields:
             value = getattr(node, name, None)
             if type(value) is list:

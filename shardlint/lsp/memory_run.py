@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shardlint.lsp.settings import MemoryClientSettings
-from shardlint.memory.cli import _interpreter, run_all
 from shardlint.memory.findings import report_findings
 from shardlint.memory.probes import PREFIX, Probe, function_in_source, probes_in_source
+from shardlint.memory.reasons import attach_reasons
 from shardlint.memory.render_text import render_text
 from shardlint.memory.report import MemoryReport, ProbeReport, build_report
-from shardlint.memory.runner import WorkerOptions
+from shardlint.memory.runner import WorkerOptions, interpreter, run_all
 from shardlint.memory.settings import MemorySettings, default_memory_limit, load_settings
 from shardlint.memory.units import format_bytes
 
@@ -61,7 +61,7 @@ def plan_for(path: Path, client: MemoryClientSettings) -> Plan:
     if client.capacity is not None:
         changes.update(capacity=client.capacity, hardware=client.hardware)
     settings = dataclasses.replace(loaded, **changes)  # type: ignore[arg-type]
-    python = _interpreter(client.python or settings.python, root)
+    python = interpreter(client.python or settings.python, root)
     return Plan(settings, python, root)
 
 
@@ -134,11 +134,12 @@ def measure(probe: Probe, plan: Plan, progress: Callable[[int, str], None],
     def on_progress(_probe: Probe | None, devices: int, stage: str) -> None:
         progress(devices, stage)
 
-    # run_all only calls its progress; any runner.Progress will do.
-    runs = run_all([probe], s.devices, options, on_progress, jobs, cancel)  # type: ignore[arg-type]
+    runs = run_all([probe], s.devices, options, on_progress, jobs, cancel)
     report = build_report(runs, [probe], s.devices, platform=s.platform, hardware=s.hardware,
                           capacity=s.capacity, replicated_threshold=s.replicated_threshold,
                           root=plan.root)
+    # The static finding that likely explains each unsharded leaf, as `shardlint memory` shows.
+    report.static_note = attach_reasons(report)
     detail = render_text(report, report_findings(report))
     (probe_report,) = report.probes
     out = Measurement(probe, plan.key, detail=detail, target=jitted_target(probe))

@@ -14,7 +14,6 @@ import shutil
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TextIO
 
@@ -24,7 +23,7 @@ from shardlint.memory.hardware import ACCELERATORS, find_accelerator
 from shardlint.memory.probes import Probe, discover, resolve
 from shardlint.memory.reasons import attach_reasons
 from shardlint.memory.report import build_report
-from shardlint.memory.runner import Cancelled, ProbeRun, WorkerOptions, run_probes
+from shardlint.memory.runner import Cancelled, WorkerOptions, interpreter, run_all
 from shardlint.memory.settings import (
     MemorySettings,
     default_memory_limit,
@@ -132,20 +131,6 @@ def merge(settings: MemorySettings, args: argparse.Namespace) -> MemorySettings:
     return dataclasses.replace(settings, **changes)  # type: ignore[arg-type]
 
 
-def _interpreter(python: str | None, base: Path) -> str:
-    if not python:
-        return sys.executable
-    if os.sep in python or (os.altsep and os.altsep in python):
-        path = Path(python) if Path(python).is_absolute() else base / python
-        if not path.exists():
-            raise UsageError(f"--python: no interpreter at {path}")
-        return str(path)
-    found = shutil.which(python)
-    if found is None:
-        raise UsageError(f"--python: {python} is not on PATH")
-    return found
-
-
 class ProgressLine:
     """One updating line on a terminal; one line per finished probe otherwise (CI logs)."""
 
@@ -175,29 +160,6 @@ class ProgressLine:
             self.stream.flush()
 
 
-def run_all(
-    probes: list[Probe],
-    counts: tuple[int, ...],
-    options: WorkerOptions,
-    progress: ProgressLine,
-    jobs: int,
-    cancel: threading.Event,
-) -> list[ProbeRun]:
-    """Each device count in its own worker; `jobs` of them at a time."""
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = [pool.submit(run_probes, probes, n, options, progress, cancel) for n in counts]
-        try:
-            while not all(f.done() for f in futures):
-                time.sleep(0.05)
-        except KeyboardInterrupt:
-            cancel.set()
-            raise
-        runs: list[ProbeRun] = []
-        for future in futures:
-            runs.extend(future.result())
-    return runs
-
-
 def _list_hardware() -> int:
     for acc in ACCELERATORS:
         print(f"{acc.name:14s} {format_bytes(acc.bytes_per_device):>11s} per device  {acc.note}")
@@ -225,7 +187,7 @@ def _run(args: argparse.Namespace) -> int:
         )
         return 0 if not args.probes else 2
     python = (
-        _interpreter(args.python, cwd) if args.python else _interpreter(settings.python, project)
+        interpreter(args.python, cwd) if args.python else interpreter(settings.python, project)
     )
     counts = settings.devices
     # Workers compile with several threads each: half the cores, at most 4 workers at a time.

@@ -8,16 +8,20 @@ its worker killed (the whole process group) and the remaining probes continue in
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shardlint.errors import UsageError
 from shardlint.memory.probes import Probe
 from shardlint.memory.process import HAS_PROC, describe_exit, kill, rss, worker_env
 from shardlint.memory.units import format_bytes
@@ -336,3 +340,42 @@ def run_probes(
             if key not in from_worker:
                 progress(run.probe, devices, "failed")
     return [runs[p.key] for p in probes if p.key in runs]
+
+
+def interpreter(python: str | None, base: Path) -> str:
+    """The interpreter a probe runs in: ``python`` (a path, relative to ``base``, or a name on
+    PATH), else this one."""
+    if not python:
+        return sys.executable
+    if os.sep in python or (os.altsep and os.altsep in python):
+        path = Path(python) if Path(python).is_absolute() else base / python
+        if not path.exists():
+            raise UsageError(f"--python: no interpreter at {path}")
+        return str(path)
+    found = shutil.which(python)
+    if found is None:
+        raise UsageError(f"--python: {python} is not on PATH")
+    return found
+
+
+def run_all(
+    probes: list[Probe],
+    counts: tuple[int, ...],
+    options: WorkerOptions,
+    progress: Progress,
+    jobs: int,
+    cancel: threading.Event,
+) -> list[ProbeRun]:
+    """Each device count in its own worker; `jobs` of them at a time."""
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = [pool.submit(run_probes, probes, n, options, progress, cancel) for n in counts]
+        try:
+            while not all(f.done() for f in futures):
+                time.sleep(0.05)
+        except KeyboardInterrupt:
+            cancel.set()
+            raise
+        runs: list[ProbeRun] = []
+        for future in futures:
+            runs.extend(future.result())
+    return runs
