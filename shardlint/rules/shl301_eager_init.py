@@ -209,14 +209,14 @@ layer = build(jax.make_mesh((8,), ("data",)))
         for c in self.facts.calls:
             func = c.node.func
             linen = isinstance(func, ast.Attribute) and func.attr in INIT_METHODS
-            # NNX: only constructors handed `rngs` create parameters (cheap test first).
+            # NNX: only constructors handed `rngs` create parameters (cheap tests first).
             nnx = not linen and c.api is None and isinstance(func, (ast.Name, ast.Attribute)) \
-                and bool(c.node.args or c.node.keywords) and self._creates_parameters(c)
+                and bool(c.node.args or c.node.keywords)
             if not (linen or nnx):
                 continue
             if execution is None:
                 execution = execution_of(self.facts)
-            if not execution.runs_eagerly(c):
+            if not execution.runs_eagerly(c) or (nnx and not self._creates_parameters(c)):
                 continue
             if isinstance(func, ast.Attribute) and func.attr in INIT_METHODS:
                 cls = linen_instance(self.facts, self.project, func.value, c.scope)

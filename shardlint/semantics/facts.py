@@ -175,6 +175,7 @@ class FileFacts:
     # Analyses derived from these facts, computed once per file for all rules that need them.
     derived: dict[str, object] = field(default_factory=dict, repr=False)
     complete: bool = False  # set when the pass is over: derived caches are safe from then on
+    _qualified: dict[ast.AST, str | None] = field(default_factory=dict, repr=False)
 
     # ---- queries rules use -------------------------------------------------------------------
     def calls_with_role(self, *roles: api.Role) -> Iterator[CallSite]:
@@ -187,13 +188,21 @@ class FileFacts:
         return self._call_index.get(node)
 
     def resolve(self, node: ast.expr | None) -> api.Api | None:
-        if node is None:
-            return None
-        q = self.imports.qualify(node)
+        q = self.qualify(node)
         return api.lookup(q) if q else None
 
     def qualify(self, node: ast.expr | None) -> str | None:
-        return self.imports.qualify(node) if node is not None else None
+        """The dotted name ``node`` refers to through the file's imports; remembered per node
+        once the pass is over (rules ask again for the same callees)."""
+        if node is None:
+            return None
+        if not self.complete:
+            return self.imports.qualify(node)
+        memo = self._qualified
+        if node in memo:
+            return memo[node]
+        q = memo[node] = self.imports.qualify(node)
+        return q
 
     def module_constants(self) -> dict[str, ast.expr]:
         return {k: v[-1] for k, v in self.module_scope.bindings.items() if len(v) == 1}
