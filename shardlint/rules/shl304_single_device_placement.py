@@ -21,6 +21,7 @@ from shardlint.semantics.placement import (
     model_state,
     single_device,
 )
+from shardlint.semantics.transfers import loop_transfers
 
 THRESHOLD = 64 * MIB
 DEVICE_PUT = "jax.device_put"
@@ -126,6 +127,23 @@ zeros = jnp.zeros((32768, 4096), out_sharding=P("data"))                  # Expl
             step = jax.jit(lambda t: t.sum(), in_shardings=NamedSharding(mesh, P("data")))
             total = step(np.ones((65536, 1024), np.float32))   # NumPy goes straight into the shards
         """, title="a host array handed to a jit with in_shardings"),
+        example("""
+            import jax
+            import jax.numpy as jnp
+            import numpy as np
+
+            mesh = jax.make_mesh((8,), ("data",))
+            step = jax.jit(lambda s, x: s + x.sum())
+
+            def train(state, n):
+                for _ in range(n):
+                    x = jnp.asarray(np.zeros((8192, 4096), np.float32))   # SHL305's: fed to the step
+                    state = step(state, x)
+                return state
+
+            if __name__ == "__main__":
+                train(0.0, 10)
+        """, title="a conversion in a loop that feeds a jitted step (SHL305 reports it)"),
     ]
     INVALID = [
         example("""
@@ -181,9 +199,10 @@ zeros = jnp.zeros((32768, 4096), out_sharding=P("data"))                  # Expl
         if not candidates or not project_uses_mesh(self.project):
             return
         execution = execution_of(self.facts)
+        in_loops = {t.convert.node for t in loop_transfers(self.facts, self.project)}
         for c in candidates:
-            if not execution.runs_eagerly(c):
-                continue
+            if not execution.runs_eagerly(c) or c.node in in_loops:
+                continue  # a conversion feeding a jitted step in a loop is SHL305's
             msg = self._device_put(c) if c.api.name == DEVICE_PUT else self._jnp(c)  # type: ignore[union-attr]
             if msg is not None:
                 yield self.finding(c.node, msg)

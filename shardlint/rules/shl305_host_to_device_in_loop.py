@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from shardlint.rules.base import Rule, example, register
+from shardlint.semantics.mesh_context import lexical_contexts
 from shardlint.semantics.models import project_uses_mesh
-from shardlint.semantics.transfers import loop_transfers
+from shardlint.semantics.transfers import ARRAY_CONVERTERS, loop_transfers
 
 
 @register
@@ -36,7 +37,11 @@ second transfer, and device 0 briefly holds the entire global batch -- on a GPU 
 to GPU 0 followed by a device-to-device scatter. Measured on CPU with 8 simulated devices:
 6.0 ms per step with `jnp.asarray(batch)`, 5.0 ms with `jax.device_put(batch, sharding)` and
 4.1 ms passing the NumPy batch straight to the jit with `in_shardings`. (A *committed*
-single-device array with a different `in_shardings` is a loud `ValueError` instead.)
+single-device array with a different `in_shardings` is a loud `ValueError` instead.) Under
+`jax.set_mesh(mesh)` the conversion is worse: `jnp.asarray(batch)` is committed *replicated*
+over the mesh (measured, jax 0.12: `NamedSharding(mesh, P())` on every device), so each step
+copies the whole batch to every device and the step receives it unsplit. SHL304 leaves these
+sites to this rule, so a large batch converted in a loop is reported once.
 """
     use_instead = """
 ```python
@@ -196,6 +201,21 @@ for batch in loader:
                     return state
             """,
         }, title="the jitted step is imported from another file"),
+        example("""
+            import jax
+            import jax.numpy as jnp
+
+            @jax.jit
+            def train_step(state, batch):
+                return state + batch.mean()
+
+            def train(state, loader):
+                mesh = jax.make_mesh((8,), ("data",))
+                with jax.set_mesh(mesh):
+                    for batch in loader:
+                        state = train_step(state, jnp.asarray(batch))  # expect: SHL305
+                return state
+        """, title="under jax.set_mesh: a full copy on every device, every step"),
     ]
 
     @classmethod
@@ -213,10 +233,19 @@ for batch in loader:
             if len(conv) > 48:
                 conv = conv[:45] + "..."
             via = f" (as `{t.via}`)" if t.via else ""
+            c = t.convert
+            replicated = c.api is not None and c.api.name in ARRAY_CONVERTERS \
+                and "mesh" in lexical_contexts(self.facts, c.node, c.scope)
+            if replicated:  # measured: under jax.set_mesh, jnp.asarray gives P() on the mesh
+                what = (f"`{conv}` copies the whole value to every device on every iteration "
+                        f"(`jax.set_mesh` replicates it); `{t.callee}`{via} gets it replicated, "
+                        f"not split across the mesh")
+            else:
+                what = (f"`{conv}` copies the whole value to one device, unsharded, on every "
+                        f"iteration; `{t.callee}`{via} then has to reshard it across the mesh: a "
+                        f"second transfer per step and the full batch on device 0")
             yield self.finding(
-                t.convert.node,
-                f"`{conv}` copies the whole value to one device, unsharded, on every iteration; "
-                f"`{t.callee}`{via} then has to reshard it across the mesh: a second transfer "
-                f"per step and the full batch on device 0; use `jax.device_put(x, sharding)` "
-                f"or pass the NumPy array straight to a jit with `in_shardings`",
+                c.node,
+                f"{what}; use `jax.device_put(x, sharding)` or pass the NumPy array straight to "
+                f"a jit with `in_shardings`",
                 related=[self.related(t.jit_call, "fed to this jitted call")])

@@ -175,6 +175,15 @@ def _within(loop: ast.AST, node: ast.AST) -> bool:
 
 
 def loop_transfers(facts: FileFacts, project: ProjectIndex) -> list[LoopTransfer]:
+    """Unsharded conversions in eager loops that feed a jitted call of the same loop (SHL305;
+    SHL304 leaves these sites to it). Computed once per file."""
+    found = facts.derived.get("loop_transfers")
+    if found is None:
+        found = facts.derived["loop_transfers"] = _loop_transfers(facts, project)
+    return found  # type: ignore[return-value]
+
+
+def _loop_transfers(facts: FileFacts, project: ProjectIndex) -> list[LoopTransfer]:
     candidates = [(c, v) for c in facts.calls if c.in_loop is not None and c.qualified is not None
                   and (v := _conversion(facts, c)) is not None]
     if not candidates:
