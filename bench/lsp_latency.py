@@ -1,6 +1,6 @@
 """Language server latency, driven over stdio like an editor.
 
-    python bench/lsp_latency.py [--edits 60] [--files 300]
+    python bench/lsp_latency.py [--edits 60] [--files 300] [--lines 2000]
 
 1. Opens a generated 2,000-line Flax model file and types into it: p50/p95 milliseconds from a
    ``didChange`` to the ``publishDiagnostics`` for that version (push, debounce set to 0 so it is
@@ -252,10 +252,11 @@ async def main() -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--edits", type=int, default=60)
     parser.add_argument("--files", type=int, default=300)
+    parser.add_argument("--lines", type=int, default=2000, help="length of the edited model file")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="shardlint-lsp-bench-") as tmp:
         root = Path(tmp) / "model"
-        text = model_file(2000)
+        text = model_file(args.lines)
         write(root, {"pyproject.toml": "[project]\nname = 'bench'\n", "model.py": text})
         print(f"didChange -> diagnostics, {len(text.splitlines())}-line model file, "
               f"{args.edits} edits, debounce excluded")
