@@ -11,7 +11,8 @@
 - Hover over the probe's name: the full table.
 
 Results are cached by the probe file's text and the settings, so an unchanged probe shows its
-figure again without running.
+figure again without running; a change in a project file the probe reaches (its model, its step:
+``memory.reach``), saved or not, makes the figure stale.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from shardlint.lsp.memory_run import (
     normalise,
     plan_for,
     probes_of,
+    text_hash,
     top_level_def,
 )
 from shardlint.lsp.settings import MemoryClientSettings
@@ -68,6 +70,7 @@ class MemoryLenses:
         self.running: dict[str, _Running] = {}
         self.closed = False
         self._tokens = itertools.count(1)
+        self._hashes: dict[Path, tuple[tuple[int, int], str]] = {}  # file -> (mtime, size), hash
 
     @property
     def session(self):
@@ -143,18 +146,60 @@ class MemoryLenses:
         last = self.latest.get(probe.key)
         if last is not None and (last.headline or last.failure):
             figure = last.headline or f"failed: {last.failure}"
-            what = "settings" if last.probe.source_hash == probe.source_hash else "file"
-            why = "measured with other settings" if what == "settings" else \
-                "measured before the file changed"
-            return [lens(f"memory (stale, the {what} changed): {figure}", "", why),
+            changed = self._changed_import(last)
+            if last.probe.source_hash != probe.source_hash:
+                what, why = "the file", "measured before the file changed"
+            elif changed is not None:
+                what, why = f"`{changed.name}`", f"measured before {changed} changed"
+            else:
+                what, why = "the settings", "measured with other settings"
+            return [lens(f"memory (stale, {what} changed): {figure}", "", why),
                     lens("Measure memory", MEASURE)]
         return [lens("Measure memory", MEASURE,
                      f"shardlint memory {probe.function}: per-device memory at each device count")]
 
     def _cached(self, probe: Probe, plan: Plan | None) -> Measurement | None:
+        """The measurement that still holds: same probe source, settings and imported files."""
         if plan is None:
             return None
-        return self.cache.get((probe.key, probe.source_hash, plan.key))
+        m = self.cache.get((probe.key, probe.source_hash, plan.key))
+        return m if m is not None and self._changed_import(m) is None else None
+
+    def _changed_import(self, m: Measurement) -> Path | None:
+        """The first file the probe reaches (its model, its step) whose text is no longer the
+        one measured: the editor's unsaved text counts, as it does for the probe's own file."""
+        open_docs = {d.path.resolve(): d.text for d in self.session.store.docs.values()
+                     if d.path is not None and d.notebook is None}
+        for path, digest in m.imports.items():
+            text = open_docs.get(path)
+            current = text_hash(text) if text is not None else self._disk_hash(path)
+            if current != digest:
+                return path
+        return None
+
+    def _disk_hash(self, path: Path) -> str:
+        try:
+            st = path.stat()
+        except OSError:
+            return ""
+        stamp = (st.st_mtime_ns, st.st_size)
+        known = self._hashes.get(path)
+        if known is not None and known[0] == stamp:
+            return known[1]
+        try:
+            digest = text_hash(path.read_bytes().decode("utf-8"))
+        except (OSError, UnicodeDecodeError):
+            digest = ""
+        self._hashes[path] = (stamp, digest)
+        return digest
+
+    def _current(self, m: Measurement) -> bool:
+        """Whether a measurement still describes the code: its probe file and imports unchanged."""
+        doc = next((d for d in self.session.store.docs.values()
+                    if d.path is not None and d.path.resolve() == m.probe.path), None)
+        text_now = doc.text if doc is not None else None
+        probe_hash = text_hash(text_now) if text_now is not None else self._disk_hash(m.probe.path)
+        return probe_hash == m.probe.source_hash and self._changed_import(m) is None
 
     def _target_lenses(self, text: str, path: Path) -> list[types.CodeLens]:
         lenses = []
@@ -165,8 +210,9 @@ class MemoryLenses:
             if node is None:
                 continue
             at = types.Range(types.Position(node.lineno - 1, 0), types.Position(node.lineno - 1, 0))
+            stale = "" if self._current(m) else "memory (stale, the code changed): "
             lenses.append(types.CodeLens(at, types.Command(
-                title=f"{m.headline} ({m.probe.function})", command="",
+                title=f"{stale}{m.headline} ({m.probe.function})", command="",
                 tooltip=f"measured by {m.probe.path.name}:{m.probe.function}")))
         return lenses
 

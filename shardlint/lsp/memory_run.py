@@ -20,6 +20,7 @@ from pathlib import Path
 from shardlint.lsp.settings import MemoryClientSettings
 from shardlint.memory.findings import report_findings
 from shardlint.memory.probes import PREFIX, Probe, function_in_source, probes_in_source
+from shardlint.memory.reach import probe_reach
 from shardlint.memory.reasons import attach_reasons
 from shardlint.memory.render_text import render_text
 from shardlint.memory.report import MemoryReport, ProbeReport, build_report
@@ -109,10 +110,36 @@ class Measurement:
     peak: int | None = None  # bytes per device at `devices`
     devices: int | None = None
     target: tuple[Path, str] | None = None  # where the jitted function is defined
+    # The project files the probe reaches besides its own (its model, its step), by the hash of
+    # their text when it was measured: a change in any of them makes the figure stale.
+    imports: dict[Path, str] = dataclasses.field(default_factory=dict)
 
     def summary(self) -> dict:
         return {"probe": self.probe.function, "ok": self.failure is None, "headline": self.headline,
                 "failure": self.failure, "peak": self.peak, "devices": self.devices}
+
+
+def text_hash(text: str) -> str:
+    """The hash probes use for their file (``Probe.source_hash``), of any file's text."""
+    return hashlib.sha256(normalise(text).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def reached_files(probe: Probe, root: Path) -> dict[Path, str]:
+    """The project files the probe's call can run code of, other than its own, with the hash of
+    their text on disk (what the worker imports)."""
+    out: dict[Path, str] = {}
+    try:
+        files = probe_reach(probe.path, probe.function, root).files
+    except (OSError, SyntaxError, ValueError, RecursionError):
+        return out
+    for file in files:
+        if file.resolve() == probe.path:
+            continue
+        try:
+            out[file.resolve()] = text_hash(file.read_bytes().decode("utf-8"))
+        except (OSError, UnicodeDecodeError):
+            out[file.resolve()] = ""
+    return out
 
 
 def failed(probe: Probe, plan_key: str, message: str, detail: str = "") -> Measurement:
@@ -134,6 +161,7 @@ def measure(probe: Probe, plan: Plan, progress: Callable[[int, str], None],
     def on_progress(_probe: Probe | None, devices: int, stage: str) -> None:
         progress(devices, stage)
 
+    imports = reached_files(probe, plan.root)  # before the run: what the worker will import
     runs = run_all([probe], s.devices, options, on_progress, jobs, cancel)
     report = build_report(runs, [probe], s.devices, platform=s.platform, hardware=s.hardware,
                           capacity=s.capacity, replicated_threshold=s.replicated_threshold,
@@ -142,7 +170,8 @@ def measure(probe: Probe, plan: Plan, progress: Callable[[int, str], None],
     report.static_note = attach_reasons(report)
     detail = render_text(report, report_findings(report))
     (probe_report,) = report.probes
-    out = Measurement(probe, plan.key, detail=detail, target=jitted_target(probe))
+    out = Measurement(probe, plan.key, detail=detail, target=jitted_target(probe),
+                      imports=imports)
     errors = [r.error for r in probe_report.runs if r.error is not None]
     if errors:
         out.failure = f"{errors[0].kind}: {errors[0].message.strip().splitlines()[0]}"

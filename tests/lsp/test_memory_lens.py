@@ -248,6 +248,51 @@ async def test_measure_headline_hover_cache_and_stale(start, project, client):
     assert runs(root) == runs_before
 
 
+STEP = '''import jax
+
+
+@jax.jit
+def train_step(w):
+    return w * 2
+'''
+PROBE_OF_STEP = '''import jax, jax.numpy as jnp
+from step import train_step
+
+
+def shardlint_probe_imported():
+    return train_step, (jax.ShapeDtypeStruct((256, 256), jnp.float32),)
+'''
+
+
+@needs_jax
+@pytest.mark.memory
+async def test_a_change_in_a_file_the_probe_imports_makes_the_figure_stale(start, project):
+    root = project({"step.py": STEP, "probes.py": PROBE_OF_STEP})
+    ed = await start(root, options(devices=(1,)))
+    uri = ed.open(root / "probes.py")
+    line = line_of(PROBE_OF_STEP, "def shardlint_probe_imported")
+    summary = await measure(ed, uri, "shardlint_probe_imported")
+    assert summary["ok"] is True, summary
+    head = titles(await lenses(ed, uri), line)[0]
+    assert head == summary["headline"]
+
+    # Unsaved text in the editor counts...
+    step_uri = ed.open(root / "step.py")
+    ed.replace(step_uri, "w * 2", "w * 3")
+    stale = titles(await lenses(ed, uri), line)
+    assert stale == [f"memory (stale, `step.py` changed): {head}", "Measure memory"]
+    # ...the jitted function's own lens says so too...
+    (on_step,) = titles(await lenses(ed, step_uri), line_of(STEP, "def train_step"))
+    assert on_step.startswith("memory (stale, the code changed)")
+    ed.replace(step_uri, "w * 3", "w * 2")
+    assert titles(await lenses(ed, uri), line)[0] == head  # back to what was measured
+
+    # ...and so does the file on disk once the editor lets go of it.
+    ed.close(step_uri)
+    (root / "step.py").write_text(STEP.replace("w * 2", "w + 1"), encoding="utf-8")
+    assert titles(await lenses(ed, uri), line)[0].startswith("memory (stale, `step.py` changed)")
+
+
 # ---- a probe that fails --------------------------------------------------------------------------------
 @needs_jax
 @pytest.mark.memory
