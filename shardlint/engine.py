@@ -20,7 +20,6 @@ from shardlint import cache as cache_mod
 from shardlint.config import Config
 from shardlint.errors import ShardlintError
 from shardlint.incremental import IncrementalParser
-from shardlint.incremental import parse as parse_module
 from shardlint.rules.base import Finding, Rule, RuleContext, all_rules
 from shardlint.semantics.project import ProjectIndex
 from shardlint.semantics.summary import FORMAT as SUMMARY_FORMAT
@@ -29,6 +28,7 @@ from shardlint.semantics.versions import Versions, detect
 from shardlint.semantics.visitor import Wrappers, build_facts
 from shardlint.source import SourceText, Span
 from shardlint.suppress import parse as parse_suppressions
+from shardlint.syntax import parse as parse_module
 
 CACHE_DIR = cache_mod.DIR
 _SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv", ".tox",
@@ -418,7 +418,6 @@ class Engine:
 
     def _lint_parallel(self, targets: list[Path], jobs: int) -> list[Finding]:
         import multiprocessing
-
         from concurrent.futures import ProcessPoolExecutor
 
         self.cache.load()

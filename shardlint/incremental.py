@@ -22,13 +22,8 @@ from __future__ import annotations
 
 import ast
 import bisect
-import warnings
 
-
-def parse(text: str, filename: str) -> ast.Module:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return ast.parse(text, filename=filename)
+from shardlint.syntax import nodes, parse
 
 
 def _common_prefix(a: str, b: str) -> int:
@@ -65,37 +60,16 @@ def _first_line(stmt: ast.stmt) -> int:
     return stmt.lineno
 
 
-_NO_CHILDREN = ("ctx", "op", "ops")  # fields holding shared singletons (Load, Add, ...)
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _shift(nodes: list[ast.stmt], delta: int) -> None:
-    """Move every node under ``nodes`` down by ``delta`` lines, in place.
-
-    A hand-rolled walk: ~5 ms for the second half of a 2,000-line file, where ``ast.walk`` takes
-    ~11 ms and parsing those lines again ~12 ms.
-    """
-    stack: list[ast.AST] = list(nodes)
-    pop, push, AST = stack.pop, stack.append, ast.AST
-    while stack:
-        node = pop()
-        tp = type(node)
-        fields = _CHILD_FIELDS.get(tp)
-        if fields is None:
-            fields = _CHILD_FIELDS[tp] = tuple(f for f in tp._fields if f not in _NO_CHILDREN)
-        if "lineno" in tp._attributes:
-            node.lineno += delta  # type: ignore[attr-defined]
-            end = getattr(node, "end_lineno", None)
-            if end is not None:
-                node.end_lineno = end + delta  # type: ignore[attr-defined]
-        for name in fields:
-            value = getattr(node, name, None)
-            if type(value) is list:
-                for child in value:
-                    if isinstance(child, AST):
-                        push(child)
-            elif isinstance(value, AST):
-                push(value)
+def _shift(stmts: list[ast.stmt], delta: int) -> None:
+    """Move every node under ``stmts`` down by ``delta`` lines, in place (~5 ms for the second
+    half of a 2,000-line file, where parsing those lines again costs ~12 ms)."""
+    for stmt in stmts:
+        for node in nodes(stmt):
+            if "lineno" in type(node)._attributes:
+                node.lineno += delta  # type: ignore[attr-defined]
+                end = getattr(node, "end_lineno", None)
+                if end is not None:
+                    node.end_lineno = end + delta  # type: ignore[attr-defined]
 
 
 class IncrementalParser:

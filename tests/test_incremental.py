@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from shardlint.incremental import IncrementalParser, parse
+from shardlint.incremental import IncrementalParser
+from shardlint.syntax import parse
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted([*ROOT.glob("examples/**/*.py"), *ROOT.glob("shardlint/semantics/*.py"),

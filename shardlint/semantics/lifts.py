@@ -14,7 +14,7 @@ from shardlint.semantics import api
 from shardlint.semantics.api import Role
 from shardlint.semantics.facts import CallSite, FileFacts, Scope
 from shardlint.semantics.partitioning import NNX_SHARDING_KWARGS, deref, symbol_ref
-from shardlint.semantics.walk import nodes as walk_nodes
+from shardlint.syntax import nodes as walk_nodes
 
 _MAX_UNWRAP = 8
 

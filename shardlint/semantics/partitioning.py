@@ -15,7 +15,7 @@ from shardlint.semantics.facts import FileFacts, MeshBinding, Scope
 from shardlint.semantics.project import ProjectIndex, project_cached
 from shardlint.semantics.summary import _Summariser
 from shardlint.semantics.visitor import Opaque
-from shardlint.semantics.walk import nodes as walk_nodes
+from shardlint.syntax import nodes as walk_nodes
 
 # Initializer wrappers and boxes whose variables carry partition names: a lifted transform
 # that stacks them must be told the name of the new axis.

@@ -20,7 +20,7 @@ from shardlint.semantics.facts import MESH, RULES, CallSite, FileFacts, Scope
 from shardlint.semantics.jitted import exported_jitted
 from shardlint.semantics.meshes import axis_kind
 from shardlint.semantics.names import dotted
-from shardlint.semantics.walk import nodes as walk_nodes
+from shardlint.syntax import nodes as walk_nodes
 
 # Bump when what a summary records changes: cached summaries of another format are dropped.
 FORMAT = 5

@@ -1,13 +1,23 @@
-"""A faster ``ast.walk`` for the analyses that run on every keystroke.
+"""Parsing and walking stdlib ``ast`` for the analyses that run on every keystroke.
 
-``ast.walk`` goes through ``iter_child_nodes``/``iter_fields`` generators for every node and also
-yields the shared ``Load``/``Store``/operator singletons. This walk reads each node type's child
-fields once, skips those singletons, and returns a list in the same breadth-first order.
+``parse`` is ``ast.parse`` without the ``SyntaxWarning``s of the user's code. ``nodes`` is a faster
+``ast.walk``: ``ast.walk`` goes through ``iter_child_nodes``/``iter_fields`` generators for every
+node and also yields the shared ``Load``/``Store``/operator singletons; ``nodes`` reads each node
+type's child fields once, skips those singletons, and returns a list in the same breadth-first
+order.
 """
 
 from __future__ import annotations
 
 import ast
+import warnings
+
+
+def parse(text: str, filename: str) -> ast.Module:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(text, filename=filename)
+
 
 _LEAF_FIELDS = ("ctx", "op", "ops")  # always the shared singletons: no code below them
 _FIELDS: dict[type, tuple[str, ...]] = {}
