@@ -128,3 +128,30 @@ def test_carriage_returns_take_the_full_parse() -> None:
     parser.parse(text, "f.py")
     assert dump(text.replace("x + 1", "x + 2"), parser) == dump(text.replace("x + 1", "x + 2"))
     assert parser.full
+
+
+@pytest.mark.parametrize("name", ["original.py", "discussion_advice.py", "fixed.py"])
+def test_findings_through_the_incremental_parser_match_a_full_lint(tmp_path: Path, name: str) -> None:
+    from shardlint.config import load
+    from shardlint.engine import Engine
+
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 't'\n", encoding="utf-8")
+    text = (ROOT / "examples" / "seed_ensemble" / name).read_text(encoding="utf-8")
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    live = Engine(load(tmp_path), use_cache=False)
+    parser = IncrementalParser()
+    rng = random.Random(name)
+    seen_codes: set[str] = set()
+    for _ in range(30):
+        a = rng.randrange(len(text) + 1)
+        b = min(len(text), a + rng.choice([0, 1, 3, 20]))
+        new = text[:a] + rng.choice(SNIPPETS) + text[b:]
+        fresh = Engine(load(tmp_path), use_cache=False)
+        want = [(f.code, f.span, f.message) for f in fresh.lint_text(path, new)]
+        got = [(f.code, f.span, f.message) for f in live.lint_text(path, new, parser=parser)]
+        assert got == want, (a, b, new[max(a - 40, 0):a + 40])
+        seen_codes |= {c for c, _, _ in got}
+        if not any(c == "SHL000" for c, _, _ in want):
+            text = new
+    assert seen_codes  # the edits met findings, not only clean code
