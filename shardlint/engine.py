@@ -25,7 +25,8 @@ from shardlint.semantics.project import ProjectIndex
 from shardlint.semantics.summary import FORMAT as SUMMARY_FORMAT
 from shardlint.semantics.summary import ModuleSummary, summarise
 from shardlint.semantics.versions import Versions, detect
-from shardlint.semantics.visitor import Wrappers, build_facts
+from shardlint.semantics.visitor import build_facts
+from shardlint.semantics.wrappers import Wrappers
 from shardlint.source import SourceText, Span
 from shardlint.suppress import parse as parse_suppressions
 from shardlint.syntax import parse as parse_module

@@ -13,8 +13,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from shardlint.semantics.facts import FileFacts, Scope
-from shardlint.semantics.visitor import Opaque
+from shardlint.semantics.facts import FileFacts, Opaque, Scope
 
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _MAX_DEPTH = 8

@@ -13,6 +13,16 @@ from dataclasses import dataclass, field
 from shardlint.semantics import api
 from shardlint.semantics.names import ImportMap, literal, string_tuple
 
+
+class Opaque(ast.expr):
+    """Stands for a value shardlint cannot see (a parameter, a loop target, tuple unpacking)."""
+
+    _fields = ()
+
+
+OPAQUE = Opaque()
+
+
 # Context flags: what a piece of code runs under.
 RULES = 1
 MESH = 2

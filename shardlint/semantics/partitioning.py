@@ -11,10 +11,9 @@ import ast
 from dataclasses import dataclass
 
 from shardlint.semantics.api import Role
-from shardlint.semantics.facts import FileFacts, MeshBinding, Scope
+from shardlint.semantics.facts import FileFacts, MeshBinding, Opaque, Scope
 from shardlint.semantics.project import ProjectIndex, project_cached
 from shardlint.semantics.summary import _Summariser
-from shardlint.semantics.visitor import Opaque
 from shardlint.syntax import nodes as walk_nodes
 
 # Initializer wrappers and boxes whose variables carry partition names: a lifted transform

@@ -20,10 +20,9 @@ from typing import TYPE_CHECKING
 
 from shardlint.semantics.dataflow import own_nodes
 from shardlint.semantics.execution import execution_of
-from shardlint.semantics.facts import CallSite, FileFacts, Scope
+from shardlint.semantics.facts import CallSite, FileFacts, Opaque, Scope
 from shardlint.semantics.jitted import jitted_calls
 from shardlint.semantics.names import is_unknown, literal_or_unknown
-from shardlint.semantics.visitor import Opaque
 
 if TYPE_CHECKING:
     from shardlint.semantics.project import ProjectIndex

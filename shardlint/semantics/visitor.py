@@ -8,52 +8,21 @@ from shardlint.semantics import api
 from shardlint.semantics.api import Role
 from shardlint.semantics.facts import (
     MESH,
+    OPAQUE,
     RULES,
     CallSite,
     FileFacts,
     JitSite,
     MeshBinding,
     Reference,
-    RulesTable,
     Scope,
     WithItem,
 )
-from shardlint.semantics.names import (
-    STAR_CONVENTIONS,
-    ImportMap,
-    dotted,
-    is_unknown,
-    literal_or_unknown,
-)
-
-
-class Opaque(ast.expr):
-    """Stands for a value shardlint cannot see (a parameter, a loop target, tuple unpacking)."""
-
-    _fields = ()
-
-
-OPAQUE = Opaque()
+from shardlint.semantics.names import STAR_CONVENTIONS, ImportMap, dotted
+from shardlint.semantics.rule_tables import collect_rule_tables
+from shardlint.semantics.wrappers import NO_WRAPPERS, Wrappers
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
-
-
-class Wrappers:
-    """In-house names configured to behave like known APIs (``[tool.shardlint]`` wrapper keys)."""
-
-    def __init__(self, jit: tuple[str, ...] = (), constraint: tuple[str, ...] = (),
-                 rules_context: tuple[str, ...] = (), mesh_context: tuple[str, ...] = ()):
-        self.table: dict[str, api.Api] = {}
-        for names, target in ((jit, "jax.jit"), (constraint, "flax.linen.with_logical_constraint"),
-                              (rules_context, "flax.linen.logical_axis_rules"),
-                              (mesh_context, "jax.set_mesh")):
-            known = api.lookup(target)
-            assert known is not None
-            for n in names:
-                self.table[n] = known
-
-
-NO_WRAPPERS = Wrappers()
 
 
 class FactsBuilder:
@@ -74,7 +43,7 @@ class FactsBuilder:
     # ---- entry ---------------------------------------------------------------------------------
     def build(self) -> FileFacts:
         self._body(self.facts.tree.body)
-        self._collect_rule_tables()
+        collect_rule_tables(self.facts)
         self.facts.complete = True
         return self.facts
 
@@ -482,53 +451,6 @@ class FactsBuilder:
                     self.facts.references.append(Reference(node, q, known, self.scope))  # type: ignore[arg-type]
             return
         self.visit(node.value)
-
-    # ---- rule tables (after the pass, when every binding is known) ---------------------------
-    def _collect_rule_tables(self) -> None:
-        for site in self.facts.calls:
-            known = site.api
-            if known is None:
-                continue
-            expr: ast.expr | None = None
-            if known.role in (Role.RULES_CONTEXT, Role.RULES_SETTER):
-                expr = site.arg(0, "rules")
-            elif site.kwarg("rules") is not None:
-                expr = site.kwarg("rules")
-            elif known.name in ("flax.linen.logical_to_mesh_sharding",):
-                expr = site.arg(2, "rules")
-            elif known.name in ("flax.linen.logical_to_mesh",):
-                expr = site.arg(1, "rules")
-            if expr is None:
-                continue
-            self.facts.rule_tables.append(self._rules_table(expr, site.scope))
-
-    def _rules_table(self, expr: ast.expr, scope: Scope) -> RulesTable:
-        consts = self.facts.consts_for(scope)
-        node = expr
-        seen = 0
-        while isinstance(node, ast.Name) and node.id in consts and seen < 8:
-            node = consts[node.id]
-            seen += 1
-        value = literal_or_unknown(expr, consts)
-        entries = None
-        lhs: list[tuple[str, ast.expr]] = []
-        rhs: list[tuple[str, ast.expr]] = []
-        if not is_unknown(value) and isinstance(value, (tuple, list)) and all(
-            isinstance(e, (tuple, list)) and len(e) == 2 and isinstance(e[0], str) for e in value
-        ):
-            entries = tuple((e[0], e[1]) for e in value)
-            if isinstance(node, (ast.Tuple, ast.List)):
-                for elt in node.elts:
-                    if isinstance(elt, (ast.Tuple, ast.List)) and len(elt.elts) == 2:
-                        k, v = elt.elts
-                        if isinstance(k, ast.Constant) and isinstance(k.value, str):
-                            lhs.append((k.value, k))
-                        targets = v.elts if isinstance(v, (ast.Tuple, ast.List)) else [v]
-                        for t in targets:
-                            if isinstance(t, ast.Constant) and isinstance(t.value, str):
-                                rhs.append((t.value, t))
-        return RulesTable(expr, entries, scope, tuple(lhs), tuple(rhs))
-
 
 _DISPATCH = {
     ast.Import: FactsBuilder.v_import,
