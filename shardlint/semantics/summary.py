@@ -316,14 +316,13 @@ class _Summariser:
             model = self._model_ref(func.value, c.scope)
             if model is not None:
                 self._entry(model, "apply" if func.attr == "apply" else "init", c, c.node)
-        elif c.api is None:
-            # `target`: the callee's reference, from above.
-            # NNX modules are classes: a local ClassDef, or an imported CapWords name.
-            # A module handed a mesh (`Transformer(config, mesh, rngs=...)`) partitions with it
-            # and needs no context mesh.
-            if target is not None and target.replace(":", ".").rpartition(".")[2][:1].isupper() \
-                    and not self._passes_mesh(c):
-                self._entry(target, "nnx", c, c.node)
+        # NNX modules are classes: a local ClassDef, or an imported CapWords name (`target`, the
+        # callee's reference, from above). A module handed a mesh
+        # (`Transformer(config, mesh, rngs=...)`) partitions with it and needs no context mesh.
+        elif c.api is None and target is not None \
+                and target.replace(":", ".").rpartition(".")[2][:1].isupper() \
+                and not self._passes_mesh(c):
+            self._entry(target, "nnx", c, c.node)
 
     def _passes_mesh(self, c: CallSite) -> bool:
         for kw in c.node.keywords:
@@ -422,7 +421,12 @@ class _Summariser:
         # A mesh or rules call that does not resolve (star import, re-export shardlint does not
         # know) still makes a mesh / a table: its names are unknown, so the sets are incomplete.
         for c in f.calls:
-            parts = dotted(c.node.func) if c.api is None else None
+            func = c.node.func
+            last = func.attr if type(func) is ast.Attribute else \
+                func.id if type(func) is ast.Name else None  # type: ignore[attr-defined]
+            if c.api is not None or (last not in _MESH_LIKE and last not in _RULES_LIKE):
+                continue  # (cheap test first: most calls are neither)
+            parts = dotted(func)
             if parts and parts[-1] in _MESH_LIKE:
                 out.mesh_axes.append(None)
             elif parts and parts[-1] in _RULES_LIKE:
