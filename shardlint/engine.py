@@ -22,10 +22,11 @@ from shardlint.errors import ShardlintError
 from shardlint.incremental import IncrementalParser
 from shardlint.rules.base import Finding, Rule, RuleContext, all_rules
 from shardlint.semantics.project import ProjectIndex
+from shardlint.semantics.replay import FactsMemo
 from shardlint.semantics.summary import FORMAT as SUMMARY_FORMAT
 from shardlint.semantics.summary import ModuleSummary, summarise
 from shardlint.semantics.versions import Versions, detect
-from shardlint.semantics.visitor import build_facts
+from shardlint.semantics.visitor import build_facts, rebuild_facts
 from shardlint.semantics.wrappers import Wrappers
 from shardlint.source import SourceText, Span
 from shardlint.suppress import parse as parse_suppressions
@@ -262,7 +263,13 @@ class Engine:
             return spath, text, source, None, Finding(
                 "SHL000", "syntax-error", "error", f"cannot parse: {exc}", spath, Span(1, 0, 1, 0))
         module, is_package = self.module_name(path)
-        facts = build_facts(spath, module, tree, is_package, self.wrappers)
+        if parser is not None:  # the next version of an open file: replay what did not change
+            previous = parser.memo if isinstance(parser.memo, FactsMemo) else None
+            parser.memo = None  # a build that fails leaves nothing half-made to replay
+            facts, parser.memo = rebuild_facts(spath, module, tree, is_package, self.wrappers,
+                                               previous)
+        else:
+            facts = build_facts(spath, module, tree, is_package, self.wrappers)
         if not add_to_index:
             return spath, text, source, facts, None
         summary = summarise(facts)

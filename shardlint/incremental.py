@@ -81,6 +81,9 @@ class IncrementalParser:
         self._starts: list[int] = []  # first line of each top-level statement of _tree
         self.reparsed = 0  # statements parsed by the last call (for tests and benchmarks)
         self.full = True  # whether the last call parsed the whole text
+        # What a caller derived from the last tree and wants back with the next one (the engine
+        # keeps its per-statement facts here: ``semantics.replay``).
+        self.memo: object = None
 
     def parse(self, text: str, filename: str) -> ast.Module:
         """The tree of ``text``; raises ``SyntaxError``/``ValueError`` as ``ast.parse`` does."""

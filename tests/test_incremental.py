@@ -155,3 +155,100 @@ def test_findings_through_the_incremental_parser_match_a_full_lint(tmp_path: Pat
         if not any(c == "SHL000" for c, _, _ in want):
             text = new
     assert seen_codes  # the edits met findings, not only clean code
+
+
+REPLAY_BASE = '''import jax
+import numpy as np
+import flax.linen as nn
+from jax.sharding import Mesh
+
+AXES = ("data", "model")
+RULES = (("batch", "data"), ("mlp", "model"))
+
+
+def train_step(state, batch):
+    return state + batch.sum()
+
+
+class MLP(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        x = nn.with_logical_constraint(x, ("batch", "mlp"))
+        return nn.Dense(4)(x)
+
+
+step = jax.jit(train_step)
+mesh = Mesh(np.array(jax.devices()).reshape(1, -1), AXES)
+
+
+def main(state, batches):
+    model = MLP()
+    with mesh, nn.logical_axis_rules(RULES):
+        params = model.init(jax.random.key(0), np.ones((2, 4)))
+    for b in batches:
+        state = step(state, b)
+    return state, params
+'''
+
+
+@pytest.mark.parametrize("old, new", [
+    ("def train_step(state, batch):", "def train_step2(state, batch):"),  # the jitted name goes
+    ("train_step(state, batch):\n    return state + batch.sum()",
+     "train_step(state, batch):\n    return state, batch.sum()"),  # body only
+    ('AXES = ("data", "model")', 'AXES = ("data", "tensor")'),  # a constant a later mesh reads
+    ("mesh = Mesh(", "mesh2 = Mesh("),  # the mesh a later `with` names
+    ("import flax.linen as nn", "import flax.linen as linen"),  # an import later code resolves
+    ("from jax.sharding import Mesh", "from jax.sharding import Mesh as M"),
+    ('x = nn.with_logical_constraint(x, ("batch", "mlp"))', "pass"),  # a constraint goes
+    ("step = jax.jit(train_step)", "step = jax.jit(train_step, donate_argnums=0)"),
+])
+def test_replayed_statements_match_a_full_build(tmp_path: Path, old: str, new: str) -> None:
+    """Statements after an edit are replayed only when what they read still holds."""
+    import json
+
+    from shardlint.config import load
+    from shardlint.engine import Engine
+
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 't'\n", encoding="utf-8")
+    path = tmp_path / "train.py"
+    live = Engine(load(tmp_path), use_cache=False)
+    parser = IncrementalParser()
+    live.lint_text(path, REPLAY_BASE, parser=parser)
+    for text in (REPLAY_BASE.replace(old, new, 1), REPLAY_BASE):  # the edit, then undone
+        assert text != REPLAY_BASE or old in REPLAY_BASE
+        fresh = Engine(load(tmp_path), use_cache=False)
+        want = [(f.code, f.span, f.message) for f in fresh.lint_text(path, text)]
+        got = [(f.code, f.span, f.message) for f in live.lint_text(path, text, parser=parser)]
+        assert got == want
+        assert not parser.full
+        summaries = [json.dumps(e.index.summaries["train"].to_json(), sort_keys=True)
+                     for e in (fresh, live)]
+        assert summaries[0] == summaries[1]
+
+
+def test_statements_are_replayed_unless_what_they_read_changed(tmp_path: Path) -> None:
+    from shardlint.config import load
+    from shardlint.engine import Engine
+
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 't'\n", encoding="utf-8")
+    path = tmp_path / "train.py"
+    engine = Engine(load(tmp_path), use_cache=False)
+    parser = IncrementalParser()
+
+    def logs(text: str) -> dict:
+        engine.lint_text(path, text, parser=parser)
+        return {ast.unparse(s).split("\n")[0]: log
+                for s, log in parser.memo.statements.items()}  # type: ignore[attr-defined]
+
+    before = logs(REPLAY_BASE)
+    body = logs(REPLAY_BASE.replace("return state + batch.sum()", "return state - batch.sum()"))
+    assert body["class MLP(nn.Module):"] is before["class MLP(nn.Module):"]
+    assert body["def main(state, batches):"] is before["def main(state, batches):"]
+    assert body["mesh = Mesh(np.array(jax.devices()).reshape(1, -1), AXES)"] is \
+        before["mesh = Mesh(np.array(jax.devices()).reshape(1, -1), AXES)"]
+    # `step = jax.jit(train_step)` holds the edited function's scope: visited again.
+    assert body["step = jax.jit(train_step)"] is not before["step = jax.jit(train_step)"]
+    # A new mesh statement: the `with mesh` in main read it, so main is visited again.
+    axes = logs(REPLAY_BASE.replace('AXES = ("data", "model")', 'AXES = ("data", "tensor")'))
+    assert axes["def main(state, batches):"] is not body["def main(state, batches):"]
+    assert axes["class MLP(nn.Module):"] is before["class MLP(nn.Module):"]

@@ -19,6 +19,7 @@ from shardlint.semantics.facts import (
     WithItem,
 )
 from shardlint.semantics.names import STAR_CONVENTIONS, ImportMap, dotted
+from shardlint.semantics.replay import FactsMemo, StatementLog, record, replay, reset, still_valid
 from shardlint.semantics.rule_tables import collect_rule_tables
 from shardlint.semantics.wrappers import NO_WRAPPERS, Wrappers
 
@@ -27,11 +28,20 @@ _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 class FactsBuilder:
     def __init__(self, path: str, module: str, tree: ast.Module, is_package: bool = False,
-                 wrappers: Wrappers = NO_WRAPPERS):
+                 wrappers: Wrappers = NO_WRAPPERS, previous: FactsMemo | None = None,
+                 keep: bool = False):
         imports = ImportMap(module=module, is_package=is_package)
-        root = Scope("", "module", tree, None)
+        key = (module, is_package, wrappers)
+        if previous is not None and previous.key == key:
+            root = reset(previous.root, tree)
+        else:
+            root, previous = Scope("", "module", tree, None), None
         self.facts = FileFacts(path=path, module=module, tree=tree, imports=imports,
                                module_scope=root, scopes={"": root})
+        self.root = root
+        self.previous = previous
+        self.memo = FactsMemo(key, root) if keep else None
+        self.log: StatementLog | None = None  # the top-level statement being recorded
         self.wrappers = wrappers.table
         self.scope = root
         self.ctx = 0
@@ -42,7 +52,19 @@ class FactsBuilder:
 
     # ---- entry ---------------------------------------------------------------------------------
     def build(self) -> FileFacts:
-        self._body(self.facts.tree.body)
+        if self.memo is None:
+            self._body(self.facts.tree.body)
+        else:  # recorded for the next version of this file (the language server)
+            logs = self.memo.statements
+            previous = self.previous.statements if self.previous is not None else {}
+            for s in self.facts.tree.body:
+                self.stmt = s
+                log = previous.get(s)
+                if log is not None and still_valid(self, log):
+                    replay(self, log)
+                else:
+                    log = record(self, s)
+                logs[s] = log
         collect_rule_tables(self.facts)
         self.facts.complete = True
         return self.facts
@@ -117,10 +139,13 @@ class FactsBuilder:
     def _note_package(self, qualified: str) -> None:
         top = qualified.split(".", 1)[0]
         if top == "flax":
-            self.facts.uses_flax = True
-            self.facts.uses_jax = True
+            self.facts.uses_flax = self.facts.uses_jax = True
+            if self.log is not None:
+                self.log.uses_flax = self.log.uses_jax = True
         elif top in ("jax", "optax"):
             self.facts.uses_jax = True
+            if self.log is not None:
+                self.log.uses_jax = True
 
     # ---- scopes --------------------------------------------------------------------------------
     def _new_scope(self, node: ast.AST, kind: str, name: str) -> Scope:
@@ -129,6 +154,10 @@ class FactsBuilder:
         self.scope.children[name] = scope
         # A redefinition keeps the last one, as Python does at run time.
         self.facts.scopes[qual] = scope
+        if self.log is not None:
+            self.log.scopes.append((qual, scope))
+            if self.scope is self.root:
+                self.log.children.append((name, scope))
         return scope
 
     def v_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -183,6 +212,8 @@ class FactsBuilder:
     # ---- bindings ------------------------------------------------------------------------------
     def _bind(self, name: str, value: ast.expr) -> None:
         self.scope.bindings.setdefault(name, []).append(value)
+        if self.log is not None and self.scope is self.root:
+            self.log.bindings.append((name, value))
 
     def _bind_target(self, target: ast.expr, value: ast.expr | None) -> None:
         if isinstance(target, ast.Name):
@@ -273,7 +304,7 @@ class FactsBuilder:
         for kw in value.keywords:
             if kw.arg == "axis_names":
                 names_node = kw.value
-        axis = self.facts.axis_names(names_node, self.scope) if names_node is not None else None
+        axis = self._axis_names(names_node, self.scope) if names_node is not None else None
         if axis is not None and any(not isinstance(a, str) for a in axis):
             axis = None
         has_types = any(kw.arg == "axis_types" for kw in value.keywords) or len(value.args) > 2
@@ -320,9 +351,9 @@ class FactsBuilder:
                 if known.role == Role.MESH_CONTEXT:
                     return "mesh", None
                 if known.role in (Role.MESH, Role.ABSTRACT_MESH):
-                    return "legacy_mesh", self.facts.mesh_for(expr, self.scope)
+                    return "legacy_mesh", self._mesh_for(expr, self.scope)
             return None, None
-        mesh = self.facts.mesh_for(expr, self.scope)
+        mesh = self._mesh_for(expr, self.scope)
         if mesh is not None:
             return "legacy_mesh", mesh
         return None, None
@@ -339,8 +370,10 @@ class FactsBuilder:
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
                 and func.value.id == "self":
             self.scope.self_calls.add(func.attr)
+            if self.log is not None and self.scope is self.root:
+                self.log.root_self_calls.add(func.attr)
         if known is not None:
-            self.facts.roles.add(known.role)
+            self._role(known.role)
             if known.role == Role.JIT:
                 self._call_jit(node, known)
             elif known.role == Role.PARTIAL and node.args:
@@ -398,14 +431,34 @@ class FactsBuilder:
         return None
 
     def _function_named(self, target: ast.expr) -> Scope | None:
-        if isinstance(target, ast.Name):
-            found = self.scope.lookup(target.id)
-            if found is not None:
-                owner, values = found
-                if values and isinstance(values[-1], _FUNCS):
-                    qual = f"{owner.qualname}.{target.id}" if owner.qualname else target.id
-                    return self.facts.scopes.get(qual)
+        if not isinstance(target, ast.Name):
+            return None
+        found = self.function_named_from(target, self.scope)
+        if self.log is not None:
+            self.log.reads.append(("function", target, self.scope, found))
+        return found
+
+    def function_named_from(self, target: ast.Name, scope: Scope) -> Scope | None:
+        found = scope.lookup(target.id)
+        if found is not None:
+            owner, values = found
+            if values and isinstance(values[-1], _FUNCS):
+                qual = f"{owner.qualname}.{target.id}" if owner.qualname else target.id
+                return self.facts.scopes.get(qual)
         return None
+
+    # What a statement reads of the meshes and constants before it: logged for the replay.
+    def _mesh_for(self, expr: ast.expr, scope: Scope) -> MeshBinding | None:
+        found = self.facts.mesh_for(expr, scope)
+        if self.log is not None:
+            self.log.reads.append(("mesh", expr, scope, found))
+        return found
+
+    def _axis_names(self, node: ast.expr, scope: Scope) -> tuple | None:
+        found = self.facts.axis_names(node, scope)
+        if self.log is not None:
+            self.log.reads.append(("axes", node, scope, found))
+        return found
 
     def _decorator_jits(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope) -> None:
         for d in fn.decorator_list:
@@ -428,25 +481,34 @@ class FactsBuilder:
                 self.facts.jit_sites.append(site)
 
     # ---- names and attributes ------------------------------------------------------------------
+    def _role(self, role: Role) -> None:
+        self.facts.roles.add(role)
+        if self.log is not None:
+            self.log.roles.add(role)
+
     def v_name(self, node: ast.Name) -> None:
         if type(node.ctx) is ast.Load:
             self.scope.references.add(node.id)
+            if self.log is not None and self.scope is self.root:
+                self.log.root_references.add(node.id)
             q = self.facts.imports.names.get(node.id)
             if q is not None:
                 known = api.lookup(q)
                 if known is not None:
-                    self.facts.roles.add(known.role)
+                    self._role(known.role)
 
     def v_attribute(self, node: ast.Attribute) -> None:
         parts = dotted(node)
         if parts is not None:
             self.scope.references.add(parts[0])
+            if self.log is not None and self.scope is self.root:
+                self.log.root_references.add(parts[0])
             imports = self.facts.imports
             if parts[0] in imports.names or (imports.star and parts[0] in STAR_CONVENTIONS):
                 q = imports.qualify_parts(parts)
                 known = api.lookup(q) if q else None
                 if known is not None:
-                    self.facts.roles.add(known.role)
+                    self._role(known.role)
                 if known is not None and (known.deprecated or known.removed):
                     self.facts.references.append(Reference(node, q, known, self.scope))  # type: ignore[arg-type]
             return
@@ -497,3 +559,13 @@ for _leaf in (ast.Constant, ast.Load, ast.Store, ast.Del, ast.Pass, ast.Break, a
 def build_facts(path: str, module: str, tree: ast.Module, is_package: bool = False,
                 wrappers: Wrappers = NO_WRAPPERS) -> FileFacts:
     return FactsBuilder(path, module, tree, is_package, wrappers).build()
+
+
+def rebuild_facts(path: str, module: str, tree: ast.Module, is_package: bool,
+                  wrappers: Wrappers, previous: FactsMemo | None) -> tuple[FileFacts, FactsMemo]:
+    """:func:`build_facts` for the next version of a file: top-level statements the incremental
+    parser kept, and whose reads still hold, are replayed from ``previous`` (see ``replay``)."""
+    builder = FactsBuilder(path, module, tree, is_package, wrappers, previous, keep=True)
+    facts = builder.build()
+    assert builder.memo is not None
+    return facts, builder.memo
