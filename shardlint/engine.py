@@ -69,7 +69,7 @@ def _quiet_read(path: Path) -> str | None:
 def _init_worker(engine: Engine) -> None:
     global _WORKER
     _WORKER = engine
-    gc.disable()  # see _gc_paused
+    gc.disable()  # see gc_paused
 
 
 def _summarise_worker(item: tuple[str, str, str]) -> tuple[str, str, dict | None]:
@@ -95,7 +95,7 @@ def _lint_worker(paths: list[str]) -> tuple[list[Finding], list[InternalError]]:
 
 
 @contextlib.contextmanager
-def _gc_paused():
+def gc_paused():
     """Pause the cyclic garbage collector during a batch.
 
     A batch keeps the syntax trees of every file it lints alive until the rules have run; with
@@ -349,7 +349,7 @@ class Engine:
         is still computed once, in this process, and handed to the workers.
         """
         targets = self.expand(paths)
-        with _gc_paused():
+        with gc_paused():
             if jobs > 1 and len(targets) >= _MIN_FILES_PER_JOB * 2:
                 findings = self._lint_parallel(targets, jobs)
             else:

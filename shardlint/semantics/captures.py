@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from shardlint.semantics.execution import compiled_function
 from shardlint.semantics.facts import FileFacts, JitSite, Scope
 from shardlint.semantics.liveness import METADATA
-from shardlint.semantics.names import is_unknown, literal_or_unknown
+from shardlint.semantics.names import call_arg, is_unknown, literal_or_unknown
 
 _CONSTRUCTORS = frozenset({
     "array", "asarray", "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
@@ -74,16 +74,6 @@ def _literal_size(value) -> int | None:
     return None
 
 
-def _arg(call: ast.Call, index: int | None, name: str) -> ast.expr | None:
-    for kw in call.keywords:
-        if kw.arg == name:
-            return kw.value
-    if index is not None and index < len(call.args) and \
-            not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
-        return call.args[index]
-    return None
-
-
 def array_source(facts: FileFacts, expr: ast.expr, scope: Scope,
                  depth: int = 0) -> ArraySource | None:
     if not isinstance(expr, ast.Call) or not isinstance(expr.func, (ast.Name, ast.Attribute)) \
@@ -108,7 +98,7 @@ def array_source(facts: FileFacts, expr: ast.expr, scope: Scope,
         index = _JAX_RANDOM[name]
         if index is None:
             return ArraySource(expr, q, None)
-        shape = _arg(expr, index, "shape")
+        shape = call_arg(expr, index, "shape")
         return ArraySource(expr, q, 1 if shape is None else _count(lit(shape)))
     if pkg == "numpy.random" and name in _NP_RANDOM:
         where = _NP_RANDOM[name]
@@ -118,7 +108,7 @@ def array_source(facts: FileFacts, expr: ast.expr, scope: Scope,
                                else None)
         if where is None:
             return ArraySource(expr, q, None)
-        size = _arg(expr, where if isinstance(where, int) else None, "size")
+        size = call_arg(expr, where if isinstance(where, int) else None, "size")
         return ArraySource(expr, q, 1 if size is None else _count(lit(size)))
     return None
 
@@ -160,11 +150,11 @@ def _literal_defaults(scope: Scope) -> dict[str, ast.expr]:
 
 def _constructor_size(name: str, call: ast.Call, lit) -> int | None:
     if name in ("zeros", "ones", "empty"):
-        return _count(lit(_arg(call, 0, "shape")))
+        return _count(lit(call_arg(call, 0, "shape")))
     if name == "full":
-        return _count(lit(_arg(call, 0, "shape")))
+        return _count(lit(call_arg(call, 0, "shape")))
     if name in ("array", "asarray"):
-        value = lit(_arg(call, 0, "object" if name == "array" else "a"))
+        value = lit(call_arg(call, 0, "object" if name == "array" else "a"))
         return _literal_size(value)
     if name == "arange":
         nums = [lit(a) for a in call.args[:3]]
@@ -174,11 +164,11 @@ def _constructor_size(name: str, call: ast.Call, lit) -> int | None:
             (nums[0], nums[1], nums[2] if len(nums) > 2 else 1)
         return max(math.ceil((stop - start) / step), 0) if step else None
     if name in ("linspace", "logspace", "geomspace"):
-        num = _arg(call, 2, "num")
+        num = call_arg(call, 2, "num")
         return 50 if num is None else _count(lit(num))
     if name in ("eye", "identity"):
-        n = lit(_arg(call, 0, "N" if name == "eye" else "n"))
-        m = lit(_arg(call, 1, "M")) if name == "eye" else None
+        n = lit(call_arg(call, 0, "N" if name == "eye" else "n"))
+        m = lit(call_arg(call, 1, "M")) if name == "eye" else None
         if not isinstance(n, int):
             return None
         return n * (m if isinstance(m, int) else n)

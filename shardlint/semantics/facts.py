@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from shardlint.semantics import api
-from shardlint.semantics.names import ImportMap, literal, string_tuple
+from shardlint.semantics.names import ImportMap, call_arg, literal, string_tuple
 
 
 class Opaque(ast.expr):
@@ -97,10 +97,7 @@ class CallSite:
         return any(kw.arg in names for kw in self.node.keywords)
 
     def arg(self, index: int, name: str | None = None) -> ast.expr | None:
-        args = self.node.args
-        if index < len(args) and not any(isinstance(a, ast.Starred) for a in args[: index + 1]):
-            return args[index]
-        return self.kwarg(name) if name else None
+        return call_arg(self.node, index, name)
 
 
 @dataclass(eq=False)

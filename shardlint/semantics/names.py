@@ -30,6 +30,20 @@ def dotted(node: ast.expr) -> list[str] | None:
     return None
 
 
+def call_arg(call: ast.Call, index: int | None, name: str | None = None) -> ast.expr | None:
+    """The argument of ``call`` passed as keyword ``name`` or at position ``index`` (not behind a
+    ``*args``, which would shift it); None when it is not passed."""
+    if name is not None:
+        for kw in call.keywords:
+            if kw.arg == name:
+                return kw.value
+    args = call.args
+    if index is not None and index < len(args) and \
+            not any(isinstance(a, ast.Starred) for a in args[: index + 1]):
+        return args[index]
+    return None
+
+
 # Names that star imports almost always bring in under these meanings.
 STAR_CONVENTIONS = {"jax": "jax", "jnp": "jax.numpy", "nn": "flax.linen", "nnx": "flax.nnx",
                     "optax": "optax", "flax": "flax"}

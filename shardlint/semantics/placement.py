@@ -22,6 +22,7 @@ from shardlint.semantics.bindings import follow
 from shardlint.semantics.facts import FileFacts, Scope
 from shardlint.semantics.meshes import literal_shape
 from shardlint.semantics.models import is_train_state_create, linen_instance
+from shardlint.semantics.names import call_arg
 from shardlint.semantics.project import ProjectIndex
 
 MIB = 1 << 20
@@ -101,16 +102,6 @@ def device_list_call(facts: FileFacts, call: ast.Call) -> bool:
 
 
 # ---- sizes -------------------------------------------------------------------------------------------
-def _kw(call: ast.Call, name: str, index: int | None = None) -> ast.expr | None:
-    for kw in call.keywords:
-        if kw.arg == name:
-            return kw.value
-    if index is not None and index < len(call.args) and \
-            not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
-        return call.args[index]
-    return None
-
-
 def itemsize(facts: FileFacts, node: ast.expr | None, scope: Scope, default: int = 4) -> int | None:
     """Bytes per element of a dtype argument; ``default`` when none is given; None when the
     dtype is an expression shardlint cannot read."""
@@ -135,11 +126,11 @@ def creation_size(facts: FileFacts, call: ast.Call, scope: Scope) -> tuple[int, 
     known = facts.resolve(call.func) if isinstance(call.func, (ast.Name, ast.Attribute)) else None
     if known is None or known.name not in JNP_CREATORS | NP_CREATORS:
         return None
-    count = _count(facts, _kw(call, "shape", 0), scope)
+    count = _count(facts, call_arg(call, 0, "shape"), scope)
     if count is None:
         return None
     dtype_index = 2 if known.name.endswith(".full") else 1
-    size = itemsize(facts, _kw(call, "dtype", dtype_index), scope)
+    size = itemsize(facts, call_arg(call, dtype_index, "dtype"), scope)
     return count * (size if size is not None else 1), size is not None
 
 
@@ -176,15 +167,15 @@ def host_array_size(facts: FileFacts, node: ast.expr | None, scope: Scope,
 def converted_size(facts: FileFacts, call: ast.Call, scope: Scope) -> tuple[int, bool] | None:
     """``jnp.asarray(np.zeros(shape))``: the bytes on the device (``dtype=`` of the conversion
     wins over the source's)."""
-    source = _kw(call, "a", 0) or _kw(call, "object")
+    source = call_arg(call, 0, "a") or call_arg(call, None, "object")
     found = host_array_size(facts, source, scope, call)
-    dtype = _kw(call, "dtype", 1)
+    dtype = call_arg(call, 1, "dtype")
     if found is None or dtype is None:
         return found
     size = itemsize(facts, dtype, scope)
     value, vscope = follow(facts, source, scope, call) if isinstance(source, ast.Name) \
         else (source, scope)
-    count = _count(facts, _kw(value, "shape", 0), vscope) if isinstance(value, ast.Call) else None
+    count = _count(facts, call_arg(value, 0, "shape"), vscope) if isinstance(value, ast.Call) else None
     if size is None or count is None:
         return found
     return count * size, True
