@@ -21,9 +21,9 @@ from shardlint.lsp.settings import MemoryClientSettings
 from shardlint.memory.findings import report_findings
 from shardlint.memory.probes import PREFIX, Probe, function_in_source, probes_in_source
 from shardlint.memory.reach import probe_reach
-from shardlint.memory.reasons import attach_reasons
+from shardlint.memory.reasons import explained_report
 from shardlint.memory.render_text import render_text
-from shardlint.memory.report import MemoryReport, ProbeReport, build_report
+from shardlint.memory.report import MemoryReport, ProbeReport
 from shardlint.memory.runner import WorkerOptions, interpreter, run_all
 from shardlint.memory.settings import MemorySettings, default_memory_limit, load_settings
 from shardlint.memory.units import format_bytes
@@ -163,11 +163,7 @@ def measure(probe: Probe, plan: Plan, progress: Callable[[int, str], None],
 
     imports = reached_files(probe, plan.root)  # before the run: what the worker will import
     runs = run_all([probe], s.devices, options, on_progress, jobs, cancel)
-    report = build_report(runs, [probe], s.devices, platform=s.platform, hardware=s.hardware,
-                          capacity=s.capacity, replicated_threshold=s.replicated_threshold,
-                          root=plan.root)
-    # The static finding that likely explains each unsharded leaf, as `shardlint memory` shows.
-    report.static_note = attach_reasons(report)
+    report = explained_report(runs, [probe], s.devices, s, plan.root)
     detail = render_text(report, report_findings(report))
     (probe_report,) = report.probes
     out = Measurement(probe, plan.key, detail=detail, target=jitted_target(probe),

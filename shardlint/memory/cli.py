@@ -21,8 +21,7 @@ from shardlint.errors import ConfigError, ShardlintError, UsageError
 from shardlint.memory.findings import report_findings
 from shardlint.memory.hardware import ACCELERATORS, find_accelerator
 from shardlint.memory.probes import Probe, discover, resolve
-from shardlint.memory.reasons import attach_reasons
-from shardlint.memory.report import build_report
+from shardlint.memory.reasons import explained_report
 from shardlint.memory.runner import Cancelled, WorkerOptions, interpreter, run_all
 from shardlint.memory.settings import (
     MemorySettings,
@@ -207,17 +206,7 @@ def _run(args: argparse.Namespace) -> int:
     except (Cancelled, KeyboardInterrupt):
         print("\nshardlint memory: cancelled; workers stopped", file=sys.stderr)
         return 2
-    report = build_report(
-        runs,
-        probes,
-        counts,
-        platform=settings.platform,
-        hardware=settings.hardware,
-        capacity=settings.capacity,
-        replicated_threshold=settings.replicated_threshold,
-        root=cwd,
-    )
-    report.static_note = attach_reasons(report)
+    report = explained_report(runs, probes, counts, settings, cwd)
     findings = report_findings(report)
     if args.format == "json":
         from shardlint.memory.render_json import render_json

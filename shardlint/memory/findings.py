@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from shardlint.memory.probes import Probe, discover, relative_path, resolve
-from shardlint.memory.reasons import attach_reasons, distinct
-from shardlint.memory.report import MemoryReport, ProbeReport, RunReport, build_report
+from shardlint.memory.reasons import distinct, explained_report
+from shardlint.memory.report import MemoryReport, ProbeReport, RunReport
 from shardlint.memory.settings import MemorySettings, default_memory_limit, load_settings
 from shardlint.memory.units import format_bytes
 
@@ -236,15 +236,5 @@ def measured_findings(
                 )
 
         runs.extend(run_probes(selected, count, options, on_progress, cancel))
-    report = build_report(
-        runs,
-        selected,
-        counts,
-        platform=settings.platform,
-        hardware=settings.hardware,
-        capacity=settings.capacity,
-        replicated_threshold=settings.replicated_threshold,
-        root=project,
-    )
-    report.static_note = attach_reasons(report)
+    report = explained_report(runs, selected, counts, settings, project)
     return report_findings(report)

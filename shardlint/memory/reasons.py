@@ -26,11 +26,15 @@ import ast
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardlint.memory.probes import Probe, relative_path
 from shardlint.memory.reach import Reach, probe_reach
-from shardlint.memory.report import MemoryReport
+from shardlint.memory.report import MemoryReport, build_report
+
+if TYPE_CHECKING:
+    from shardlint.memory.runner import ProbeRun
+    from shardlint.memory.settings import MemorySettings
 
 CONTEXT_CODES = {"SHL101": "a mesh", "SHL102": "axis rules", "SHL103": "a mesh"}
 CODES = frozenset({*CONTEXT_CODES, "SHL201", "SHL203", "SHL204", "SHL302", "SHL303"})
@@ -153,6 +157,18 @@ def static_reasons(probe: Probe, engine: Any, reach: Reach, root: Path) -> list[
             (record["code"], record["path"], record["line"], record["column"]), record
         )
     return sorted(unique.values(), key=lambda r: (r["path"], r["line"], r["code"]))
+
+
+def explained_report(runs: list[ProbeRun], probes: list[Probe], counts: tuple[int, ...],
+                     settings: MemorySettings, root: Path) -> MemoryReport:
+    """The report of measured runs under ``settings`` (platform, hardware, capacity, threshold),
+    each unsharded leaf tied to the static finding that likely explains it: what the CLI, the
+    measured findings of ``check --memory`` and the editor all show."""
+    report = build_report(runs, probes, counts, platform=settings.platform,
+                          hardware=settings.hardware, capacity=settings.capacity,
+                          replicated_threshold=settings.replicated_threshold, root=root)
+    report.static_note = attach_reasons(report)
+    return report
 
 
 def attach_reasons(report: MemoryReport) -> str | None:
