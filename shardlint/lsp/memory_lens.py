@@ -167,15 +167,17 @@ class MemoryLenses:
 
     def _changed_import(self, m: Measurement) -> Path | None:
         """The first file the probe reaches (its model, its step) whose text is no longer the
-        one measured: the editor's unsaved text counts, as it does for the probe's own file."""
-        open_docs = {d.path.resolve(): d.text for d in self.session.store.docs.values()
-                     if d.path is not None and d.notebook is None}
-        for path, digest in m.imports.items():
-            text = open_docs.get(path)
-            current = text_hash(text) if text is not None else self._disk_hash(path)
-            if current != digest:
-                return path
-        return None
+        one measured."""
+        return next((path for path, digest in m.imports.items() if self._hash_now(path) != digest),
+                    None)
+
+    def _hash_now(self, path: Path) -> str:
+        """The hash of a file's text as the user sees it: the editor's unsaved text when it is
+        open (as for the probe's own file), else the disk's."""
+        doc = next((d for d in self.session.store.docs.values()
+                    if d.path is not None and d.notebook is None and d.path.resolve() == path),
+                   None)
+        return text_hash(doc.text) if doc is not None else self._disk_hash(path)
 
     def _disk_hash(self, path: Path) -> str:
         try:
@@ -195,11 +197,8 @@ class MemoryLenses:
 
     def _current(self, m: Measurement) -> bool:
         """Whether a measurement still describes the code: its probe file and imports unchanged."""
-        doc = next((d for d in self.session.store.docs.values()
-                    if d.path is not None and d.path.resolve() == m.probe.path), None)
-        text_now = doc.text if doc is not None else None
-        probe_hash = text_hash(text_now) if text_now is not None else self._disk_hash(m.probe.path)
-        return probe_hash == m.probe.source_hash and self._changed_import(m) is None
+        return self._hash_now(m.probe.path) == m.probe.source_hash and \
+            self._changed_import(m) is None
 
     def _target_lenses(self, text: str, path: Path) -> list[types.CodeLens]:
         lenses = []
