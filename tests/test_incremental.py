@@ -252,3 +252,93 @@ def test_statements_are_replayed_unless_what_they_read_changed(tmp_path: Path) -
     axes = logs(REPLAY_BASE.replace('AXES = ("data", "model")', 'AXES = ("data", "tensor")'))
     assert axes["def main(state, batches):"] is not body["def main(state, batches):"]
     assert axes["class MLP(nn.Module):"] is before["class MLP(nn.Module):"]
+
+
+REUSE_BASE = '''import functools
+import jax
+import numpy as np
+import flax.linen as nn
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+KERNEL_AXES = ("embed", "hiden")
+RULES = (("batch", "data"), ("embed", None), ("hidden", "model"))
+SPEC = P("data", "modle")
+
+
+def train_step(state, batch):
+    return state + batch.sum()
+
+
+class MLP(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        init = nn.with_logical_partitioning(nn.initializers.lecun_normal(), KERNEL_AXES)
+        x = nn.with_logical_constraint(x, ("batch", "hidden"))
+        return nn.Dense(4, kernel_init=init)(x)
+
+
+def main(state, batches):
+    mesh = Mesh(np.array(jax.devices()).reshape(1, -1), ("data", "model"))
+    model = MLP()
+    sharding = NamedSharding(mesh, SPEC)
+    with jax.set_mesh(mesh), nn.logical_axis_rules(RULES):
+        params = model.init(jax.random.key(0), np.ones((2, 4)))
+    for b in batches:
+        state = train_step(state, b)
+    return state, params, sharding
+
+
+if __name__ == "__main__":
+    main(0, [])
+'''
+
+
+@pytest.mark.parametrize("old, new, carried", [
+    # Inside one function body: every other statement's per-call results are reused.
+    ("return state + batch.sum()", "return state - batch.sum()", True),
+    ("for b in batches:", "for b in batches[1:]:", True),
+    ('x = nn.with_logical_constraint(x, ("batch", "hidden"))',
+     'x = nn.with_logical_constraint(x, ("batch", "hiden"))', True),
+    # What other statements read: the environment differs, everything is computed again.
+    ('KERNEL_AXES = ("embed", "hiden")', 'KERNEL_AXES = ( "embed", "hiden")', False),  # moved
+    ('KERNEL_AXES = ("embed", "hiden")', 'KERNEL_AXES = ("embed", "hidden")', False),
+    ('SPEC = P("data", "modle")', 'SPEC = P("data", "model")', False),
+    ("def train_step(state, batch):",
+     "@functools.partial(jax.jit, donate_argnums=0)\ndef train_step(state, batch):", False),
+    ("def train_step(state, batch):", "def train_step(state, batch, extra=None):", False),
+    ("from jax.sharding import Mesh, NamedSharding, PartitionSpec as P",
+     "from jax.sharding import Mesh, NamedSharding\nP = tuple", False),
+    # (The facts bind a name assigned under `global` in the function: no other statement sees it.)
+    ("    model = MLP()\n", "    model = MLP()\n    global RULES\n    RULES = ()\n", True),
+    # Lines added above: kept statements move, and the summary's lines move with them.
+    ("class MLP(nn.Module):", "\n\nclass MLP(nn.Module):", None),
+    ("    model = MLP()\n", "    model = MLP()\n\n\n", True),
+])
+def test_reused_results_match_a_full_build(tmp_path: Path, old: str, new: str,
+                                           carried: bool | None) -> None:
+    """Per-call results carried from the previous keystroke (semantics/reuse.py) give the
+    findings and summary of a build from scratch, and are carried only when the environment
+    other statements read is the same."""
+    import json
+
+    from shardlint.config import load
+    from shardlint.engine import Engine
+
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 't'\n", encoding="utf-8")
+    path = tmp_path / "train.py"
+    live = Engine(load(tmp_path), use_cache=False)
+    parser = IncrementalParser()
+    live.lint_text(path, REUSE_BASE, parser=parser)
+    assert old in REUSE_BASE
+    for step, text in enumerate((REUSE_BASE.replace(old, new, 1), REUSE_BASE)):  # edit, undo
+        fresh = Engine(load(tmp_path), use_cache=False)
+        want = [(f.code, f.span, f.message) for f in fresh.lint_text(path, text)]
+        got = [(f.code, f.span, f.message) for f in live.lint_text(path, text, parser=parser)]
+        assert got == want
+        if step == 1:  # the base text has findings of the rules whose results are reused
+            assert {"SHL201", "SHL202", "SHL301"} <= {c for c, _, _ in want}
+        summaries = [json.dumps(e.index.summaries["train"].to_json(), sort_keys=True)
+                     for e in (fresh, live)]
+        assert summaries[0] == summaries[1]
+        if step == 0 and carried is not None:
+            assert bool(parser.memo.reuse.carried) is carried  # type: ignore[union-attr]

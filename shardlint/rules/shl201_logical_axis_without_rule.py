@@ -20,6 +20,7 @@ from shardlint.semantics.partitioning import (
     reached_apis,
     spec_entries,
 )
+from shardlint.semantics.reuse import each_call
 
 # Where each Linen API takes its logical names: (position, keyword); position None = keyword only.
 _LINEN_NAMES = {
@@ -264,18 +265,19 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
             return
         mesh_axes, mesh_complete = self.project.mesh_axes()
         seen: set[int] = set()
-        for c in self.facts.calls:
-            if c.api is None:
+        # The names of each call are the file's alone: reused across keystrokes (reuse.py).
+        for c, names in zip(self.facts.calls, each_call(self.facts, "shl201", self._names)):
+            if names is None:
                 continue
-            if c.api.name in _LINEN_NAMES:
-                yield from self._report(self._linen_names(c), known, seen, nnx=False)
-            elif c.api.role in (Role.NNX_PARTITIONING, Role.NNX_PARAM):
+            if c.api.name in _LINEN_NAMES:  # type: ignore[union-attr]
+                yield from self._report(names, known, seen, nnx=False)
+            else:
                 # NNX accepts mesh axes directly: only a name that is neither can be judged, and
                 # only when every mesh of the project has literal axis names.
                 if not (mesh_complete and mesh_axes) or c.has_kwarg("sharding_rules"):
                     continue
-                names = [(n, node) for n, node in self._nnx_names(c) if n not in mesh_axes]
-                yield from self._report(names, known, seen, nnx=True)
+                yield from self._report([(n, node) for n, node in names if n not in mesh_axes],
+                                        known, seen, nnx=True)
         yield from self._report(self._partition_names(), known, seen, nnx=False)
 
     def _report(self, names, known: set[str], seen: set[int], nnx: bool) -> Iterator[Finding]:
@@ -296,6 +298,16 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
                        f"replicated on every device{hint}; add a rule for it, or "
                        f"`(\"{name}\", None)` to make the replication explicit")
             yield self.finding(node, msg)
+
+    def _names(self, c: CallSite) -> list[tuple[str, ast.expr]] | None:
+        """The axis names a Linen or NNX annotation call writes; None for other calls."""
+        if c.api is None:
+            return None
+        if c.api.name in _LINEN_NAMES:
+            return self._linen_names(c)
+        if c.api.role in (Role.NNX_PARTITIONING, Role.NNX_PARAM):
+            return self._nnx_names(c)
+        return None
 
     def _linen_names(self, c: CallSite) -> list[tuple[str, ast.expr]]:
         assert c.api is not None

@@ -205,18 +205,13 @@ layer = build(jax.make_mesh((8,), ("data",)))
     def check(self):
         if not project_uses_mesh(self.project):
             return
-        execution = None
-        for c in self.facts.calls:
+        for c in execution_of(self.facts).eager_calls():
             func = c.node.func
             linen = isinstance(func, ast.Attribute) and func.attr in INIT_METHODS
             # NNX: only constructors handed `rngs` create parameters (cheap tests first).
             nnx = not linen and c.api is None and isinstance(func, (ast.Name, ast.Attribute)) \
                 and bool(c.node.args or c.node.keywords)
-            if not (linen or nnx):
-                continue
-            if execution is None:
-                execution = execution_of(self.facts)
-            if not execution.runs_eagerly(c) or (nnx and not self._creates_parameters(c)):
+            if not (linen or nnx) or (nnx and not self._creates_parameters(c)):
                 continue
             if isinstance(func, ast.Attribute) and func.attr in INIT_METHODS:
                 cls = linen_instance(self.facts, self.project, func.value, c.scope)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from shardlint.semantics.dataflow import positional_params
 from shardlint.semantics.execution import compiled_function
 from shardlint.semantics.facts import CallSite, FileFacts, JitSite, Scope
+from shardlint.semantics.reuse import each_call
 
 if TYPE_CHECKING:
     from shardlint.semantics.project import ProjectIndex
@@ -226,16 +227,8 @@ def donating_calls(facts: FileFacts, project: ProjectIndex) -> list[DonatingCall
     (``from train_lib import train_step`` with ``train_step`` donating there)."""
     out = [DonatingCall(c, d.positions, d.names, d.how)
            for d in donors(facts) for c in calls_of(facts, d.site)]
-    for c in facts.calls:
-        func = c.node.func
-        if c.api is not None or not isinstance(func, (ast.Name, ast.Attribute)):
-            continue
-        root: ast.expr = func
-        while isinstance(root, ast.Attribute):
-            root = root.value
-        if not isinstance(root, ast.Name) or c.scope.lookup(root.id) is not None:
-            continue  # a local name: not the imported one
-        q = facts.qualify(func)
+    imported = each_call(facts, "imported_callee", lambda c: _imported_callee(facts, c))
+    for c, q in zip(facts.calls, imported):
         target = project.resolve(f"ext:{q}", facts.module) if q else None
         if target is None:
             continue
@@ -246,6 +239,19 @@ def donating_calls(facts: FileFacts, project: ProjectIndex) -> list[DonatingCall
         positions, names, how = summary.donating[qual]
         out.append(DonatingCall(c, set(positions), set(names), how, summary.path))
     return out
+
+
+def _imported_callee(facts: FileFacts, c: CallSite) -> str | None:
+    """The dotted name a call's callee is imported as (``from train_lib import step``)."""
+    func = c.node.func
+    if c.api is not None or not isinstance(func, (ast.Name, ast.Attribute)):
+        return None
+    root: ast.expr = func
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    if not isinstance(root, ast.Name) or c.scope.lookup(root.id) is not None:
+        return None  # a local name: not the imported one
+    return facts.qualify(func)
 
 
 def calls_of(facts: FileFacts, site: JitSite) -> list[CallSite]:

@@ -16,6 +16,7 @@ from functools import cached_property
 
 from shardlint.semantics.api import PACKAGES
 from shardlint.semantics.facts import CallSite, FileFacts, JitSite, Scope
+from shardlint.semantics.reuse import each_call, each_statement
 
 # A function handed to these runs eagerly, as if called.
 _RUNNERS = ("absl.app.run",)
@@ -41,17 +42,18 @@ class Execution:
     @cached_property
     def _traced_lambdas(self) -> list[tuple[int, int, int, int]]:
         """Spans of the lambdas handed to a JAX/Flax transform (``jax.jit(lambda: ...)``)."""
-        out: list[tuple[int, int, int, int]] = []
+        return [_span(lam) for lambdas in each_call(self.facts, "traced_lambdas", self._lambdas)
+                for lam in lambdas]
+
+    def _lambdas(self, c: CallSite) -> tuple[ast.Lambda, ...]:
+        n = c.node
         lam = ast.Lambda
-        for c in self.facts.calls:
-            n = c.node
-            if not (any(type(a) is lam for a in n.args)
-                    or any(type(k.value) is lam for k in n.keywords)):
-                continue
-            args = [*n.args, *(k.value for k in n.keywords)]
-            if self._is_transform(n):
-                out.extend(_span(a) for a in args if isinstance(a, ast.Lambda))
-        return out
+        if not (any(type(a) is lam for a in n.args) or any(type(k.value) is lam for k in n.keywords)):
+            return ()
+        if not self._is_transform(n):
+            return ()
+        return tuple(a for a in [*n.args, *(k.value for k in n.keywords)]
+                     if isinstance(a, ast.Lambda))
 
     # ---- traced ------------------------------------------------------------------------------
     def _is_transform(self, call: ast.Call) -> bool:
@@ -78,14 +80,18 @@ class Execution:
         """Calls by the names of the functions they are handed (``f`` or ``self.f`` arguments):
         only these can hand a function of this file to a transform."""
         out: dict[str, list[CallSite]] = {}
-        for c in self.facts.calls:
-            n = c.node
-            for a in [*n.args, *(k.value for k in n.keywords)] if n.keywords else n.args:
-                tp = type(a)
-                if tp is ast.Name:
-                    out.setdefault(a.id, []).append(c)  # type: ignore[attr-defined]
-                elif tp is ast.Attribute and type(a.value) is ast.Name:  # type: ignore[attr-defined]
-                    out.setdefault(a.attr, []).append(c)  # type: ignore[attr-defined]
+        for part in each_statement(self.facts, "handed", _by_handed_name):
+            for name, calls in part.items():
+                out.setdefault(name, []).extend(calls)
+        return out
+
+    @cached_property
+    def _calls(self) -> dict[Scope, list[CallSite]]:
+        """The calls of each scope."""
+        out: dict[Scope, list[CallSite]] = {}
+        for part in each_statement(self.facts, "calls_by_scope", _by_scope):
+            for scope, calls in part.items():
+                out.setdefault(scope, []).extend(calls)
         return out
 
     def _traced_functions(self) -> set[Scope]:
@@ -139,13 +145,12 @@ class Execution:
     # ---- eager -------------------------------------------------------------------------------
     def _eager_scopes(self) -> set[Scope]:
         f = self.facts
+        calls = self._calls
         eager: set[Scope] = {f.module_scope}
-        changed = True
-        direct = [c for c in f.calls if not c.abstract and not self.in_traced_lambda(c.node)]
-        while changed:
-            changed = False
-            for c in direct:
-                if c.scope not in eager:
+        todo = [f.module_scope]
+        while todo:
+            for c in calls.get(todo.pop(), ()):
+                if c.abstract or self.in_traced_lambda(c.node):
                     continue
                 targets: list[Scope | None] = [self.function_named(c.node.func, c.scope)]
                 q = f.qualify(c.node.func) if isinstance(c.node.func, (ast.Name, ast.Attribute)) \
@@ -156,13 +161,40 @@ class Execution:
                     if t is not None and t not in eager and t not in self._traced \
                             and not t.decorators and t.enclosing_class is None:
                         eager.add(t)
-                        changed = True
+                        todo.append(t)
         return eager
+
+    def eager_calls(self) -> list[CallSite]:
+        """The calls that certainly run eagerly (:meth:`runs_eagerly`), by scope."""
+        eager = self._eager
+        return [c for scope, calls in self._calls.items() if scope in eager for c in calls
+                if self.runs_eagerly(c)]
 
     def runs_eagerly(self, site: CallSite) -> bool:
         """Certainly runs eagerly (see the module docstring); False when traced or unknown."""
         return site.scope in self._eager and not site.abstract \
             and not self.in_traced_lambda(site.node)
+
+
+def _by_handed_name(calls: list[CallSite]) -> dict[str, list[CallSite]]:
+    """Calls by the names of the functions they are handed: ``f`` and ``self.f`` arguments."""
+    out: dict[str, list[CallSite]] = {}
+    for c in calls:
+        n = c.node
+        for a in [*n.args, *(k.value for k in n.keywords)] if n.keywords else n.args:
+            tp = type(a)
+            if tp is ast.Name:
+                out.setdefault(a.id, []).append(c)  # type: ignore[attr-defined]
+            elif tp is ast.Attribute and type(a.value) is ast.Name:  # type: ignore[attr-defined]
+                out.setdefault(a.attr, []).append(c)  # type: ignore[attr-defined]
+    return out
+
+
+def _by_scope(calls: list[CallSite]) -> dict[Scope, list[CallSite]]:
+    out: dict[Scope, list[CallSite]] = {}
+    for c in calls:
+        out.setdefault(c.scope, []).append(c)
+    return out
 
 
 def function_named(facts: FileFacts, node: ast.expr | None, scope: Scope) -> Scope | None:

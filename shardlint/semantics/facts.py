@@ -182,6 +182,9 @@ class FileFacts:
     # Analyses derived from these facts, computed once per file for all rules that need them.
     derived: dict[str, object] = field(default_factory=dict, repr=False)
     complete: bool = False  # set when the pass is over: derived caches are safe from then on
+    # Per-call results carried from the previous build of this file (reuse.py); None outside
+    # the language server.
+    reuse: object | None = field(default=None, repr=False)
     _qualified: dict[ast.AST, str | None] = field(default_factory=dict, repr=False)
 
     # ---- queries rules use -------------------------------------------------------------------

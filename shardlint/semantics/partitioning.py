@@ -11,8 +11,9 @@ import ast
 from dataclasses import dataclass
 
 from shardlint.semantics.api import Role
-from shardlint.semantics.facts import FileFacts, MeshBinding, Opaque, Scope
+from shardlint.semantics.facts import CallSite, FileFacts, MeshBinding, Opaque, Scope
 from shardlint.semantics.project import ProjectIndex, project_cached
+from shardlint.semantics.reuse import each_call
 from shardlint.semantics.summary import _Summariser
 from shardlint.syntax import nodes as walk_nodes
 
@@ -157,23 +158,31 @@ def paired_meshes(facts: FileFacts) -> dict[ast.Call, list[tuple[ast.expr, Scope
     """``P(...)`` calls used in ``NamedSharding(mesh, P(...))`` (directly or through a name bound
     once), with the mesh expressions they are paired with."""
     out: dict[ast.Call, list[tuple[ast.expr, Scope]]] = {}
-    for c in facts.calls:
-        if c.api is not None and c.api.role == Role.NAMED_SHARDING:
-            mesh = c.arg(0, "mesh")
-            spec, _ = deref(facts, c.arg(1, "spec"), c.scope)
-            if mesh is not None and isinstance(spec, ast.Call) and is_partition_spec(facts, spec):
-                out.setdefault(spec, []).append((mesh, c.scope))
-            continue
-        # `jax.shard_map(f, mesh=mesh, in_specs=P("x"), out_specs=P("x"))` and the like.
-        mesh = c.kwarg("mesh")
-        if mesh is None:
-            continue
-        for a in [*c.node.args, *(kw.value for kw in c.node.keywords if kw.arg != "mesh")]:
-            value, _ = deref(facts, a, c.scope)
-            for n in walk_nodes(value) if value is not None else ():
-                if isinstance(n, ast.Call) and is_partition_spec(facts, n):
-                    out.setdefault(n, []).append((mesh, c.scope))
+    for c, pairs in zip(facts.calls, each_call(facts, "paired_meshes", lambda c: _paired(facts, c))):
+        for spec, mesh in pairs:
+            out.setdefault(spec, []).append((mesh, c.scope))
     return out
+
+
+def _paired(facts: FileFacts, c: CallSite) -> tuple[tuple[ast.Call, ast.expr], ...]:
+    """(spec, mesh expression) pairs one call makes (see :func:`paired_meshes`)."""
+    if c.api is not None and c.api.role == Role.NAMED_SHARDING:
+        mesh = c.arg(0, "mesh")
+        spec, _ = deref(facts, c.arg(1, "spec"), c.scope)
+        if mesh is not None and isinstance(spec, ast.Call) and is_partition_spec(facts, spec):
+            return ((spec, mesh),)
+        return ()
+    # `jax.shard_map(f, mesh=mesh, in_specs=P("x"), out_specs=P("x"))` and the like.
+    mesh = c.kwarg("mesh")
+    if mesh is None:
+        return ()
+    out = []
+    for a in [*c.node.args, *(kw.value for kw in c.node.keywords if kw.arg != "mesh")]:
+        value, _ = deref(facts, a, c.scope)
+        for n in walk_nodes(value) if value is not None else ():
+            if isinstance(n, ast.Call) and is_partition_spec(facts, n):
+                out.append((n, mesh))
+    return tuple(out)
 
 
 _LOGICAL_SPEC_APIS = frozenset({"flax.linen.logical_to_mesh", "flax.linen.logical_to_mesh_sharding"})
@@ -184,15 +193,21 @@ _LOGICAL_SPEC_ROLES = (Role.LOGICAL_CONSTRAINT, Role.LOGICAL_PARTITIONING, Role.
 def logical_specs(facts: FileFacts) -> set[ast.Call]:
     """``P(...)`` calls handed to an API that reads logical names (or, in NNX, either kind)."""
     out: set[ast.Call] = set()
-    for c in facts.calls:
-        if c.api is None or not (c.api.role in _LOGICAL_SPEC_ROLES or c.api.name in _LOGICAL_SPEC_APIS):
-            continue
-        for a in [*c.node.args, *(kw.value for kw in c.node.keywords)]:
-            value, _ = deref(facts, a, c.scope)
-            for n in walk_nodes(value) if value is not None else ():
-                if isinstance(n, ast.Call) and is_partition_spec(facts, n):
-                    out.add(n)
+    for specs in each_call(facts, "logical_specs", lambda c: _logical_specs(facts, c)):
+        out.update(specs)
     return out
+
+
+def _logical_specs(facts: FileFacts, c: CallSite) -> tuple[ast.Call, ...]:
+    if c.api is None or not (c.api.role in _LOGICAL_SPEC_ROLES or c.api.name in _LOGICAL_SPEC_APIS):
+        return ()
+    out = []
+    for a in [*c.node.args, *(kw.value for kw in c.node.keywords)]:
+        value, _ = deref(facts, a, c.scope)
+        for n in walk_nodes(value) if value is not None else ():
+            if isinstance(n, ast.Call) and is_partition_spec(facts, n):
+                out.append(n)
+    return tuple(out)
 
 
 def mesh_of(facts: FileFacts, node: ast.expr, scope: Scope) -> MeshBinding | None:

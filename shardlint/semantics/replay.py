@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from shardlint.semantics.facts import CallSite, JitSite, MeshBinding, Reference, Scope, WithItem
+from shardlint.semantics.reuse import Reuse
 
 if TYPE_CHECKING:
     from shardlint.semantics.visitor import FactsBuilder
@@ -57,6 +58,7 @@ class FactsMemo:
     key: tuple  # (module, is_package, wrappers): a memo of another configuration is not used
     root: Scope
     statements: dict[ast.stmt, StatementLog] = field(default_factory=dict)
+    reuse: Reuse | None = None  # per-call results of the analyses (reuse.py)
 
 
 def reset(root: Scope, tree: ast.Module) -> Scope:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from shardlint.semantics.api import Role
 from shardlint.semantics.config_flags import exported_flags
@@ -20,6 +20,7 @@ from shardlint.semantics.facts import MESH, RULES, CallSite, FileFacts, Scope
 from shardlint.semantics.jitted import exported_jitted
 from shardlint.semantics.meshes import axis_kind
 from shardlint.semantics.names import dotted
+from shardlint.semantics.reuse import each, each_call
 from shardlint.syntax import nodes as walk_nodes
 
 # Bump when what a summary records changes: cached summaries of another format are dropped.
@@ -164,6 +165,31 @@ def _is_bare_spec(facts: FileFacts, node: ast.expr, scope: Scope) -> bool:
     return False
 
 
+_RULES_SETTER, _RULES_PROVIDER, _MESH_PROVIDER, _MESH_SETTER = 1, 2, 4, 8
+
+
+@dataclass(eq=False)
+class _CallPart:
+    """What one call adds to the summary; reused across builds (reuse.py), so it is made of
+    values, with the line it was made at to follow a statement the parser moves."""
+
+    line: int
+    sites: tuple[tuple[str, Site], ...]  # (qualname of the calling scope, site)
+    edges: tuple[CallEdge, ...]
+    entries: tuple[Entry, ...]
+    provides: int  # _RULES_SETTER | ...
+    unknown: str | None  # "mesh" / "rules": makes a mesh or table shardlint cannot read
+
+    def moved(self, line: int) -> _CallPart:
+        d = line - self.line
+        return _CallPart(
+            line,
+            tuple((q, replace(s, line=s.line + d, end_line=s.end_line + d)) for q, s in self.sites),
+            tuple(replace(e, line=e.line + d) for e in self.edges),
+            tuple(replace(e, line=e.line + d, end_line=e.end_line + d) for e in self.entries),
+            self.provides, self.unknown)
+
+
 class _Summariser:
     def __init__(self, facts: FileFacts):
         self.f = facts
@@ -212,47 +238,75 @@ class _Summariser:
         return f"ext:{q}" if q and q.split(".", 1)[0] not in _EXTERNAL else None
 
     def build(self) -> ModuleSummary:
-        f = self.f
-        for qual, scope in f.scopes.items():
-            if scope.kind in ("function", "class"):
-                sym = Symbol(scope.kind, line=getattr(scope.node, "lineno", 0))
-                sym.bases = list(scope.bases)
-                for name in sorted(scope.references):
-                    r = self.ref_name(name, scope)
-                    if r:
-                        sym.refs.append(r)
-                cls = scope if scope.kind == "class" else None
-                for name in sorted(scope.self_calls):
-                    owner = cls or scope.enclosing_class
-                    if owner is not None:
-                        sym.refs.append(f"{f.module}:{owner.qualname}.{name}")
-                if scope.kind == "class":
-                    sym.refs.extend(f"{f.module}:{c.qualname}" for c in scope.children.values())
-                self.out.symbols[qual] = sym
+        f, out = self.f, self.out
+        # Each part is computed per scope / binding / call and reused, in the language server,
+        # for the statements an edit did not touch (reuse.py); the summary is assembled here.
+        scopes = [(qual, scope) for qual, scope in f.scopes.items()
+                  if scope.kind in ("function", "class")]
+        for (qual, scope), (refs, bases) in zip(scopes, each(f, "summary.scope", scopes,
+                                                              self._scope_refs)):
+            out.symbols[qual] = Symbol(scope.kind, refs=list(refs), bases=list(bases),
+                                       line=getattr(scope.node, "lineno", 0))
         # Module-level aliases: `Ensemble = nn.vmap(MLP, ...)`, `step = jax.jit(train_step)`.
-        for name, values in f.module_scope.bindings.items():
-            if len(values) != 1 or name in self.out.symbols:
+        aliases = [(name, values[0]) for name, values in f.module_scope.bindings.items()
+                   if len(values) == 1 and name not in out.symbols
+                   and isinstance(values[0], (ast.Call, ast.Name, ast.Attribute))]
+        for (name, v), (kind, refs) in zip(aliases, each(f, "summary.alias", aliases,
+                                                         self._alias)):
+            out.symbols[name] = Symbol(kind, refs=list(refs), line=getattr(v, "lineno", 0))
+        provides = 0
+        unknown: list[str] = []
+        for c, part in zip(f.calls, each_call(f, "summary.call", self._call)):
+            if part is None:
                 continue
-            v = values[0]
-            if isinstance(v, (ast.Call, ast.Name, ast.Attribute)):
-                refs = []
-                for n in walk_nodes(v):
-                    if isinstance(n, (ast.Name, ast.Attribute)):
-                        r = self.ref(n, f.module_scope)
-                        if r and r != f"{f.module}:{name}":
-                            refs.append(r)
-                self.out.symbols[name] = Symbol(self._alias_kind(v), refs=sorted(set(refs)),
-                                                line=getattr(v, "lineno", 0))
-        for c in f.calls:
-            self._call(c)
+            if part.line != c.node.lineno:  # the parser moved the statement
+                part = part.moved(c.node.lineno)
+            for qual, site in part.sites:
+                sym = out.symbols.get(qual) if qual else None
+                if sym is not None:
+                    sym.needs |= site.needs
+                    sym.sites.append(site)
+            out.calls.extend(part.edges)
+            out.entries.extend(part.entries)
+            provides |= part.provides
+            if part.unknown:
+                unknown.append(part.unknown)
         self._jit_entries()
-        self._providers()
-        self.out.donating = exported_donations(f)
-        self.out.apis = sorted({c.api.name for c in f.calls if c.api is not None})
-        self.out.mesh_kinds = [axis_kind(f, m) for m in f.meshes if m.call is not None]
-        self.out.jitted = exported_jitted(f)
-        self.out.flags = exported_flags(f)
-        return self.out
+        self._providers(provides, unknown)
+        out.donating = exported_donations(f)
+        out.apis = sorted({c.api.name for c in f.calls if c.api is not None})
+        out.mesh_kinds = [axis_kind(f, m) for m in f.meshes if m.call is not None]
+        out.jitted = exported_jitted(f)
+        out.flags = exported_flags(f)
+        return out
+
+    def _scope_refs(self, item: tuple[str, Scope]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """References and bases of a function or class symbol."""
+        _, scope = item
+        module = self.f.module
+        refs = []
+        for name in sorted(scope.references):
+            r = self.ref_name(name, scope)
+            if r:
+                refs.append(r)
+        cls = scope if scope.kind == "class" else None
+        for name in sorted(scope.self_calls):
+            owner = cls or scope.enclosing_class
+            if owner is not None:
+                refs.append(f"{module}:{owner.qualname}.{name}")
+        if scope.kind == "class":
+            refs.extend(f"{module}:{c.qualname}" for c in scope.children.values())
+        return tuple(refs), tuple(scope.bases)
+
+    def _alias(self, item: tuple[str, ast.expr]) -> tuple[str, tuple[str, ...]]:
+        name, v = item
+        refs = set()
+        for n in walk_nodes(v):
+            if isinstance(n, (ast.Name, ast.Attribute)):
+                r = self.ref(n, self.f.module_scope)
+                if r and r != f"{self.f.module}:{name}":
+                    refs.add(r)
+        return self._alias_kind(v), tuple(sorted(refs))
 
     def _is_def(self, name: str, scope: Scope) -> bool:
         found = scope.lookup(name)
@@ -276,53 +330,88 @@ class _Summariser:
     def _symbol_for(self, scope: Scope) -> Symbol | None:
         return self.out.symbols.get(scope.qualname) if scope.qualname else None
 
-    def _call(self, c: CallSite) -> None:
+    def _call(self, c: CallSite) -> _CallPart | None:
+        """What one call adds: a constraint site, call edges, entries, contexts it provides."""
         f = self.f
+        sites: list[tuple[str, Site]] = []
+        edges: list[CallEdge] = []
+        entries: list[Entry] = []
         needs = site_needs(f, c)
+        n = c.node
         if needs:
-            sym = self._symbol_for(c.scope)
-            n = c.node
-            site = Site(n.lineno, n.col_offset, n.end_lineno or n.lineno, n.end_col_offset or 0,
-                        needs, c.api.name if c.api else "")
-            if sym is not None:
-                sym.needs |= needs
-                sym.sites.append(site)
-        func = c.node.func
+            sites.append((c.scope.qualname, Site(
+                n.lineno, n.col_offset, n.end_lineno or n.lineno, n.end_col_offset or 0, needs,
+                c.api.name if c.api else "")))
+        func = n.func
         if c.api is not None and c.api.role == Role.EVAL_SHAPE:
             # `jax.eval_shape(init_state, ...)` traces on shapes: whatever it runs needs no
             # context, so this "call" provides all of them.
-            for a in c.node.args[:1]:
+            for a in n.args[:1]:
                 r = self.ref(a, c.scope) if isinstance(a, (ast.Name, ast.Attribute)) else None
                 if r is not None:
-                    self.out.calls.append(CallEdge(c.scope.qualname, r, MESH | RULES,
-                                                   a.lineno, a.col_offset))
+                    edges.append(CallEdge(c.scope.qualname, r, MESH | RULES, a.lineno, a.col_offset))
         target = None
         if c.api is None:
             target = self.ref(func, c.scope)
             if target is not None:
-                self.out.calls.append(CallEdge(c.scope.qualname, target, c.ctx,
-                                               c.node.lineno, c.node.col_offset))
+                edges.append(CallEdge(c.scope.qualname, target, c.ctx, n.lineno, n.col_offset))
             # A function handed to another call (`app.run(main)`) runs under this call's context.
             if c.scope.kind == "module":
-                for a in c.node.args:
+                for a in n.args:
                     if isinstance(a, ast.Name) and self._is_def(a.id, c.scope):
                         r = self.ref(a, c.scope)
                         if r and r.startswith(f"{f.module}:"):
-                            self.out.calls.append(CallEdge("", r, c.ctx, a.lineno, a.col_offset))
-        if c.abstract:
-            return
-        # Entries: model.init(...) / model.apply(...) / NNX constructors.
-        if isinstance(func, ast.Attribute) and func.attr in ENTRY_METHODS:
-            model = self._model_ref(func.value, c.scope)
-            if model is not None:
-                self._entry(model, "apply" if func.attr == "apply" else "init", c, c.node)
-        # NNX modules are classes: a local ClassDef, or an imported CapWords name (`target`, the
-        # callee's reference, from above). A module handed a mesh
-        # (`Transformer(config, mesh, rngs=...)`) partitions with it and needs no context mesh.
-        elif c.api is None and target is not None \
-                and target.replace(":", ".").rpartition(".")[2][:1].isupper() \
-                and not self._passes_mesh(c):
-            self._entry(target, "nnx", c, c.node)
+                            edges.append(CallEdge("", r, c.ctx, a.lineno, a.col_offset))
+        if not c.abstract:
+            # Entries: model.init(...) / model.apply(...) / NNX constructors.
+            if isinstance(func, ast.Attribute) and func.attr in ENTRY_METHODS:
+                model = self._model_ref(func.value, c.scope)
+                if model is not None:
+                    entries.append(self._entry(model, "apply" if func.attr == "apply" else "init",
+                                               c, n))
+            # NNX modules are classes: a local ClassDef, or an imported CapWords name (`target`,
+            # the callee's reference, from above). A module handed a mesh
+            # (`Transformer(config, mesh, rngs=...)`) partitions with it and needs no context mesh.
+            elif c.api is None and target is not None \
+                    and target.replace(":", ".").rpartition(".")[2][:1].isupper() \
+                    and not self._passes_mesh(c):
+                entries.append(self._entry(target, "nnx", c, n))
+        provides, unknown = self._provides(c)
+        if not (sites or edges or entries or provides or unknown):
+            return None
+        return _CallPart(n.lineno, tuple(sites), tuple(edges), tuple(entries), provides, unknown)
+
+    def _provides(self, c: CallSite) -> tuple[int, str | None]:
+        """The contexts a call provides (``_RULES_SETTER``...), and whether it makes a mesh or
+        a rules table shardlint cannot read ("mesh" / "rules")."""
+        provides = 0
+        if c.api is not None:
+            role = c.api.role
+            if role == Role.RULES_SETTER:
+                provides |= _RULES_SETTER | _RULES_PROVIDER
+            elif role == Role.RULES_CONTEXT:
+                provides |= _RULES_PROVIDER
+            elif role == Role.MESH_CONTEXT:
+                provides |= _MESH_PROVIDER
+                if c.api.name == "jax.set_mesh" and isinstance(c.stmt, ast.Expr) \
+                        and c.stmt.value is c.node:
+                    provides |= _MESH_SETTER
+            if c.has_kwarg("rules"):
+                provides |= _RULES_PROVIDER
+            return provides, None
+        # A mesh or rules call that does not resolve (star import, re-export shardlint does not
+        # know) still makes a mesh / a table: its names are unknown, so the sets are incomplete.
+        func = c.node.func
+        last = func.attr if type(func) is ast.Attribute else \
+            func.id if type(func) is ast.Name else None  # type: ignore[attr-defined]
+        if last not in _MESH_LIKE and last not in _RULES_LIKE:
+            return provides, None  # (cheap test first: most calls are neither)
+        parts = dotted(func)
+        if parts and parts[-1] in _MESH_LIKE:
+            return provides, "mesh"
+        if parts and parts[-1] in _RULES_LIKE:
+            return provides, "rules"
+        return provides, None
 
     def _passes_mesh(self, c: CallSite) -> bool:
         for kw in c.node.keywords:
@@ -336,10 +425,11 @@ class _Summariser:
                 return True
         return False
 
-    def _entry(self, model: str, kind: str, c: CallSite, node: ast.AST) -> None:
-        self.out.entries.append(Entry(
+    @staticmethod
+    def _entry(model: str, kind: str, c: CallSite, node: ast.AST) -> Entry:
+        return Entry(
             model, kind, c.scope.qualname, c.ctx, node.lineno, node.col_offset,  # type: ignore[attr-defined]
-            node.end_lineno or node.lineno, node.end_col_offset or 0))  # type: ignore[attr-defined]
+            node.end_lineno or node.lineno, node.end_col_offset or 0)  # type: ignore[attr-defined]
 
     def _model_ref(self, node: ast.expr, scope: Scope) -> str | None:
         """The class a model expression is an instance of: `model` bound to `MLP(...)`."""
@@ -380,31 +470,20 @@ class _Summariser:
             call = f.call_at(site.node) if isinstance(site.node, ast.Call) else None
             if site.bound_name is None:
                 if call is not None and not call.abstract:
-                    self._entry(model, kind, call, site.node)
+                    self.out.entries.append(self._entry(model, kind, call, site.node))
                 continue
             for c in f.calls:
                 if isinstance(c.node.func, ast.Name) and c.node.func.id == site.bound_name \
                         and not c.abstract and c.scope.lookup(site.bound_name) is not None \
                         and c.scope.lookup(site.bound_name)[0] is site.scope:  # type: ignore[index]
-                    self._entry(model, kind, c, c.node)
+                    self.out.entries.append(self._entry(model, kind, c, c.node))
 
-    def _providers(self) -> None:
+    def _providers(self, provides: int, unknown: list[str]) -> None:
         f, out = self.f, self.out
-        for c in f.calls:
-            if c.api is None:
-                continue
-            role = c.api.role
-            is_stmt = isinstance(c.stmt, ast.Expr) and c.stmt.value is c.node
-            if role == Role.RULES_SETTER:
-                out.rules_setter = out.rules_provider = True
-            elif role == Role.RULES_CONTEXT:
-                out.rules_provider = True
-            elif role == Role.MESH_CONTEXT:
-                out.mesh_provider = True
-                if is_stmt and c.api.name == "jax.set_mesh":
-                    out.mesh_setter = True
-            if c.has_kwarg("rules"):
-                out.rules_provider = True
+        out.rules_setter = bool(provides & _RULES_SETTER)
+        out.rules_provider = bool(provides & _RULES_PROVIDER)
+        out.mesh_provider = bool(provides & _MESH_PROVIDER)
+        out.mesh_setter = bool(provides & _MESH_SETTER)
         if any(w.kind == "legacy_mesh" for w in f.with_items):
             out.mesh_provider = True
         for t in f.rule_tables:
@@ -418,19 +497,8 @@ class _Summariser:
                     out.rule_tables.append(None)
         for m in f.meshes:
             out.mesh_axes.append(list(m.axis_names) if m.axis_names is not None else None)
-        # A mesh or rules call that does not resolve (star import, re-export shardlint does not
-        # know) still makes a mesh / a table: its names are unknown, so the sets are incomplete.
-        for c in f.calls:
-            func = c.node.func
-            last = func.attr if type(func) is ast.Attribute else \
-                func.id if type(func) is ast.Name else None  # type: ignore[attr-defined]
-            if c.api is not None or (last not in _MESH_LIKE and last not in _RULES_LIKE):
-                continue  # (cheap test first: most calls are neither)
-            parts = dotted(func)
-            if parts and parts[-1] in _MESH_LIKE:
-                out.mesh_axes.append(None)
-            elif parts and parts[-1] in _RULES_LIKE:
-                out.rule_tables.append(None)
+        for kind in unknown:  # a mesh or rules call shardlint cannot read (see _provides)
+            (out.mesh_axes if kind == "mesh" else out.rule_tables).append(None)
         consts = f.module_constants()
         for name, value in consts.items():
             lit = f.literal(value, f.module_scope)

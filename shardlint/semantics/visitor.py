@@ -20,6 +20,7 @@ from shardlint.semantics.facts import (
 )
 from shardlint.semantics.names import STAR_CONVENTIONS, ImportMap, dotted
 from shardlint.semantics.replay import FactsMemo, StatementLog, record, replay, reset, still_valid
+from shardlint.semantics.reuse import start as start_reuse
 from shardlint.semantics.rule_tables import collect_rule_tables
 from shardlint.semantics.wrappers import NO_WRAPPERS, Wrappers
 
@@ -67,6 +68,11 @@ class FactsBuilder:
                 logs[s] = log
         collect_rule_tables(self.facts)
         self.facts.complete = True
+        if self.memo is not None:
+            self.memo.reuse = start_reuse(
+                self.facts, list(self.memo.statements.values()),
+                self.previous.reuse if self.previous is not None else None)
+            self.facts.reuse = self.memo.reuse
         return self.facts
 
     def _body(self, stmts: list[ast.stmt]) -> None:
