@@ -220,10 +220,9 @@ for batch in loader:
 
     @classmethod
     def relevant(cls, facts, project) -> bool:
-        return any(c.in_loop is not None for c in facts.calls) and \
-            any(c.qualified is not None and c.qualified.startswith(("jax.numpy.", "jax.device_put",
-                                                                      "jax.tree"))
-                for c in facts.calls)
+        return any(q.startswith(("jax.numpy.", "jax.device_put", "jax.tree"))
+                   for q in facts.called_names()) \
+            and any(c.in_loop is not None for c in facts.calls)
 
     def check(self):
         if not project_uses_mesh(self.project):

@@ -144,8 +144,7 @@ applies to projects on older jax. The explicit `False` is reported on every vers
     @classmethod
     def relevant(cls, facts, project) -> bool:
         prefixes = ("jax.config.", "jax.random.")
-        return any(c.qualified is not None and c.qualified.startswith(prefixes)
-                   for c in facts.calls)
+        return any(q.startswith(prefixes) for q in facts.called_names())
 
     def check(self):
         if not project_uses_mesh(self.project) or _is_test(self.facts.path):

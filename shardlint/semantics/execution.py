@@ -16,7 +16,7 @@ from functools import cached_property
 
 from shardlint.semantics.api import PACKAGES
 from shardlint.semantics.facts import CallSite, FileFacts, JitSite, Scope
-from shardlint.semantics.reuse import each_call, each_statement
+from shardlint.semantics.reuse import each, each_call, each_statement
 
 # A function handed to these runs eagerly, as if called.
 _RUNNERS = ("absl.app.run",)
@@ -76,16 +76,6 @@ class Execution:
         return q is not None and q.split(".", 1)[0] in PACKAGES and q not in _EAGER_HIGHER_ORDER
 
     @cached_property
-    def _handed(self) -> dict[str, list[CallSite]]:
-        """Calls by the names of the functions they are handed (``f`` or ``self.f`` arguments):
-        only these can hand a function of this file to a transform."""
-        out: dict[str, list[CallSite]] = {}
-        for part in each_statement(self.facts, "handed", _by_handed_name):
-            for name, calls in part.items():
-                out.setdefault(name, []).extend(calls)
-        return out
-
-    @cached_property
     def _calls(self) -> dict[Scope, list[CallSite]]:
         """The calls of each scope."""
         out: dict[Scope, list[CallSite]] = {}
@@ -96,25 +86,22 @@ class Execution:
 
     def _traced_functions(self) -> set[Scope]:
         f = self.facts
-        traced: set[Scope] = set()
-        for site in f.jit_sites:
-            if site.function is not None:
-                traced.add(site.function)
-        handed = self._handed
-        for s in f.scopes.values():
-            if s.kind != "function":
-                continue
-            for c in handed.get(s.name, ()):
-                if s in traced or not self._is_transform(c.node):
-                    continue
-                for a in [*c.node.args, *(k.value for k in c.node.keywords)]:
-                    if self.function_named(a, c.scope) is s:
-                        traced.add(s)
-                        break
-            for d in s.decorators:
-                if (self._is_transform(d) if isinstance(d, ast.Call) else
-                        isinstance(d, (ast.Name, ast.Attribute)) and self._qualifies_to_package(d)):
+        traced: set[Scope] = {site.function for site in f.jit_sites if site.function is not None}
+        functions = [s for s in f.scopes.values() if s.kind == "function"]
+        # A function of this file handed to a transform: `jax.jit(step)`, `jax.grad(self.loss)`.
+        handed: dict[str, list[tuple[CallSite, ast.expr]]] = {}
+        for part in each_statement(f, "handed_to_transforms", self._handed_to_transforms):
+            for name, args in part.items():
+                handed.setdefault(name, []).extend(args)
+        for s in functions:
+            for c, a in handed.get(s.name, ()):
+                if self.function_named(a, c.scope) is s:
                     traced.add(s)
+                    break
+        for s, decorated in zip(functions, each(f, "transform_decorated", functions,
+                                                 self._transform_decorated)):
+            if decorated:
+                traced.add(s)
         # Nested functions of traced functions are traced too.
         changed = True
         while changed:
@@ -124,6 +111,32 @@ class Execution:
                     traced.add(s)
                     changed = True
         return traced
+
+    def _handed_to_transforms(self, calls: list[CallSite]) -> dict[str, list[tuple[CallSite, ast.expr]]]:
+        """The names (``f``, ``self.f``) handed to a JAX/Flax transform by ``calls``, with the
+        call and the argument."""
+        out: dict[str, list[tuple[CallSite, ast.expr]]] = {}
+        for c in calls:
+            n = c.node
+            transform = None
+            for a in [*n.args, *(k.value for k in n.keywords)] if n.keywords else n.args:
+                tp = type(a)
+                if tp is ast.Name:
+                    name = a.id  # type: ignore[attr-defined]
+                elif tp is ast.Attribute and type(a.value) is ast.Name:  # type: ignore[attr-defined]
+                    name = a.attr  # type: ignore[attr-defined]
+                else:
+                    continue
+                if transform is None:
+                    transform = self._is_transform(n)
+                if transform:
+                    out.setdefault(name, []).append((c, a))
+        return out
+
+    def _transform_decorated(self, s: Scope) -> bool:
+        return any(self._is_transform(d) if isinstance(d, ast.Call) else
+                   isinstance(d, (ast.Name, ast.Attribute)) and self._qualifies_to_package(d)
+                   for d in s.decorators)
 
     def function_named(self, node: ast.expr | None, scope: Scope) -> Scope | None:
         return function_named(self.facts, node, scope)
@@ -174,20 +187,6 @@ class Execution:
         """Certainly runs eagerly (see the module docstring); False when traced or unknown."""
         return site.scope in self._eager and not site.abstract \
             and not self.in_traced_lambda(site.node)
-
-
-def _by_handed_name(calls: list[CallSite]) -> dict[str, list[CallSite]]:
-    """Calls by the names of the functions they are handed: ``f`` and ``self.f`` arguments."""
-    out: dict[str, list[CallSite]] = {}
-    for c in calls:
-        n = c.node
-        for a in [*n.args, *(k.value for k in n.keywords)] if n.keywords else n.args:
-            tp = type(a)
-            if tp is ast.Name:
-                out.setdefault(a.id, []).append(c)  # type: ignore[attr-defined]
-            elif tp is ast.Attribute and type(a.value) is ast.Name:  # type: ignore[attr-defined]
-                out.setdefault(a.attr, []).append(c)  # type: ignore[attr-defined]
-    return out
 
 
 def _by_scope(calls: list[CallSite]) -> dict[Scope, list[CallSite]]:

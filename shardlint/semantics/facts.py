@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from shardlint.semantics import api
 from shardlint.semantics.names import ImportMap, call_arg, literal, string_tuple
+from shardlint.semantics.reuse import each_statement
 
 
 class Opaque(ast.expr):
@@ -189,7 +190,20 @@ class FileFacts:
 
     # ---- queries rules use -------------------------------------------------------------------
     def calls_with_role(self, *roles: api.Role) -> Iterator[CallSite]:
-        return (c for c in self.calls if c.api is not None and c.api.role in roles)
+        statements = getattr(self.reuse, "statements", None)
+        if statements is None:
+            return (c for c in self.calls if c.api is not None and c.api.role in roles)
+        # In the language server: only the top-level statements that call such an API.
+        return (c for log in statements if not log.roles.isdisjoint(roles) for c in log.calls
+                if c.api is not None and c.api.role in roles)
+
+    def called_names(self) -> set[str]:
+        """The dotted names of the imported callees (``CallSite.qualified``) of the file."""
+        found = self.derived.get("called_names")
+        if found is None:
+            found = self.derived["called_names"] = set().union(*each_statement(
+                self, "called_names", lambda calls: {c.qualified for c in calls if c.qualified}))
+        return found  # type: ignore[return-value]
 
     def calls_of(self, *names: str) -> Iterator[CallSite]:
         return (c for c in self.calls if c.api is not None and c.api.name in names)

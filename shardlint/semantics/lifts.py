@@ -40,9 +40,8 @@ def lifts(facts: FileFacts, *roles: Role) -> list[Lift]:
     """
     decorated = _decorator_owners(facts)
     out: list[Lift] = []
-    for c in facts.calls:
-        if c.api is None:
-            continue
+    for c in facts.calls_with_role(*roles, Role.PARTIAL):
+        assert c.api is not None
         if c.api.role in roles:
             lift = _direct_lift(facts, c, decorated)
         elif c.api.role == Role.PARTIAL and c.node.args:

@@ -44,8 +44,7 @@ _NNX_TYPES = frozenset({"Module", "Optimizer", "ModelAndOptimizer", "Variable", 
 
 def file_uses_nnx(facts: FileFacts) -> bool:
     return any(q == "flax.nnx" or q.startswith("flax.nnx.") for q in facts.imports.names.values()) \
-        or any(c.qualified is not None and c.qualified.startswith("flax.nnx.")
-               for c in facts.calls)
+        or any(q.startswith("flax.nnx.") for q in facts.called_names())
 
 
 def uses_hijax(facts: FileFacts) -> bool:

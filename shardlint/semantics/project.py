@@ -359,6 +359,7 @@ class ProjectIndex:
         s = self.summaries.get(module)
         return s.entries if s else []
 
+    @project_cached
     def _inside_module_class(self, module: str, scope: str) -> bool:
         parts = scope.split(".")
         for i in range(len(parts) - 1, 0, -1):
