@@ -310,6 +310,10 @@ if __name__ == "__main__":
      "from jax.sharding import Mesh, NamedSharding\nP = tuple", False),
     # (The facts bind a name assigned under `global` in the function: no other statement sees it.)
     ("    model = MLP()\n", "    model = MLP()\n    global RULES\n    RULES = ()\n", True),
+    # A function defined twice: the last definition is the symbol, both definitions' sites count.
+    ("def train_step(state, batch):",
+     "def train_step(state, batch):\n    return nn.with_logical_constraint(state, ('batch',))\n\n\n"
+     "def train_step(state, batch):", None),
     # Lines added above: kept statements move, and the summary's lines move with them.
     ("class MLP(nn.Module):", "\n\nclass MLP(nn.Module):", None),
     ("    model = MLP()\n", "    model = MLP()\n\n\n", True),

@@ -79,7 +79,7 @@ class Execution:
     def _calls(self) -> dict[Scope, list[CallSite]]:
         """The calls of each scope."""
         out: dict[Scope, list[CallSite]] = {}
-        for part in each_statement(self.facts, "calls_by_scope", _by_scope):
+        for part in each_statement(self.facts, "calls_by_scope", lambda log: _by_scope(log.calls)):
             for scope, calls in part.items():
                 out.setdefault(scope, []).extend(calls)
         return out
@@ -90,7 +90,8 @@ class Execution:
         functions = [s for s in f.scopes.values() if s.kind == "function"]
         # A function of this file handed to a transform: `jax.jit(step)`, `jax.grad(self.loss)`.
         handed: dict[str, list[tuple[CallSite, ast.expr]]] = {}
-        for part in each_statement(f, "handed_to_transforms", self._handed_to_transforms):
+        for part in each_statement(f, "handed_to_transforms",
+                                   lambda log: self._handed_to_transforms(log.calls)):
             for name, args in part.items():
                 handed.setdefault(name, []).extend(args)
         for s in functions:

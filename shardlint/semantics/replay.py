@@ -33,6 +33,7 @@ class StatementLog:
 
     imports_before: dict[str, str]
     star_before: bool
+    node: ast.stmt | None = None  # the statement (moved in place when the parser shifts it)
     reads: list[tuple[str, Any, Any, Any]] = field(default_factory=list)  # kind, a, b, result
     calls: list[CallSite] = field(default_factory=list)
     jit_sites: list[JitSite] = field(default_factory=list)
@@ -73,7 +74,7 @@ def reset(root: Scope, tree: ast.Module) -> Scope:
 def record(b: FactsBuilder, stmt: ast.stmt) -> StatementLog:
     """Visit a top-level statement, logging its reads and writes."""
     f = b.facts
-    log = StatementLog(dict(f.imports.names), f.imports.star)
+    log = StatementLog(dict(f.imports.names), f.imports.star, stmt)
     lengths = (len(f.calls), len(f.jit_sites), len(f.meshes), len(f.with_items),
                len(f.references))
     b.log = log

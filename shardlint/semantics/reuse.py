@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from shardlint.semantics.facts import CallSite, FileFacts
@@ -113,13 +113,30 @@ def each(facts: FileFacts, name: str, items: Iterable[Hashable], fn: Callable[..
     return out
 
 
-def each_statement(facts: FileFacts, name: str, fn: Callable[[list[CallSite]], T]) -> list[T]:
-    """``fn`` of the calls of each top-level statement, in order, reusing the previous build's
-    result for a statement the facts replayed (it brings back the very same calls). What ``fn``
-    may depend on: see the module docstring."""
+@dataclass(eq=False)
+class WholeFile:
+    """The file as one statement, where no build came before (the command line): what
+    :func:`each_statement` hands ``fn`` there."""
+
+    calls: list
+    scopes: list  # (qualname, Scope) of every function and class
+    node: ast.stmt | None = None
+
+
+def each_statement(facts: FileFacts, name: str, fn: Callable[[Any], T],
+                   stale: Callable[[Any, T], bool] | None = None) -> list[T]:
+    """``fn`` of each top-level statement, in order, reusing the previous build's result for a
+    statement the facts replayed (it brings back the very same calls and scopes).
+
+    ``fn`` gets the statement's ``StatementLog`` (``calls``, ``scopes`` and ``node`` are what it
+    may read of it; see the module docstring for the rest), or a :class:`WholeFile` outside the
+    language server. ``stale(log, result)`` says when a carried result must be made again (it
+    holds line numbers and the parser moved the statement).
+    """
     reuse: Reuse | None = facts.reuse  # type: ignore[assignment]
     if reuse is None:
-        return [fn(facts.calls)]
+        scopes = [(q, s) for q, s in facts.scopes.items() if q]
+        return [fn(WholeFile(facts.calls, scopes))]
     old = reuse.results.get(name)
     if old is None:
         old = reuse.carried.get(name, {})
@@ -128,8 +145,8 @@ def each_statement(facts: FileFacts, name: str, fn: Callable[[list[CallSite]], T
     get = old.get
     for log in reuse.statements:
         r = get(log, _MISSING)
-        if r is _MISSING:
-            r = fn(log.calls)
+        if r is _MISSING or (stale is not None and stale(log, r)):
+            r = fn(log)
         new[log] = r
         out.append(r)
     reuse.results[name] = new
@@ -142,6 +159,6 @@ def each_call(facts: FileFacts, name: str, fn: Callable[[CallSite], T]) -> list[
     if facts.reuse is None:
         return [fn(c) for c in facts.calls]
     out: list[T] = []
-    for part in each_statement(facts, "calls:" + name, lambda calls: [fn(c) for c in calls]):
+    for part in each_statement(facts, "calls:" + name, lambda log: [fn(c) for c in log.calls]):
         out.extend(part)
     return out

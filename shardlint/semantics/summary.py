@@ -20,7 +20,7 @@ from shardlint.semantics.facts import MESH, RULES, CallSite, FileFacts, Scope
 from shardlint.semantics.jitted import exported_jitted
 from shardlint.semantics.meshes import axis_kind
 from shardlint.semantics.names import dotted
-from shardlint.semantics.reuse import each, each_call
+from shardlint.semantics.reuse import each, each_statement
 from shardlint.syntax import nodes as walk_nodes
 
 # Bump when what a summary records changes: cached summaries of another format are dropped.
@@ -169,25 +169,21 @@ _RULES_SETTER, _RULES_PROVIDER, _MESH_PROVIDER, _MESH_SETTER = 1, 2, 4, 8
 
 
 @dataclass(eq=False)
-class _CallPart:
-    """What one call adds to the summary; reused across builds (reuse.py), so it is made of
-    values, with the line it was made at to follow a statement the parser moves."""
+class _Fragment:
+    """What one top-level statement adds to the summary: reused while the statement is
+    (reuse.py), so it is never changed once made."""
 
-    line: int
-    sites: tuple[tuple[str, Site], ...]  # (qualname of the calling scope, site)
-    edges: tuple[CallEdge, ...]
-    entries: tuple[Entry, ...]
-    provides: int  # _RULES_SETTER | ...
-    unknown: str | None  # "mesh" / "rules": makes a mesh or table shardlint cannot read
+    line: int  # the statement's first line when made: made again when the parser moves it
+    symbols: dict[str, Symbol] = field(default_factory=dict)
+    edges: list[CallEdge] = field(default_factory=list)
+    entries: list[Entry] = field(default_factory=list)
+    provides: int = 0  # _RULES_SETTER | ...
+    unknown: list[str] = field(default_factory=list)  # "mesh" / "rules" shardlint cannot read
+    apis: set[str] = field(default_factory=set)
 
-    def moved(self, line: int) -> _CallPart:
-        d = line - self.line
-        return _CallPart(
-            line,
-            tuple((q, replace(s, line=s.line + d, end_line=s.end_line + d)) for q, s in self.sites),
-            tuple(replace(e, line=e.line + d) for e in self.edges),
-            tuple(replace(e, line=e.line + d, end_line=e.end_line + d) for e in self.entries),
-            self.provides, self.unknown)
+
+def _moved(log, frag: _Fragment) -> bool:
+    return log.node is not None and log.node.lineno != frag.line
 
 
 class _Summariser:
@@ -239,14 +235,24 @@ class _Summariser:
 
     def build(self) -> ModuleSummary:
         f, out = self.f, self.out
-        # Each part is computed per scope / binding / call and reused, in the language server,
-        # for the statements an edit did not touch (reuse.py); the summary is assembled here.
-        scopes = [(qual, scope) for qual, scope in f.scopes.items()
-                  if scope.kind in ("function", "class")]
-        for (qual, scope), (refs, bases) in zip(scopes, each(f, "summary.scope", scopes,
-                                                              self._scope_refs)):
-            out.symbols[qual] = Symbol(scope.kind, refs=list(refs), bases=list(bases),
-                                       line=getattr(scope.node, "lineno", 0))
+        # Made per top-level statement and, in the language server, reused for the statements
+        # an edit did not touch (reuse.py); the summary is assembled here.
+        provides = 0
+        unknown: list[str] = []
+        apis: set[str] = set()
+        for frag in each_statement(f, "summary", self._fragment, stale=_moved):
+            for qual, sym in frag.symbols.items():
+                prev = out.symbols.get(qual)
+                if prev is not None:
+                    # Defined again by a later statement: the last definition is the symbol, as
+                    # at run time; the constraint sites of every definition count.
+                    sym = replace(sym, needs=prev.needs | sym.needs, sites=prev.sites + sym.sites)
+                out.symbols[qual] = sym
+            out.calls.extend(frag.edges)
+            out.entries.extend(frag.entries)
+            provides |= frag.provides
+            unknown.extend(frag.unknown)
+            apis |= frag.apis
         # Module-level aliases: `Ensemble = nn.vmap(MLP, ...)`, `step = jax.jit(train_step)`.
         aliases = [(name, values[0]) for name, values in f.module_scope.bindings.items()
                    if len(values) == 1 and name not in out.symbols
@@ -254,35 +260,32 @@ class _Summariser:
         for (name, v), (kind, refs) in zip(aliases, each(f, "summary.alias", aliases,
                                                          self._alias)):
             out.symbols[name] = Symbol(kind, refs=list(refs), line=getattr(v, "lineno", 0))
-        provides = 0
-        unknown: list[str] = []
-        for c, part in zip(f.calls, each_call(f, "summary.call", self._call)):
-            if part is None:
-                continue
-            if part.line != c.node.lineno:  # the parser moved the statement
-                part = part.moved(c.node.lineno)
-            for qual, site in part.sites:
-                sym = out.symbols.get(qual) if qual else None
-                if sym is not None:
-                    sym.needs |= site.needs
-                    sym.sites.append(site)
-            out.calls.extend(part.edges)
-            out.entries.extend(part.entries)
-            provides |= part.provides
-            if part.unknown:
-                unknown.append(part.unknown)
         self._jit_entries()
         self._providers(provides, unknown)
         out.donating = exported_donations(f)
-        out.apis = sorted({c.api.name for c in f.calls if c.api is not None})
+        out.apis = sorted(apis)
         out.mesh_kinds = [axis_kind(f, m) for m in f.meshes if m.call is not None]
         out.jitted = exported_jitted(f)
         out.flags = exported_flags(f)
         return out
 
-    def _scope_refs(self, item: tuple[str, Scope]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    def _fragment(self, part) -> _Fragment:
+        """What one top-level statement adds: the symbols of its functions and classes with
+        their constraint sites, and what its calls add (``part``: see reuse.each_statement)."""
+        frag = _Fragment(part.node.lineno if part.node is not None else 0)
+        symbols = frag.symbols
+        for qual, scope in part.scopes:  # a redefinition in the statement keeps the last one
+            refs, bases = self._scope_refs(scope)
+            symbols[qual] = Symbol(scope.kind, refs=refs, bases=bases,
+                                   line=getattr(scope.node, "lineno", 0))
+        for c in part.calls:
+            if c.api is not None:
+                frag.apis.add(c.api.name)
+            self._call(c, frag)
+        return frag
+
+    def _scope_refs(self, scope: Scope) -> tuple[list[str], list[str]]:
         """References and bases of a function or class symbol."""
-        _, scope = item
         module = self.f.module
         refs = []
         for name in sorted(scope.references):
@@ -296,7 +299,7 @@ class _Summariser:
                 refs.append(f"{module}:{owner.qualname}.{name}")
         if scope.kind == "class":
             refs.extend(f"{module}:{c.qualname}" for c in scope.children.values())
-        return tuple(refs), tuple(scope.bases)
+        return refs, list(scope.bases)
 
     def _alias(self, item: tuple[str, ast.expr]) -> tuple[str, tuple[str, ...]]:
         name, v = item
@@ -327,21 +330,18 @@ class _Summariser:
                 return "alias"
         return "value"
 
-    def _symbol_for(self, scope: Scope) -> Symbol | None:
-        return self.out.symbols.get(scope.qualname) if scope.qualname else None
-
-    def _call(self, c: CallSite) -> _CallPart | None:
+    def _call(self, c: CallSite, frag: _Fragment) -> None:
         """What one call adds: a constraint site, call edges, entries, contexts it provides."""
         f = self.f
-        sites: list[tuple[str, Site]] = []
-        edges: list[CallEdge] = []
-        entries: list[Entry] = []
+        edges, entries = frag.edges, frag.entries
         needs = site_needs(f, c)
         n = c.node
         if needs:
-            sites.append((c.scope.qualname, Site(
-                n.lineno, n.col_offset, n.end_lineno or n.lineno, n.end_col_offset or 0, needs,
-                c.api.name if c.api else "")))
+            sym = frag.symbols.get(c.scope.qualname) if c.scope.qualname else None
+            if sym is not None:  # (a call's scope is one of its statement's)
+                sym.needs |= needs
+                sym.sites.append(Site(n.lineno, n.col_offset, n.end_lineno or n.lineno,
+                                      n.end_col_offset or 0, needs, c.api.name if c.api else ""))
         func = n.func
         if c.api is not None and c.api.role == Role.EVAL_SHAPE:
             # `jax.eval_shape(init_state, ...)` traces on shapes: whatever it runs needs no
@@ -377,9 +377,9 @@ class _Summariser:
                     and not self._passes_mesh(c):
                 entries.append(self._entry(target, "nnx", c, n))
         provides, unknown = self._provides(c)
-        if not (sites or edges or entries or provides or unknown):
-            return None
-        return _CallPart(n.lineno, tuple(sites), tuple(edges), tuple(entries), provides, unknown)
+        frag.provides |= provides
+        if unknown:
+            frag.unknown.append(unknown)
 
     def _provides(self, c: CallSite) -> tuple[int, str | None]:
         """The contexts a call provides (``_RULES_SETTER``...), and whether it makes a mesh or
