@@ -266,9 +266,7 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
         mesh_axes, mesh_complete = self.project.mesh_axes()
         seen: set[int] = set()
         # The names of each call are the file's alone: reused across keystrokes (reuse.py).
-        for c, names in zip(self.facts.calls, each_call(self.facts, "shl201", self._names)):
-            if names is None:
-                continue
+        for c, names in each_call(self.facts, "shl201", self._names):
             if c.api.name in _LINEN_NAMES:  # type: ignore[union-attr]
                 yield from self._report(names, known, seen, nnx=False)
             else:

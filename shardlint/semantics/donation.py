@@ -227,9 +227,8 @@ def donating_calls(facts: FileFacts, project: ProjectIndex) -> list[DonatingCall
     (``from train_lib import train_step`` with ``train_step`` donating there)."""
     out = [DonatingCall(c, d.positions, d.names, d.how)
            for d in donors(facts) for c in calls_of(facts, d.site)]
-    imported = each_call(facts, "imported_callee", lambda c: _imported_callee(facts, c))
-    for c, q in zip(facts.calls, imported):
-        target = project.resolve(f"ext:{q}", facts.module) if q else None
+    for c, q in each_call(facts, "imported_callee", lambda c: _imported_callee(facts, c)):
+        target = project.resolve(f"ext:{q}", facts.module)
         if target is None:
             continue
         mod, _, qual = target.partition(":")

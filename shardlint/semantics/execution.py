@@ -42,13 +42,14 @@ class Execution:
     @cached_property
     def _traced_lambdas(self) -> list[tuple[int, int, int, int]]:
         """Spans of the lambdas handed to a JAX/Flax transform (``jax.jit(lambda: ...)``)."""
-        return [_span(lam) for lambdas in each_call(self.facts, "traced_lambdas", self._lambdas)
+        return [_span(lam) for _, lambdas in each_call(self.facts, "traced_lambdas", self._lambdas)
                 for lam in lambdas]
 
     def _lambdas(self, c: CallSite) -> tuple[ast.Lambda, ...]:
         n = c.node
         lam = ast.Lambda
-        if not (any(type(a) is lam for a in n.args) or any(type(k.value) is lam for k in n.keywords)):
+        if not (any(type(a) is lam for a in n.args)
+                or any(type(k.value) is lam for k in n.keywords)):
             return ()
         if not self._is_transform(n):
             return ()
@@ -113,7 +114,8 @@ class Execution:
                     changed = True
         return traced
 
-    def _handed_to_transforms(self, calls: list[CallSite]) -> dict[str, list[tuple[CallSite, ast.expr]]]:
+    def _handed_to_transforms(
+            self, calls: list[CallSite]) -> dict[str, list[tuple[CallSite, ast.expr]]]:
         """The names (``f``, ``self.f``) handed to a JAX/Flax transform by ``calls``, with the
         call and the argument."""
         out: dict[str, list[tuple[CallSite, ast.expr]]] = {}

@@ -153,12 +153,15 @@ def each_statement(facts: FileFacts, name: str, fn: Callable[[Any], T],
     return out
 
 
-def each_call(facts: FileFacts, name: str, fn: Callable[[CallSite], T]) -> list[T]:
-    """``[fn(c) for c in facts.calls]``, reusing the previous build's results per top-level
-    statement (see :func:`each_statement`)."""
+def each_call(facts: FileFacts, name: str,
+              fn: Callable[[CallSite], T | None]) -> list[tuple[CallSite, T]]:
+    """``(c, fn(c))`` for the file's calls, in order, where ``fn(c)`` is something (not None,
+    not empty); reused per top-level statement (see :func:`each_statement`)."""
     if facts.reuse is None:
-        return [fn(c) for c in facts.calls]
-    out: list[T] = []
-    for part in each_statement(facts, "calls:" + name, lambda log: [fn(c) for c in log.calls]):
-        out.extend(part)
+        return [(c, r) for c in facts.calls if (r := fn(c))]
+    out: list[tuple[CallSite, T]] = []
+    for part in each_statement(facts, "calls:" + name,
+                               lambda log: [(c, r) for c in log.calls if (r := fn(c))]):
+        if part:
+            out.extend(part)
     return out
