@@ -16,7 +16,7 @@ from functools import cached_property
 
 from shardlint.semantics.api import PACKAGES
 from shardlint.semantics.facts import CallSite, FileFacts, JitSite, Scope
-from shardlint.semantics.reuse import each, each_call, each_statement
+from shardlint.semantics.reuse import each_call, each_statement
 
 # A function handed to these runs eagerly, as if called.
 _RUNNERS = ("absl.app.run",)
@@ -100,10 +100,10 @@ class Execution:
                 if self.function_named(a, c.scope) is s:
                     traced.add(s)
                     break
-        for s, decorated in zip(functions, each(f, "transform_decorated", functions,
-                                                 self._transform_decorated)):
-            if decorated:
-                traced.add(s)
+        final = set(functions)  # (a function defined again: the last definition counts)
+        for decorated in each_statement(f, "transform_decorated", lambda log: [
+                s for _, s in log.scopes if s.kind == "function" and self._transform_decorated(s)]):
+            traced.update(s for s in decorated if s in final)
         # Nested functions of traced functions are traced too.
         changed = True
         while changed:

@@ -34,6 +34,7 @@ class StatementLog:
     imports_before: dict[str, str]
     star_before: bool
     node: ast.stmt | None = None  # the statement (moved in place when the parser shifts it)
+    mentions: frozenset[str] | None = None  # the names it mentions (reuse.py), when asked
     reads: list[tuple[str, Any, Any, Any]] = field(default_factory=list)  # kind, a, b, result
     calls: list[CallSite] = field(default_factory=list)
     jit_sites: list[JitSite] = field(default_factory=list)

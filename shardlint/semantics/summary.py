@@ -173,7 +173,7 @@ class _Fragment:
     """What one top-level statement adds to the summary: reused while the statement is
     (reuse.py), so it is never changed once made."""
 
-    line: int  # the statement's first line when made: made again when the parser moves it
+    line: int  # the statement's first line when made (see _at)
     symbols: dict[str, Symbol] = field(default_factory=dict)
     edges: list[CallEdge] = field(default_factory=list)
     entries: list[Entry] = field(default_factory=list)
@@ -182,8 +182,22 @@ class _Fragment:
     apis: set[str] = field(default_factory=set)
 
 
-def _moved(log, frag: _Fragment) -> bool:
-    return log.node is not None and log.node.lineno != frag.line
+def _at(log, frag: _Fragment) -> _Fragment:
+    """The fragment of a statement the parser may have moved (by the same number of lines)."""
+    if log.node is None or log.node.lineno == frag.line:
+        return frag
+    d = log.node.lineno - frag.line
+
+    def site(x: Site) -> Site:
+        return replace(x, line=x.line + d, end_line=x.end_line + d)
+
+    return _Fragment(
+        log.node.lineno,
+        {q: replace(sym, line=sym.line + d, sites=[site(x) for x in sym.sites])
+         for q, sym in frag.symbols.items()},
+        [replace(e, line=e.line + d) for e in frag.edges],
+        [replace(e, line=e.line + d, end_line=e.end_line + d) for e in frag.entries],
+        frag.provides, frag.unknown, frag.apis)
 
 
 class _Summariser:
@@ -240,7 +254,7 @@ class _Summariser:
         provides = 0
         unknown: list[str] = []
         apis: set[str] = set()
-        for frag in each_statement(f, "summary", self._fragment, stale=_moved):
+        for frag in each_statement(f, "summary", self._fragment, refresh=_at):
             for qual, sym in frag.symbols.items():
                 prev = out.symbols.get(qual)
                 if prev is not None:
