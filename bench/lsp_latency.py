@@ -1,8 +1,9 @@
 """Language server latency, driven over stdio like an editor.
 
-    python bench/lsp_latency.py [--edits 60] [--files 300] [--lines 2000]
+    python bench/lsp_latency.py [--edits 60] [--files 300] [--lines 2000] [--edit body]
 
-1. Opens a generated 2,000-line Flax model file and types into it: p50/p95 milliseconds from a
+1. Opens a generated 2,000-line Flax model file and types into it (``--edit``: in a function
+   body, an empty line in the middle, or in a module-level constant): p50/p95 milliseconds from a
    ``didChange`` to the ``publishDiagnostics`` for that version (push, debounce set to 0 so it is
    excluded), and from a ``didChange`` to the answer of a ``textDocument/diagnostic`` (pull).
 2. Starts the server on a generated 300-file project: seconds from ``initialized`` to the end of
@@ -178,17 +179,43 @@ def percentiles(ms: list[float]) -> str:
     return f"p50 {statistics.median(ms):6.1f} ms   p95 {q[18]:6.1f} ms   max {max(ms):6.1f} ms"
 
 
-def edits(text: str, n: int):
-    """Alternately type and delete a character in the middle of the file (shifting nothing)."""
-    line = len(text.splitlines()) // 2
+EDITS = {
+    "body": "type and delete '#' at the start of a line in the middle of the file",
+    "newline": "insert and delete an empty line in the middle (the statements after it move)",
+    "constant": "type and delete a letter in the RULES table at the top (a module-level name "
+                "other statements read)",
+}
+
+
+def edits(text: str, n: int, kind: str = "body"):
+    """``n`` alternating edits of one kind (see ``EDITS``): (range, new text) changes."""
+    lines = text.splitlines()
+    line = len(lines) // 2
+    if kind == "constant":
+        line = next(i for i, t in enumerate(lines) if t.startswith("RULES = "))
+    col = lines[line].index('"model"') + 2 if kind == "constant" else 0
     for i in range(n):
-        if i % 2 == 0:
-            yield types.Range(types.Position(line, 0), types.Position(line, 0)), "#"
+        if kind == "newline":
+            end = types.Position(line, 0) if i % 2 == 0 else types.Position(line + 1, 0)
+            yield types.Range(types.Position(line, 0), end), "\n" if i % 2 == 0 else ""
+        elif i % 2 == 0:
+            yield types.Range(types.Position(line, col), types.Position(line, col)), \
+                "x" if kind == "constant" else "#"
         else:
-            yield types.Range(types.Position(line, 0), types.Position(line, 1)), ""
+            yield types.Range(types.Position(line, col), types.Position(line, col + 1)), ""
 
 
-async def latency(root: Path, text: str, n: int, pull: bool) -> list[float]:
+def apply(text: str, rng: types.Range, new: str) -> str:
+    """An LSP change applied to ASCII text (characters are UTF-16 code units)."""
+    lines = text.split("\n")
+
+    def offset(p: types.Position) -> int:
+        return sum(len(t) + 1 for t in lines[:p.line]) + p.character
+
+    return text[:offset(rng.start)] + new + text[offset(rng.end):]
+
+
+async def latency(root: Path, text: str, n: int, pull: bool, kind: str) -> list[float]:
     client = Client()
     await client.start(root, pull, {"shardlint": {"debounceMs": 0}})
     path = root / "model.py"
@@ -201,7 +228,7 @@ async def latency(root: Path, text: str, n: int, pull: bool) -> list[float]:
     else:
         await client.published_for(uri, 1)
     out = []
-    for version, (rng, new) in enumerate(edits(text, n), start=2):
+    for version, (rng, new) in enumerate(edits(text, n, kind), start=2):
         t0 = time.perf_counter()
         client.lsp.text_document_did_change(types.DidChangeTextDocumentParams(
             types.VersionedTextDocumentIdentifier(version, uri),
@@ -217,7 +244,7 @@ async def latency(root: Path, text: str, n: int, pull: bool) -> list[float]:
     return out[3:]  # the first edits warm caches
 
 
-def engine_alone(root: Path, text: str, n: int) -> list[float]:
+def engine_alone(root: Path, text: str, n: int, kind: str) -> list[float]:
     """The same edits through ``Analyzer.lint`` in this process: what the server adds is the
     difference."""
     from shardlint.lsp.analyzer import Analyzer
@@ -225,13 +252,11 @@ def engine_alone(root: Path, text: str, n: int) -> list[float]:
     analyzer = Analyzer()
     path = root / "model.py"
     analyzer.lint(path, text)
-    lines = text.split("\n")
-    middle = len(text.splitlines()) // 2  # the line the editor edits (see edits())
     out = []
-    for i in range(n):
-        edited = lines[:middle] + [("#" if i % 2 == 0 else "") + lines[middle]] + lines[middle + 1:]
+    for rng, new in edits(text, n, kind):
+        text = apply(text, rng, new)
         t0 = time.perf_counter()
-        analyzer.lint(path, "\n".join(edited))
+        analyzer.lint(path, text)
         out.append((time.perf_counter() - t0) * 1000)
         analyzer.collect_garbage()
     return out[3:]
@@ -253,16 +278,19 @@ async def main() -> int:
     parser.add_argument("--edits", type=int, default=60)
     parser.add_argument("--files", type=int, default=300)
     parser.add_argument("--lines", type=int, default=2000, help="length of the edited model file")
+    parser.add_argument("--edit", choices=sorted(EDITS), default="body",
+                        help="what the typist does: " + "; ".join(f"{k}: {v}" for k, v in EDITS.items()))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="shardlint-lsp-bench-") as tmp:
         root = Path(tmp) / "model"
         text = model_file(args.lines)
         write(root, {"pyproject.toml": "[project]\nname = 'bench'\n", "model.py": text})
+        n, kind = args.edits, args.edit
         print(f"didChange -> diagnostics, {len(text.splitlines())}-line model file, "
-              f"{args.edits} edits, debounce excluded")
-        print(f"  push (publishDiagnostics):      {percentiles(await latency(root, text, args.edits, False))}")
-        print(f"  pull (textDocument/diagnostic): {percentiles(await latency(root, text, args.edits, True))}")
-        print(f"  engine alone (in process):      {percentiles(engine_alone(root, text, args.edits))}")
+              f"{n} edits ({kind}: {EDITS[kind]}), debounce excluded")
+        print(f"  push (publishDiagnostics):      {percentiles(await latency(root, text, n, False, kind))}")
+        print(f"  pull (textDocument/diagnostic): {percentiles(await latency(root, text, n, True, kind))}")
+        print(f"  engine alone (in process):      {percentiles(engine_alone(root, text, n, kind))}")
 
         project = Path(tmp) / "project"
         files = project_files(args.files)
