@@ -23,6 +23,7 @@ from shardlint.semantics.reuse import each_call
 
 if TYPE_CHECKING:
     from shardlint.semantics.project import ProjectIndex
+    from shardlint.semantics.summary import ModuleSummary
 
 NNX_JIT = "flax.nnx.jit"
 LINEN_JIT = "flax.linen.jit"
@@ -227,16 +228,27 @@ def donating_calls(facts: FileFacts, project: ProjectIndex) -> list[DonatingCall
     (``from train_lib import train_step`` with ``train_step`` donating there)."""
     out = [DonatingCall(c, d.positions, d.names, d.how)
            for d in donors(facts) for c in calls_of(facts, d.site)]
+    for c, summary, qual in project_callees(facts, project):
+        if qual not in summary.donating:
+            continue
+        positions, names, how = summary.donating[qual]
+        out.append(DonatingCall(c, set(positions), set(names), how, summary.path))
+    return out
+
+
+def project_callees(facts: FileFacts,
+                    project: ProjectIndex) -> list[tuple[CallSite, ModuleSummary, str]]:
+    """Calls of names imported from another module of the project: the call, that module's
+    summary and the name's qualified name there."""
+    out = []
     for c, q in each_call(facts, "imported_callee", lambda c: _imported_callee(facts, c)):
         target = project.resolve(f"ext:{q}", facts.module)
         if target is None:
             continue
         mod, _, qual = target.partition(":")
         summary = project.summaries.get(mod)
-        if mod == facts.module or summary is None or qual not in summary.donating:
-            continue
-        positions, names, how = summary.donating[qual]
-        out.append(DonatingCall(c, set(positions), set(names), how, summary.path))
+        if mod != facts.module and summary is not None:
+            out.append((c, summary, qual))
     return out
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from shardlint.semantics import api
+from shardlint.semantics.api import Role
 from shardlint.semantics.names import ImportMap, call_arg, literal, string_tuple
 from shardlint.semantics.reuse import each_statement
 
@@ -85,7 +86,7 @@ class CallSite:
     abstract: bool = False  # inside jax.eval_shape(...): traced on shapes, nothing runs
 
     @property
-    def role(self) -> api.Role | None:
+    def role(self) -> Role | None:  # (`api` here would be the field)
         return self.api.role if self.api else None
 
     def kwarg(self, name: str) -> ast.expr | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from shardlint.semantics.donation import calls_of
+from shardlint.semantics.donation import calls_of, project_callees
 from shardlint.semantics.facts import CallSite, FileFacts
 
 if TYPE_CHECKING:
@@ -46,8 +46,8 @@ def jitted_calls(facts: FileFacts, project: ProjectIndex) -> dict[ast.Call, str]
         for site in facts.jit_sites:
             for c in calls_of(facts, site):
                 calls[c.node] = _callee(c)
-        for c in facts.calls:
-            if c.node not in calls and _imported_jitted(facts, project, c):
+        for c, summary, qual in project_callees(facts, project):
+            if c.node not in calls and qual in summary.jitted:
                 calls[c.node] = _callee(c)
         found = facts.derived[key] = calls
     return found  # type: ignore[return-value]
@@ -56,21 +56,3 @@ def jitted_calls(facts: FileFacts, project: ProjectIndex) -> dict[ast.Call, str]
 def _callee(c: CallSite) -> str:
     func = c.node.func
     return ast.unparse(func) if isinstance(func, (ast.Name, ast.Attribute)) else "the jitted call"
-
-
-def _imported_jitted(facts: FileFacts, project: ProjectIndex, c: CallSite) -> bool:
-    func = c.node.func
-    if c.api is not None or not isinstance(func, (ast.Name, ast.Attribute)):
-        return False
-    root: ast.expr = func
-    while isinstance(root, ast.Attribute):
-        root = root.value
-    if not isinstance(root, ast.Name) or c.scope.lookup(root.id) is not None:
-        return False  # a local name, not the imported one
-    q = facts.qualify(func)
-    target = project.resolve(f"ext:{q}", facts.module) if q else None
-    if target is None:
-        return False
-    mod, _, qual = target.partition(":")
-    summary = project.summaries.get(mod)
-    return mod != facts.module and summary is not None and qual in summary.jitted

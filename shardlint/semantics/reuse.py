@@ -111,7 +111,7 @@ def start(facts: FileFacts, statements: list, previous: Reuse | None) -> Reuse:
     root = facts.module_scope
     names: dict[str, tuple] = {}
     for name, values in root.bindings.items():
-        key = []
+        key: list[object] = []
         for v in values:
             if isinstance(v, _DEFS):
                 s = old_shapes.get(v) or _shape(v)
@@ -140,12 +140,12 @@ def start(facts: FileFacts, statements: list, previous: Reuse | None) -> Reuse:
     readers: dict[str, set[str]] = {}
     for name, values in root.bindings.items():
         for v in values:
-            m = known.get(v)
-            if m is None:
-                m = _binding_mentions(v)
-            mentioned[v] = m
-            for used in m:
-                readers.setdefault(used, set()).add(name)
+            used = known.get(v)
+            if used is None:
+                used = _binding_mentions(v)
+            mentioned[v] = used
+            for u in used:
+                readers.setdefault(u, set()).add(name)
     todo = list(changed)
     while todo:
         for reader in readers.get(todo.pop(), ()):
