@@ -187,16 +187,15 @@ def _at(log, frag: _Fragment) -> _Fragment:
     if log.node is None or log.node.lineno == frag.line:
         return frag
     d = log.node.lineno - frag.line
-
-    def site(x: Site) -> Site:
-        return replace(x, line=x.line + d, end_line=x.end_line + d)
-
     return _Fragment(
         log.node.lineno,
-        {q: replace(sym, line=sym.line + d, sites=[site(x) for x in sym.sites])
+        {q: Symbol(sym.kind, sym.needs, sym.refs, sym.bases,
+                   [Site(x.line + d, x.col, x.end_line + d, x.end_col, x.needs, x.api)
+                    for x in sym.sites], sym.line + d)
          for q, sym in frag.symbols.items()},
-        [replace(e, line=e.line + d) for e in frag.edges],
-        [replace(e, line=e.line + d, end_line=e.end_line + d) for e in frag.entries],
+        [CallEdge(e.caller, e.target, e.ctx, e.line + d, e.col) for e in frag.edges],
+        [Entry(e.model, e.kind, e.scope, e.ctx, e.line + d, e.col, e.end_line + d, e.end_col)
+         for e in frag.entries],
         frag.provides, frag.unknown, frag.apis)
 
 
