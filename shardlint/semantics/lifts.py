@@ -14,6 +14,7 @@ from shardlint.semantics import api
 from shardlint.semantics.api import Role
 from shardlint.semantics.facts import CallSite, FileFacts, Scope
 from shardlint.semantics.partitioning import NNX_SHARDING_KWARGS, deref, symbol_ref
+from shardlint.semantics.reuse import each_statement
 from shardlint.syntax import nodes as walk_nodes
 
 _MAX_UNWRAP = 8
@@ -53,11 +54,25 @@ def lifts(facts: FileFacts, *roles: Role) -> list[Lift]:
         if lift is not None:
             out.append(lift)
     # A bare `@nnx.vmap` decorator is a reference, not a call.
-    for node, fn in decorated.items():
-        if isinstance(node, (ast.Name, ast.Attribute)):
-            known = facts.resolve(node)
-            if known is not None and known.role in roles:
+    final = set(decorated.values())  # (a function defined again: the last definition counts)
+    for bare in each_statement(facts, "bare_decorators", lambda log: _bare_decorators(facts, log)):
+        for node, fn, known in bare:
+            if known.role in roles and fn in final:
                 out.append(Lift(known, node, {}, False, None, fn, fn.parent or fn))
+    return out
+
+
+def _bare_decorators(facts: FileFacts, statement) -> list[tuple[ast.expr, Scope, api.Api]]:
+    """The known APIs a statement's functions are decorated with by name (``@nnx.vmap``)."""
+    out = []
+    for _, fn in statement.scopes:
+        if fn.kind != "function":
+            continue
+        for d in fn.decorators:
+            if isinstance(d, (ast.Name, ast.Attribute)):
+                known = facts.resolve(d)
+                if known is not None:
+                    out.append((d, fn, known))
     return out
 
 
