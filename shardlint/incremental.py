@@ -73,11 +73,9 @@ def _shift(stmts: list[ast.stmt], delta: int, known: dict[ast.stmt, list[ast.AST
         positioned = known.get(stmt)
         if positioned is None:
             positioned = known[stmt] = _positioned(stmt)
-        for node in positioned:
+        for node in positioned:  # (a parsed node always has both)
             node.lineno += delta  # type: ignore[attr-defined]
-            end = node.end_lineno  # type: ignore[attr-defined]
-            if end is not None:
-                node.end_lineno = end + delta  # type: ignore[attr-defined]
+            node.end_lineno += delta  # type: ignore[attr-defined]
 
 
 class IncrementalParser:
