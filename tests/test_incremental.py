@@ -355,3 +355,59 @@ def test_reused_results_match_a_full_build(tmp_path: Path, old: str, new: str,
         if step == 0:
             found = parser.memo.reuse.changed  # type: ignore[union-attr]
             assert (None if found is None else set(found)) == changed
+
+
+def test_lines_added_in_another_module_move_its_related_locations(tmp_path: Path) -> None:
+    """An edit that only moves a module's lines keeps the project's needs (ProjectIndex.add), and
+    the findings of the files that depend on it still point at the moved lines."""
+    from shardlint.config import load
+    from shardlint.engine import Engine
+
+    model = '''import flax.linen as nn
+
+
+class MLP(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return nn.with_logical_constraint(nn.Dense(4)(x), ("batch", "mlp"))
+'''
+    train = '''import jax
+from model import MLP
+
+with jax.set_mesh(jax.make_mesh((1,), ("data",))):
+    params = MLP().init(jax.random.key(0), jax.numpy.ones((2, 4)))
+'''
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 't'\n", encoding="utf-8")
+    (tmp_path / "model.py").write_text(model, encoding="utf-8")
+    (tmp_path / "train.py").write_text(train, encoding="utf-8")
+    live = Engine(load(tmp_path), use_cache=False)
+    parser = IncrementalParser()
+    live.lint_text(tmp_path / "model.py", model, parser=parser)
+    before = live.lint_text(tmp_path / "train.py", train)
+    assert any(f.code == "SHL102" for f in before)
+    needs = live.index._needs
+    moved = model.replace("\n\nclass MLP", "\n\n# a comment\n\n\nclass MLP")
+    live.lint_text(tmp_path / "model.py", moved, parser=parser)
+    got = live.lint_text(tmp_path / "train.py", train)
+    assert live.index._needs is needs  # not computed again
+
+    (tmp_path / "model.py").write_text(moved, encoding="utf-8")
+    want = Engine(load(tmp_path), use_cache=False).lint_text(tmp_path / "train.py", train)
+    key = [(f.code, f.span, f.message, [(r.path, r.span) for r in f.related]) for f in want]
+    assert [(f.code, f.span, f.message, [(r.path, r.span) for r in f.related]) for f in got] == key
+    lines = {r.span.line for f in got for r in f.related if r.path.endswith("model.py")}
+    assert lines == {10}  # the constraint, three lines further down
+
+    # The same in the module with the calls: where the model's function is called moves too.
+    train = ("import jax\nfrom model import MLP\n\n\ndef create():\n"
+             "    return MLP().init(jax.random.key(0), jax.numpy.ones((2, 4)))\n\n\n"
+             "with jax.set_mesh(jax.make_mesh((1,), (\"data\",))):\n    create()\n")
+    tparser = IncrementalParser()
+    live.lint_text(tmp_path / "train.py", train, parser=tparser)
+    moved_train = train.replace("\n\n\nwith", "\n\n\n# a comment\n\nwith")
+    got = live.lint_text(tmp_path / "train.py", moved_train, parser=tparser)
+    (tmp_path / "train.py").write_text(moved_train, encoding="utf-8")
+    want = Engine(load(tmp_path), use_cache=False).lint_text(tmp_path / "train.py", moved_train)
+    key = [(f.code, f.span, f.message, [(r.path, r.span) for r in f.related]) for f in want]
+    assert [(f.code, f.span, f.message, [(r.path, r.span) for r in f.related]) for f in got] == key
+    assert {r.span.line for f in got for r in f.related if r.path.endswith("train.py")} == {12}

@@ -34,37 +34,58 @@ def project_cached(fn):
 NNX_MODULE = "flax.nnx.Module"
 
 
+def _same_symbols(a: ModuleSummary, b: ModuleSummary) -> bool:
+    """The same symbols with the same needs, references and bases (what resolving references and
+    the needs closure read); their positions and sites may differ."""
+    if a.symbols.keys() != b.symbols.keys():
+        return False
+    for qual, x in a.symbols.items():
+        y = b.symbols[qual]
+        if x is not y and (x.kind != y.kind or x.needs != y.needs or x.refs != y.refs
+                           or x.bases != y.bases):
+            return False
+    return True
+
+
 @dataclass
 class ProjectIndex:
     summaries: dict[str, ModuleSummary] = field(default_factory=dict)  # by module name
     _needs: dict[str, int] = field(default_factory=dict, repr=False)
     _ctx: dict[str, int | None] = field(default_factory=dict, repr=False)
     _callers: dict[str, list[tuple[str, int, str, int]]] = field(default_factory=dict, repr=False)
-    _done: bool = False
+    _done: bool = False  # _needs and _edges are computed
+    _ctx_done: bool = False  # _ctx and _callers are computed
     _resolved: dict[tuple[str, str | None], str | None] = field(default_factory=dict, repr=False)
     _memo: dict[tuple, object] = field(default_factory=dict, repr=False)
     _edges: dict[str, list[str]] = field(default_factory=dict, repr=False)
 
     # ---- building ----------------------------------------------------------------------------
     def add(self, summary: ModuleSummary) -> None:
-        if self.summaries.get(summary.module) == summary:
+        old = self.summaries.get(summary.module)
+        if old == summary:
             return  # most keystrokes change nothing the project depends on: keep what is computed
         self.summaries[summary.module] = summary
-        self._done = False
-        self._resolved.clear()
         self._memo.clear()
+        self._ctx_done = False
+        if old is None or not _same_symbols(old, summary):
+            self._done = False
+            self._resolved.clear()
+        # (else only positions, calls or contexts changed, as when lines are added above:
+        # references resolve as before and the needs closure holds)
 
     def remove(self, module: str) -> None:
         self.summaries.pop(module, None)
-        self._done = False
+        self._done = self._ctx_done = False
         self._resolved.clear()
         self._memo.clear()
 
     def _ensure(self) -> None:
         if not self._done:
             self._compute_needs()
-            self._compute_contexts()
             self._done = True
+        if not self._ctx_done:
+            self._compute_contexts()
+            self._ctx_done = True
 
     # ---- references ----------------------------------------------------------------------------
     def resolve(self, ref: str, from_module: str | None = None) -> str | None:
