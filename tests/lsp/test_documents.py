@@ -37,6 +37,23 @@ def test_positions_past_the_end_clamp():
     assert apply_change("ab", change(5, 0, 5, 0, "?"), "utf-16") == "ab?"
 
 
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16", "utf-32"])
+def test_lf_text_takes_the_same_positions_as_crlf(encoding):
+    """Text without a carriage return has its own fast path: it must find what the general one
+    finds in the same text written with CRLF."""
+    import random
+
+    from shardlint.lsp.documents import offset_at
+
+    rng = random.Random(encoding)
+    for _ in range(3000):
+        text = "".join(rng.choice(["a", "é", "😀", "\n", " "]) for _ in range(rng.randrange(40)))
+        line, col = rng.randrange(-1, 12), rng.randrange(12)
+        crlf = text.replace("\n", "\r\n")
+        breaks = text.count("\n", 0, offset_at(text, line, col, encoding))
+        assert offset_at(crlf, line, col, encoding) == offset_at(text, line, col, encoding) + breaks
+
+
 def test_full_change_replaces_the_text():
     full = types.TextDocumentContentChangeWholeDocument(text="new\n")
     assert apply_change("old\n", full, "utf-16") == "new\n"
