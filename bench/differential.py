@@ -1,0 +1,176 @@
+"""The language server's shortcuts against a lint from scratch, on random edits of real code.
+
+The server parses only the statements an edit touched (``incremental.py``), replays the facts of
+the others (``semantics/replay.py``) and reuses what the summary and the rules derived from them
+(``semantics/reuse.py``). Each shortcut must give exactly what a fresh lint gives. This types
+random snippets at random places in each file (kept when they parse, 7 times in 10) and after
+every edit compares, for the edited file, the findings and the module summary of the server's
+path with a fresh engine's; with ``--cross`` it also lints other files of the same folder through
+the live index and through a fresh one.
+
+    python bench/differential.py [FOLDER ...] [--examples] [--edits 12] [--files 300] [--seed 7]
+                                 [--cross]
+
+The folders are any Python code (``bench/lint_speed.py`` downloads flax, optax, maxtext, praxis
+and easydel into ~/.cache/shardlint-bench/src). Prints each mismatch and a count; exit 1 on any.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from shardlint.config import load
+from shardlint.engine import Engine, mentions_jax
+from shardlint.incremental import IncrementalParser
+
+SNIPPETS = [
+    "#", "x", "\n", "(", ")", "    ", "\n    y = 1\n", ":", "; z = 2", "", "jax.jit(", "mesh",
+    "with jax.set_mesh(mesh):\n    pass\n", "import jax\n", "P = jax.sharding.PartitionSpec\n",
+    "def f(x):\n    return x\n", "\n\n", "from flax import linen as nn\n",
+    "\n    global MESH\n    MESH = jax.make_mesh((1,), ('x',))\n", "@jax.jit\n",
+    ", donate_argnums=0", "nn.with_logical_constraint(x, ('batch', 'mlp'))", "P('x', 'y')",
+    "jax.sharding.NamedSharding(mesh, P('data'))", "with nn.logical_axis_rules(RULES):\n    pass\n",
+    "RULES = (('batch', 'data'),)\n", "model.init(key, x)", "jax.jit(lambda x: x)", "app.run(main)",
+    "main()",
+]
+
+
+def findings(engine: Engine, path: Path, text: str, parser: IncrementalParser | None = None):
+    return [(f.code, f.span, f.message, [(r.path, r.span) for r in f.related])
+            for f in engine.lint_text(path, text, parser=parser)]
+
+
+def summary(engine: Engine, module: str) -> str | None:
+    s = engine.index.summaries.get(module)
+    return json.dumps(s.to_json(), sort_keys=True) if s is not None else None
+
+
+def edit(rng: random.Random, text: str) -> str:
+    if rng.random() < 0.3:  # a letter after a quote: mostly a changed string, such as an axis name
+        quotes = [i for i, ch in enumerate(text) if ch in "\"'"]
+        if quotes:
+            i = rng.choice(quotes) + 1
+            return text[:i] + rng.choice("xyz") + text[i:]
+    a = rng.randrange(len(text) + 1)
+    b = min(len(text), a + rng.choice([0, 0, 1, 3, 20]))
+    return text[:a] + rng.choice(SNIPPETS) + text[b:]
+
+
+def one_file(files: list[Path], edits: int, rng: random.Random) -> tuple[int, int]:
+    """Each file as ``mod.py`` of a project of its own."""
+    checked = bad = 0
+    with tempfile.TemporaryDirectory(prefix="shardlint-differential-") as tmp:
+        root = Path(tmp)
+        (root / "pyproject.toml").write_text("[project]\nname = 'd'\n", encoding="utf-8")
+        path = root / "mod.py"
+        for source in files:
+            text = source.read_text(encoding="utf-8", errors="replace")
+            if not mentions_jax(text):
+                continue
+            live, parser = Engine(load(root), use_cache=False), IncrementalParser()
+            live.lint_text(path, text, parser=parser)
+            for _ in range(edits):
+                new = edit(rng, text)
+                fresh = Engine(load(root), use_cache=False)
+                want, got = findings(fresh, path, new), findings(live, path, new, parser)
+                broken = any(f[0] == "SHL000" for f in want) or not mentions_jax(new)
+                checked += 1
+                if got != want or (not broken and summary(fresh, "mod") != summary(live, "mod")):
+                    bad += 1
+                    print(f"MISMATCH {source}: {'findings' if got != want else 'summary'} after "
+                          f"{new[:200]!r}...", flush=True)
+                if not broken and rng.random() < 0.7:
+                    text = new
+    return checked, bad
+
+
+def cross_file(folder: Path, edits: int, rng: random.Random) -> tuple[int, int]:
+    """Edit files of a copy of ``folder`` live; lint others through the live and a fresh index."""
+    checked = bad = 0
+    with tempfile.TemporaryDirectory(prefix="shardlint-differential-") as tmp:
+        root = Path(tmp)
+        shutil.copytree(folder, root / folder.name,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        (root / "pyproject.toml").write_text("[project]\nname = 'd'\n", encoding="utf-8")
+        files = sorted(p for p in root.rglob("*.py")
+                       if mentions_jax(p.read_text(encoding="utf-8", errors="replace")))[:40]
+        if len(files) < 2:
+            return 0, 0
+        live = Engine(load(root), use_cache=False)
+        live.build_index()
+        for target in rng.sample(files, min(6, len(files))):
+            text, parser = target.read_text(encoding="utf-8"), IncrementalParser()
+            live.lint_text(target, text, parser=parser)
+            others = rng.sample(files, min(5, len(files)))
+            for _ in range(edits):
+                new = edit(rng, text)
+                kept = not any(f[0] == "SHL000" for f in findings(live, target, new, parser))
+                target.write_text(new, encoding="utf-8")
+                fresh = Engine(load(root), use_cache=False)
+                fresh.build_index()
+                for other in others:
+                    o = other.read_text(encoding="utf-8")
+                    checked += 1
+                    if findings(fresh, other, o) != findings(live, other, o):
+                        bad += 1
+                        print(f"MISMATCH {other.name} after an edit of {target.name}", flush=True)
+                if kept and rng.random() < 0.7:
+                    text = new
+                else:  # back to the last text that parsed, on disk and in the live engine
+                    target.write_text(text, encoding="utf-8")
+                    live.lint_text(target, text, parser=parser)
+    return checked, bad
+
+
+def rule_examples(folder: Path) -> list[Path]:
+    """Every one-file example of the rules' docs, as files: small, and dense with the patterns
+    the rules read across statements (constants, meshes, rules tables)."""
+    from shardlint.rules.base import all_rules
+
+    out = []
+    for rule in all_rules():
+        for i, ex in enumerate([*rule.VALID, *rule.INVALID]):
+            if len(ex.files) == 1:
+                path = folder / f"{rule.code.lower()}_{i}.py"
+                path.write_text(next(iter(ex.files.values())), encoding="utf-8")
+                out.append(path)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("folders", nargs="*", type=Path)
+    ap.add_argument("--examples", action="store_true",
+                    help="also the rules' documented examples (each alone)")
+    ap.add_argument("--edits", type=int, default=12, help="edits per file")
+    ap.add_argument("--files", type=int, default=300, help="files sampled from the folders")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--cross", action="store_true", help="also the cross-file check, per folder")
+    args = ap.parse_args()
+    rng = random.Random(args.seed)
+    files = sorted(p for folder in args.folders for p in folder.rglob("*.py"))
+    files = rng.sample(files, min(args.files, len(files)))
+    with tempfile.TemporaryDirectory(prefix="shardlint-examples-") as tmp:
+        if args.examples:
+            files += rule_examples(Path(tmp))
+        checked, bad = one_file(files, args.edits, rng)
+    print(f"one file: {checked} edits, {bad} mismatches")
+    if args.cross:
+        c, b = 0, 0
+        for folder in args.folders:
+            n, m = cross_file(folder, max(args.edits // 2, 1), rng)
+            c, b = c + n, b + m
+        print(f"cross-file: {c} checks, {b} mismatches")
+        bad += b
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
