@@ -64,7 +64,7 @@ def lifts(facts: FileFacts, *roles: Role) -> list[Lift]:
 
 def _bare_decorators(facts: FileFacts, statement) -> list[tuple[ast.expr, Scope, api.Api]]:
     """The known APIs a statement's functions are decorated with by name (``@nnx.vmap``)."""
-    out = []
+    out: list[tuple[ast.expr, Scope, api.Api]] = []
     for _, fn in statement.scopes:
         if fn.kind != "function":
             continue

@@ -7,6 +7,7 @@ being linted), so a constraint in ``model.py`` is judged by how ``train.py`` run
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from shardlint.semantics.facts import ALL, MESH, RULES
@@ -169,18 +170,22 @@ class ProjectIndex:
         """Project symbols a symbol's code reaches: itself, what it references (calls,
         instantiates, aliases) and its project base classes, transitively."""
         self._ensure()
-        start = self.resolve(ref, from_module)
-        out: list[str] = []
+        return list(self._walk(self.resolve(ref, from_module), lambda k: self._edges.get(k, ())))
+
+    @staticmethod
+    def _walk(start: str | None, neighbours: Callable[[str], Iterable[str]],
+              breadth_first: bool = False) -> Iterator[str]:
+        """``start`` and the keys reachable from it through ``neighbours``, each once, depth
+        first (or breadth first); neighbours are asked for once the caller has the key."""
         seen: set[str] = set()
         todo = [start] if start else []
         while todo:
-            key = todo.pop()
+            key = todo.pop(0) if breadth_first else todo.pop()
             if key in seen:
                 continue
             seen.add(key)
-            out.append(key)
-            todo.extend(self._edges.get(key, ()))
-        return out
+            yield key
+            todo.extend(neighbours(key))
 
     def needs(self, ref: str, from_module: str | None = None) -> int:
         self._ensure()
@@ -191,50 +196,38 @@ class ProjectIndex:
                          limit: int = 3) -> list[tuple[str, Site]]:
         """A few constraint call sites reached from a symbol, for related locations."""
         self._ensure()
-        start = self.resolve(ref, from_module)
+
+        def constrained(key: str) -> list[str]:
+            sym, mod = self.symbol(key), key.partition(":")[0]
+            return [t for r in sorted(sym.refs) if (t := self.resolve(r, mod))
+                    and self._needs.get(t)] if sym is not None else []
+
         out: list[tuple[str, Site]] = []
-        seen: set[str] = set()
-        todo = [start] if start else []
-        while todo and len(out) < limit:
-            key = todo.pop(0)
-            if key in seen:
-                continue
-            seen.add(key)
+        for key in self._walk(self.resolve(ref, from_module), constrained, breadth_first=True):
             sym = self.symbol(key)
-            if sym is None:
-                continue
-            mod = key.partition(":")[0]
-            for site in sym.sites:
-                out.append((self.summaries[mod].path, site))
-            for r in sorted(sym.refs):
-                t = self.resolve(r, mod)
-                if t and self._needs.get(t):
-                    todo.append(t)
+            if sym is not None:
+                path = self.summaries[key.partition(":")[0]].path
+                out.extend((path, site) for site in sym.sites)
+            if len(out) >= limit:
+                break
         return out[:limit]
 
     @project_cached
     def is_subclass(self, ref: str, base: str, from_module: str | None = None) -> bool:
-        seen: set[str] = set()
-        start = self.resolve(ref, from_module)
-        todo = [start] if start else []
-        while todo:
-            key = todo.pop()
-            if key in seen:
-                continue
-            seen.add(key)
-            sym = self.symbol(key)
+        def parents(key: str) -> list[str]:
+            """What a class inherits from: its project bases, or what an alias stands for."""
+            sym, mod = self.symbol(key), key.partition(":")[0]
             if sym is None:
-                continue
-            mod = key.partition(":")[0]
+                return []
             if sym.kind == "alias":
-                todo.extend(t for t in (self.resolve(r, mod) for r in sym.refs) if t)
-                continue
-            for b in sym.bases:
-                if b == base:
-                    return True
-                t = self.resolve(f"ext:{b}", mod) or self.resolve(f"{mod}:{b}")
-                if t:
-                    todo.append(t)
+                return [t for r in sym.refs if (t := self.resolve(r, mod))]
+            return [t for b in sym.bases
+                    if (t := self.resolve(f"ext:{b}", mod) or self.resolve(f"{mod}:{b}"))]
+
+        for key in self._walk(self.resolve(ref, from_module), parents):
+            sym = self.symbol(key)
+            if sym is not None and sym.kind != "alias" and base in sym.bases:
+                return True
         return False
 
     # ---- contexts -------------------------------------------------------------------------------
