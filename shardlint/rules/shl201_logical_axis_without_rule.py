@@ -268,8 +268,7 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
         # The names of each call are the file's alone: reused across keystrokes (reuse.py).
         for c, names in each_call(self.facts, "shl201", self._names):
             if c.api.name in _LINEN_NAMES:  # type: ignore[union-attr]
-                if any(n not in known for n, _ in names):  # (most calls: every name has a rule)
-                    yield from self._report(names, known, seen, nnx=False)
+                yield from self._report(names, known, seen, nnx=False)
             else:
                 # NNX accepts mesh axes directly: only a name that is neither can be judged, and
                 # only when every mesh of the project has literal axis names.

@@ -27,7 +27,7 @@ Outside the language server (no previous build) every result is computed, as bef
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -155,29 +155,6 @@ def start(facts: FileFacts, statements: list, previous: Reuse | None) -> Reuse:
     reuse.changed = frozenset(changed)
     reuse.mentioned = mentioned
     return reuse
-
-
-def each(facts: FileFacts, name: str, items: Iterable[Hashable], fn: Callable[..., T]) -> list[T]:
-    """``[fn(item) for item in items]``, reusing the previous build's result for an item it had
-    (see the module docstring for what ``fn`` may depend on)."""
-    reuse: Reuse | None = facts.reuse  # type: ignore[assignment]
-    if reuse is None:
-        return [fn(i) for i in items]
-    old = reuse.results.get(name)
-    if old is None:
-        # (per item, not per statement: reused only when no module-level name changed)
-        old = reuse.carried.get(name, {}) if reuse.changed == frozenset() else {}
-    new: dict = {}
-    out = []
-    get = old.get
-    for i in items:
-        r = get(i, _MISSING)
-        if r is _MISSING:
-            r = fn(i)
-        new[i] = r
-        out.append(r)
-    reuse.results[name] = new
-    return out
 
 
 @dataclass(eq=False)

@@ -20,7 +20,7 @@ from shardlint.semantics.facts import MESH, RULES, CallSite, FileFacts, Scope
 from shardlint.semantics.jitted import exported_jitted
 from shardlint.semantics.meshes import axis_kind
 from shardlint.semantics.names import dotted
-from shardlint.semantics.reuse import each, each_statement
+from shardlint.semantics.reuse import each_statement
 from shardlint.syntax import nodes as walk_nodes
 
 # Bump when what a summary records changes: cached summaries of another format are dropped.
@@ -270,9 +270,9 @@ class _Summariser:
         aliases = [(name, values[0]) for name, values in f.module_scope.bindings.items()
                    if len(values) == 1 and name not in out.symbols
                    and isinstance(values[0], (ast.Call, ast.Name, ast.Attribute))]
-        for (name, v), (kind, refs) in zip(aliases, each(f, "summary.alias", aliases,
-                                                         self._alias)):
-            out.symbols[name] = Symbol(kind, refs=list(refs), line=getattr(v, "lineno", 0))
+        for name, v in aliases:
+            kind, refs = self._alias(name, v)
+            out.symbols[name] = Symbol(kind, refs=refs, line=getattr(v, "lineno", 0))
         self._jit_entries()
         self._providers(provides, unknown)
         out.donating = exported_donations(f)
@@ -314,15 +314,14 @@ class _Summariser:
             refs.extend(f"{module}:{c.qualname}" for c in scope.children.values())
         return refs, list(scope.bases)
 
-    def _alias(self, item: tuple[str, ast.expr]) -> tuple[str, tuple[str, ...]]:
-        name, v = item
+    def _alias(self, name: str, v: ast.expr) -> tuple[str, list[str]]:
         refs = set()
         for n in walk_nodes(v):
             if isinstance(n, (ast.Name, ast.Attribute)):
                 r = self.ref(n, self.f.module_scope)
                 if r and r != f"{self.f.module}:{name}":
                     refs.add(r)
-        return self._alias_kind(v), tuple(sorted(refs))
+        return self._alias_kind(v), sorted(refs)
 
     def _is_def(self, name: str, scope: Scope) -> bool:
         found = scope.lookup(name)
