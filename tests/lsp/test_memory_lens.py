@@ -109,6 +109,18 @@ async def start():
             await ed.stop()
 
 
+@pytest_asyncio.fixture(loop_scope="session")
+async def opened(start, project):
+    """``root, ed, uri = await opened(files, devices=...)``: the project, a server of its own
+    and ``probes.py`` open in it."""
+    async def run(files: dict[str, str], client: str = "vscode", **settings):
+        root = project(files)
+        ed = await start(root, options(**settings), client)
+        return root, ed, ed.open(root / "probes.py")
+
+    return run
+
+
 async def lenses(ed: Editor, uri: str) -> list[types.CodeLens]:
     got = await asyncio.wait_for(ed.client.text_document_code_lens_async(
         types.CodeLensParams(types.TextDocumentIdentifier(uri))), TIMEOUT)
@@ -186,10 +198,8 @@ async def test_no_lens_unless_enabled_and_trusted(start, project):
 @needs_jax
 @pytest.mark.memory
 @pytest.mark.parametrize("client", CLIENTS)
-async def test_measure_headline_hover_cache_and_stale(start, project, client):
-    root = project({"probes.py": PROBES})
-    ed = await start(root, options(devices=(1, 2)), client)
-    uri = ed.open(root / "probes.py")
+async def test_measure_headline_hover_cache_and_stale(opened, client):
+    root, ed, uri = await opened({"probes.py": PROBES}, client, devices=(1, 2))
     probe_line = line_of(PROBES, "def shardlint_probe_tiny")
     assert titles(await lenses(ed, uri), probe_line) == ["Measure memory"]
 
@@ -266,10 +276,8 @@ def shardlint_probe_imported():
 
 @needs_jax
 @pytest.mark.memory
-async def test_a_change_in_a_file_the_probe_imports_makes_the_figure_stale(start, project):
-    root = project({"step.py": STEP, "probes.py": PROBE_OF_STEP})
-    ed = await start(root, options(devices=(1,)))
-    uri = ed.open(root / "probes.py")
+async def test_a_change_in_a_file_the_probe_imports_makes_the_figure_stale(opened):
+    root, ed, uri = await opened({"step.py": STEP, "probes.py": PROBE_OF_STEP}, devices=(1,))
     line = line_of(PROBE_OF_STEP, "def shardlint_probe_imported")
     summary = await measure(ed, uri, "shardlint_probe_imported")
     assert summary["ok"] is True, summary
@@ -296,10 +304,8 @@ async def test_a_change_in_a_file_the_probe_imports_makes_the_figure_stale(start
 # ---- a probe that fails --------------------------------------------------------------------------------
 @needs_jax
 @pytest.mark.memory
-async def test_failing_probe_shows_a_failure_lens_and_the_server_carries_on(start, project):
-    root = project({"probes.py": PROBES, "other.py": OTHER})
-    ed = await start(root, options(devices=(1,)))
-    uri = ed.open(root / "probes.py")
+async def test_failing_probe_shows_a_failure_lens_and_the_server_carries_on(opened):
+    root, ed, uri = await opened({"probes.py": PROBES, "other.py": OTHER}, devices=(1,))
 
     summary = await measure(ed, uri, "shardlint_probe_broken")
     assert summary["ok"] is False and "probe exploded on purpose" in summary["failure"]
@@ -318,10 +324,8 @@ async def test_failing_probe_shows_a_failure_lens_and_the_server_carries_on(star
 # ---- responsive while a probe runs; cancelled by $/cancelRequest or a new run ---------------------------
 @needs_jax
 @pytest.mark.memory
-async def test_server_answers_while_a_probe_runs_and_runs_cancel(start, project):
-    root = project({"probes.py": PROBES, "other.py": OTHER})
-    ed = await start(root, options(devices=(1,)))
-    uri = ed.open(root / "probes.py")
+async def test_server_answers_while_a_probe_runs_and_runs_cancel(opened):
+    root, ed, uri = await opened({"probes.py": PROBES, "other.py": OTHER}, devices=(1,))
     slow_line = line_of(PROBES, "def shardlint_probe_slow")
 
     first = asyncio.ensure_future(measure(ed, uri, "shardlint_probe_slow"))
