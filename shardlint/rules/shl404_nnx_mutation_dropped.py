@@ -8,6 +8,7 @@ from shardlint.rules.base import Edit, Fix, Rule, example, register
 from shardlint.semantics.donation import (
     LINEN_JIT,
     NNX_JIT,
+    PMAP,
     jit_keywords,
     resolve_positions,
     signature,
@@ -240,7 +241,7 @@ flax 0.12.12).
         if uses_hijax(self.facts):
             return
         for site in self.facts.jit_sites:
-            if site.api_name in (NNX_JIT, LINEN_JIT):
+            if site.api_name in (NNX_JIT, LINEN_JIT, PMAP):
                 continue
             fn = compiled_function(self.facts, site)
             if fn is None or not isinstance(fn.node, (ast.FunctionDef, ast.AsyncFunctionDef)):

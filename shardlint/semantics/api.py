@@ -16,6 +16,7 @@ from enum import Enum
 
 class Role(str, Enum):
     JIT = "jit"  # compiles a function: jax.jit, pjit, nnx.jit
+    PMAP = "pmap"  # compiles a function replicated over devices: jax.pmap
     PARTIAL = "partial"  # functools.partial
     EVAL_SHAPE = "eval_shape"  # abstract evaluation: no allocation, no context needed
     RULES_CONTEXT = "rules_context"  # `with X(rules):` activates logical axis rules
@@ -73,6 +74,7 @@ APIS: tuple[Api, ...] = (
        replacement="jax.jit", note="same in_shardings/out_shardings keywords"),
     _a("flax.nnx.jit", R.JIT, "flax.nnx.transforms.compilation.jit"),
     _a("flax.linen.jit", R.JIT, "flax.linen.transforms.jit"),
+    _a("jax.pmap", R.PMAP),
     _a("functools.partial", R.PARTIAL),
     _a("jax.eval_shape", R.EVAL_SHAPE),
     _a("flax.nnx.eval_shape", R.EVAL_SHAPE),

@@ -1,23 +1,32 @@
 """Values inside one function body: where a local name's value comes from, what the function returns.
 
-Works on the ``ast`` of one :class:`Scope` (``scope.node``), or of a lambda, without descending
-into nested functions, classes or lambdas. It answers two questions the donation and init rules
-ask:
+Works on one :class:`Scope` (what the facts pass collected of its body: assignments, returns,
+dropped calls, stores), or on the ``ast`` of a lambda, without descending into nested functions,
+classes or lambdas. It answers the questions the donation and init rules ask:
 
 * which parameters a returned value is an *updated* version of (``state.apply_gradients(...)``,
   ``optax.apply_updates(params, ...)``, the state half of ``tx.update(...)``, ``.replace(...)``,
-  ``jax.tree.map`` arithmetic, ``nnx.state``/``nnx.split`` of a module) -- :meth:`LocalFlow.updated_params`;
+  ``._replace(...)``, ``x.at[i].set(v)``, ``lax.dynamic_update_slice(cache, ...)``, a record
+  rebuilt field by field from the same fields of a parameter, ``jax.tree.map`` arithmetic,
+  ``nnx.state``/``nnx.split`` of a module) -- :meth:`LocalFlow.updated_params`;
 * whether a value is returned as part of the result -- :meth:`LocalFlow.returns_structure_of` --
   or reaches it by any computation -- :meth:`LocalFlow.flows_to_return`.
+
+Given a ``callee`` resolver, a call of a project function is kept as a :class:`CallTerm` (which
+of our parameters it is handed, and which part of its result is used) instead of being dropped:
+the value-flow layer (``valueflow.py``) resolves those against the callee's own summary, in any
+file of the project.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
-from shardlint.semantics.facts import FileFacts, Scope
+from shardlint.semantics.facts import Assigned, FileFacts, Scope
+from shardlint.semantics.names import EXTERNAL_PACKAGES
+from shardlint.syntax import nodes as walk_nodes
 
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
@@ -30,6 +39,17 @@ TREE_MAP = ("jax.tree.map", "jax.tree_util.tree_map")
 NNX_STATE = ("flax.nnx.state", "flax.nnx.graph.state", "flax.nnx.split", "flax.nnx.graph.split")
 NNX_MERGE = ("flax.nnx.merge", "flax.nnx.graph.merge")
 APPLY_UPDATES = ("optax.apply_updates", "optax._src.update.apply_updates")
+# A new array of the same shape with some entries written: the cache of a decode step.
+UPDATE_SLICE = ("jax.lax.dynamic_update_slice", "jax.lax.dynamic_update_slice_in_dim",
+                "jax.lax.dynamic_update_index_in_dim", "jax.lax.scatter", "jax.lax.scatter_add")
+DATACLASS_REPLACE = ("dataclasses.replace", "flax.struct.replace")
+# Calls that hand their first argument back resharded or unchanged (the value is the same).
+PASS_THROUGH = ("jax.lax.with_sharding_constraint", "flax.linen.with_logical_constraint",
+                "flax.linen.spmd.with_logical_constraint", "jax.device_put",
+                "flax.linen.partitioning.with_sharding_constraint",
+                "jax.experimental.pjit.with_sharding_constraint")
+# `x.at[i].set(v)` and its siblings: a copy of x with entries written.
+_AT_METHODS = frozenset({"set", "add", "multiply", "mul", "divide", "power", "min", "max", "apply"})
 
 
 def own_nodes(node: ast.AST) -> Iterator[ast.AST]:
@@ -48,15 +68,6 @@ def positional_params(fn: ast.AST) -> list[str]:
 
 
 @dataclass(frozen=True)
-class Assigned:
-    """``name = value`` (``index``: the position when unpacked, ``a, (b, c) = v`` -> c: (1, 1))."""
-
-    value: ast.expr | None  # None: a value shardlint cannot see (loop target, ``+=``, ``with as``)
-    index: tuple[int, ...]
-    node: ast.AST
-
-
-@dataclass(frozen=True)
 class Origin:
     """What a value is, relative to one parameter of the function."""
 
@@ -65,27 +76,73 @@ class Origin:
     evidence: ast.AST | None = None  # the update expression, for UPDATED
 
 
+@dataclass(frozen=True)
+class Callee:
+    """A project function a call runs, as the value-flow layer names it (see valueflow.py)."""
+
+    ref: str  # "module:qual" or "ext:dotted.name"
+    bound: int = 0  # positional arguments a ``functools.partial`` bound before the call's own
+    via_attr: bool = False  # called as ``obj.method(...)``: the callee's ``self`` is implicit
+
+
+@dataclass(eq=False)
+class CallTerm:
+    """The result of a call of a project function (at ``index`` of it), with what each of its
+    arguments is relative to our parameters; resolved against the callee's summary later."""
+
+    callee: Callee
+    index: tuple[int, ...]
+    args: list[tuple[int | str, dict[str, Origin]]]  # position as written, or keyword name
+    node: ast.Call
+
+
+@dataclass
+class Terms:
+    origins: dict[str, Origin] = field(default_factory=dict)
+    calls: list[CallTerm] = field(default_factory=list)
+
+    def merge(self, other: Terms) -> None:
+        _merge(self.origins, other.origins)
+        if other.calls:
+            have = {(id(c.node), c.index) for c in self.calls}
+            for c in other.calls:
+                if (id(c.node), c.index) not in have:
+                    have.add((id(c.node), c.index))
+                    self.calls.append(c)
+
+
+_EMPTY = Terms()
+
+
 class LocalFlow:
     """Assignments and returns of one function (or lambda) body."""
 
-    def __init__(self, facts: FileFacts, scope: Scope | None, node: ast.AST | None = None):
+    def __init__(self, facts: FileFacts, scope: Scope | None, node: ast.AST | None = None,
+                 callee: Callable[[ast.Call], Callee | None] | None = None):
         self.facts = facts
         self.scope = scope
         self.node = node if node is not None else scope.node  # type: ignore[union-attr]
+        self.callee = callee
+        self._memo: dict[tuple[int, tuple[int, ...]], Terms] = {}
         fn = self.node
-        self.params: list[str] = positional_params(fn) if isinstance(fn, (*_NESTED[:2], ast.Lambda)) \
-            else []
+        self.params: list[str] = positional_params(fn) if isinstance(
+            fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) else []
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             a = fn.args
             self.all_params = set(self.params) | {x.arg for x in a.kwonlyargs}
         else:
             self.all_params = set()
-        self.assigned: dict[str, list[Assigned]] = {}
-        self.returns: list[ast.expr] = []
-        self.expr_calls: list[ast.Call] = []  # calls whose result is dropped: `opt.update(g)`
+        self.assigned: dict[str, list[Assigned]]
+        self.returns: list[ast.expr]
+        self.expr_calls: list[ast.Call]  # calls whose result is dropped: `opt.update(g)`
         if isinstance(fn, ast.Lambda):
-            self.returns.append(fn.body)
+            self.assigned, self.returns, self.expr_calls = {}, [fn.body], []
+        elif scope is not None and scope.kind == "function" and fn is scope.node:
+            # Collected by the facts pass (visitor.py): no walk of the body here.
+            self.assigned, self.returns, self.expr_calls = \
+                scope.assigned, scope.returns, scope.expr_calls
         else:
+            self.assigned, self.returns, self.expr_calls = {}, [], []
             self._collect()
 
     # ---- collection ------------------------------------------------------------------------------
@@ -126,85 +183,226 @@ class LocalFlow:
             self._target(t.value, None, (), node)
 
     # ---- what a value is -------------------------------------------------------------------------
-    def trace(self, expr: ast.expr, index: tuple[int, ...] = (),
-              _seen: frozenset = frozenset()) -> dict[str, Origin]:
+    def trace(self, expr: ast.expr, index: tuple[int, ...] = ()) -> dict[str, Origin]:
         """The parameters ``expr`` (projected on ``index``) is, is part of, or is an update of."""
+        return dict(self.trace_terms(expr, index).origins)
+
+    def trace_terms(self, expr: ast.expr, index: tuple[int, ...] = (),
+                    _seen: frozenset = frozenset()) -> Terms:
+        """:meth:`trace`, with the calls of project functions the value comes from.
+
+        Each (expression, index) is traced once per body: a value reached again (``x = f(x)``
+        chains, a name read by many calls) costs a lookup, not another walk. A value traced
+        while a cycle was cut keeps what was found without the cycle.
+        """
+        key = (id(expr), index)
+        found = self._memo.get(key)
+        if found is not None:
+            return found
         if len(_seen) > 40:
-            return {}
-        out: dict[str, Origin] = {}
-        if isinstance(expr, ast.Name):
-            if expr.id in self.all_params and not index:
-                out[expr.id] = Origin(expr.id, SAME)  # its value on entry
-            seen_key = (expr.id, index)
-            if seen_key in _seen:
-                return out
+            return Terms()
+        found = self._trace(expr, index, _seen)
+        self._memo[key] = found
+        return found
+
+    def _trace(self, expr: ast.expr, index: tuple[int, ...], _seen: frozenset) -> Terms:
+        # (Results are shared through the memo: never changed once returned.)
+        tp = type(expr)
+        if tp is ast.Name:
+            name = expr.id  # type: ignore[attr-defined]
+            param = name in self.all_params and not index
+            seen_key = (name, index)
+            assigned = self.assigned.get(name)
+            if not assigned or seen_key in _seen:
+                return Terms({name: Origin(name, SAME)}) if param else _EMPTY
             seen = _seen | {seen_key}
-            for a in self.assigned.get(expr.id, []):
-                if a.value is not None:
-                    _merge(out, self.trace(a.value, (*a.index, *index), seen))
+            parts = [t for a in assigned if a.value is not None
+                     for t in (self.trace_terms(a.value, (*a.index, *index), seen),)
+                     if t.origins or t.calls]
+            if not param and len(parts) == 1:
+                return parts[0]
+            out = Terms({name: Origin(name, SAME)}) if param else Terms()
+            for t in parts:
+                out.merge(t)
             return out
-        if isinstance(expr, (ast.Tuple, ast.List)):
+        if tp is ast.Call:
+            return self._trace_call(expr, index, _seen)  # type: ignore[arg-type]
+        if tp is ast.Attribute:
+            inner = self.trace_terms(expr.value, (), _seen).origins  # type: ignore[attr-defined]
+            return Terms(_as_part(inner)) if inner else _EMPTY
+        if tp is ast.Subscript:
+            key = expr.slice  # type: ignore[attr-defined]
+            value = expr.value  # type: ignore[attr-defined]
+            if isinstance(key, ast.Constant) and isinstance(key.value, int) and \
+                    isinstance(value, (ast.Call, ast.Tuple, ast.Name)):
+                projected = self.trace_terms(value, (key.value, *index), _seen)
+                if projected.origins or projected.calls:
+                    return projected
+            inner = self.trace_terms(value, (), _seen).origins
+            return Terms(_as_part(inner)) if inner else _EMPTY
+        if tp is ast.Tuple or tp is ast.List:
+            elts = expr.elts  # type: ignore[attr-defined]
             if index:
                 i = index[0]
-                if i < len(expr.elts) and not any(isinstance(e, ast.Starred) for e in expr.elts):
-                    return self.trace(expr.elts[i], index[1:], _seen)
-                return {}
-            for e in expr.elts:
-                _merge(out, self.trace(e.value if isinstance(e, ast.Starred) else e, (), _seen))
+                if i < len(elts) and not any(isinstance(e, ast.Starred) for e in elts):
+                    return self.trace_terms(elts[i], index[1:], _seen)
+                return _EMPTY
+            out = Terms()
+            for e in elts:
+                out.merge(self.trace_terms(e.value if isinstance(e, ast.Starred) else e, (),
+                                           _seen))
             return out
-        if isinstance(expr, ast.Dict):
-            for v in expr.values:
-                _merge(out, self.trace(v, (), _seen))
+        if tp is ast.Dict:
+            out = Terms()
+            for v in expr.values:  # type: ignore[attr-defined]
+                out.merge(self.trace_terms(v, (), _seen))
+            rebuilt = self._rebuilt(list(zip(expr.keys, expr.values)), expr)  # type: ignore[attr-defined]
+            if rebuilt:
+                _merge(out.origins, rebuilt)
             return out
-        if isinstance(expr, ast.IfExp):
-            out = self.trace(expr.body, index, _seen)
-            _merge(out, self.trace(expr.orelse, index, _seen))
+        if tp is ast.IfExp:
+            out = Terms()
+            out.merge(self.trace_terms(expr.body, index, _seen))  # type: ignore[attr-defined]
+            out.merge(self.trace_terms(expr.orelse, index, _seen))  # type: ignore[attr-defined]
             return out
-        if isinstance(expr, ast.Subscript):
-            key = expr.slice
-            if isinstance(key, ast.Constant) and isinstance(key.value, int) and \
-                    isinstance(expr.value, (ast.Call, ast.Tuple, ast.Name)):
-                projected = self.trace(expr.value, (key.value, *index), _seen)
-                if projected:
-                    return projected
-            return _as_part(self.trace(expr.value, (), _seen))
-        if isinstance(expr, ast.Attribute):
-            return _as_part(self.trace(expr.value, (), _seen))
-        if isinstance(expr, ast.Call):
-            return self._trace_call(expr, index, _seen)
-        return {}
+        return _EMPTY
 
-    def _trace_call(self, call: ast.Call, index: tuple[int, ...], seen: frozenset) -> dict[str, Origin]:
+    def _trace_call(self, call: ast.Call, index: tuple[int, ...], seen: frozenset) -> Terms:
         func = call.func
+
+        def origins(e: ast.expr) -> dict[str, Origin]:
+            return self.trace_terms(e, (), seen).origins
+
         q = self.facts.qualify(func) if isinstance(func, (ast.Name, ast.Attribute)) else None
         if isinstance(func, ast.Attribute) and q is None:
-            if func.attr in ("apply_gradients", "replace") and not index:
-                return _updated(self.trace(func.value, (), seen), call)
-            if func.attr == "update" and index[:1] == (1,) and len(call.args) >= 2:
+            attr = func.attr
+            if attr in ("apply_gradients", "replace", "_replace") and not index:
+                return Terms(_updated(origins(func.value), call))
+            if attr == "update" and index[:1] == (1,) and len(call.args) >= 2:
                 # optax: `updates, new_opt_state = tx.update(grads, opt_state, params)`
-                return _updated(self.trace(call.args[1], (), seen), call)
-            return {}
+                return Terms(_updated(origins(call.args[1]), call))
+            if attr in _AT_METHODS and not index and _at_subscript(func.value):
+                # `cache.at[idx].set(new)`: a copy of the cache with entries written
+                return Terms(_updated(origins(func.value.value.value), call))  # type: ignore[attr-defined]
+            return self._project_call(call, index, seen)
         if q is None:
-            return {}
+            return self._project_call(call, index, seen)
         if q in APPLY_UPDATES and call.args and not index:
-            return _updated(self.trace(call.args[0], (), seen), call)
+            return Terms(_updated(origins(call.args[0]), call))
+        if q in UPDATE_SLICE and call.args and not index:
+            return Terms(_updated(origins(call.args[0]), call))
+        if q in DATACLASS_REPLACE and call.args and not index:
+            return Terms(_updated(origins(call.args[0]), call))
+        if q in PASS_THROUGH and call.args:
+            return self.trace_terms(call.args[0], index, seen)
         if q in TREE_MAP and len(call.args) >= 2 and not index:
             # `jax.tree.map(lambda p, g: p - lr * g, params, grads)`: `params` is updated.
             i = _updated_leaf(call.args[0])
             if i is not None and 1 + i < len(call.args):
-                return _updated(self.trace(call.args[1 + i], (), seen), call)
-            return {}
+                return Terms(_updated(origins(call.args[1 + i]), call))
+            return Terms()
         if q in NNX_STATE and call.args:
             if q.endswith("split") and index[:1] == (0,):
-                return {}  # the graphdef holds no arrays
-            return _updated(self.trace(call.args[0], (), seen), call)
+                return Terms()  # the graphdef holds no arrays
+            return Terms(_updated(origins(call.args[0]), call))
         if q in NNX_MERGE:
             out: dict[str, Origin] = {}
             for s in call.args[1:]:
-                _merge(out, {k: Origin(k, SAME) for k, o in self.trace(s, (), seen).items()
+                _merge(out, {k: Origin(k, SAME) for k, o in origins(s).items()
                              if o.kind in (SAME, UPDATED)})
+            return Terms(out)
+        if q == "dict" and call.keywords and not call.args and not index:
+            return Terms(self._rebuilt([(ast.Constant(k.arg), k.value) for k in call.keywords
+                                        if k.arg is not None], call))
+        if q.partition(".")[0] in EXTERNAL_PACKAGES:
+            return _EMPTY  # jnp.concatenate(...), np.asarray(...): not a project function
+        return self._project_call(call, index, seen)
+
+    def _project_call(self, call: ast.Call, index: tuple[int, ...], seen: frozenset) -> Terms:
+        """A call this module cannot see into: a :class:`CallTerm` when it runs a project
+        function (or a record rebuilt by a constructor: ``State(step=s.step + 1, ...)``)."""
+        out = Terms()
+        if call.keywords and not index and _constructor(call.func):
+            rebuilt = self._rebuilt([(ast.Constant(k.arg), k.value) for k in call.keywords
+                                     if k.arg is not None], call)
+            if rebuilt:
+                out.origins.update(rebuilt)
+        if self.callee is None:
             return out
-        return {}
+        callee = self.callee(call)
+        if callee is None:
+            return out
+        args: list[tuple[int | str, dict[str, Origin]]] = []
+        for i, a in enumerate(call.args):
+            if isinstance(a, ast.Starred):
+                break
+            traced = self.trace_terms(a, (), seen).origins
+            if traced:
+                args.append((i, traced))
+        for kw in call.keywords:
+            if kw.arg is not None:
+                traced = self.trace_terms(kw.value, (), seen).origins
+                if traced:
+                    args.append((kw.arg, traced))
+        if args:
+            out.calls.append(CallTerm(callee, index, args, call))
+        return out
+
+    def _rebuilt(self, fields: list[tuple[ast.expr | None, ast.expr]],
+                 node: ast.AST) -> dict[str, Origin]:
+        """A record built field by field, where two or more fields are computed from the same
+        fields of one parameter (``{"pos": state["pos"] + 1, "cache": f(state["cache"]), ...}``,
+        ``DecodeState(pos=state.pos + 1, cache=...)``): an updated version of that parameter."""
+        keyed = [(k.value, v) for k, v in fields
+                 if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+        if len(keyed) < 2 or not self.all_params:
+            return {}
+        # First the fields' own expressions (cheap, and most records read no parameter field):
+        # only then follow the local names the other fields are computed from.
+        first = [self._field_reads(v, k, follow=False) for k, v in keyed]
+        if not any(first):
+            return {}
+        matched: dict[str, int] = {}
+        computed: set[str] = set()
+        for (key, value), reads in zip(keyed, first):
+            if not reads:
+                reads = self._field_reads(value, key, follow=True)
+            for p, direct in reads:
+                matched[p] = matched.get(p, 0) + 1
+                if not direct:
+                    computed.add(p)
+        return {p: Origin(p, UPDATED, node) for p, n in matched.items() if n >= 2 and p in computed}
+
+    def _field_reads(self, value: ast.expr, key: str, follow: bool) -> list[tuple[str, bool]]:
+        """The parameters whose field ``key`` (``p[key]``, ``p.key``) ``value`` is computed from,
+        and whether it is that field itself; ``follow``: also through the values of the local
+        names it reads."""
+        direct = _field_of(value, key)
+        if direct is not None and direct in self.all_params and direct not in self.assigned:
+            return [(direct, True)]
+        found: set[str] = set()
+        seen: set[str] = set()
+        todo: list[ast.AST] = [value]
+        budget = 300
+        while todo and budget > 0:
+            nodes = walk_nodes(todo.pop())
+            budget -= len(nodes)
+            for n in nodes:
+                p = _field_of(n, key)  # type: ignore[arg-type]
+                if p is not None and p in self.all_params and p not in self.assigned:
+                    found.add(p)
+                elif follow and type(n) is ast.Name and n.id not in seen:  # type: ignore[attr-defined]
+                    seen.add(n.id)  # type: ignore[attr-defined]
+                    todo.extend(a.value for a in self.assigned.get(n.id, ())  # type: ignore[attr-defined]
+                                if a.value is not None)
+        return [(p, False) for p in sorted(found)]
+
+    def returned_terms(self, index: tuple[int, ...] = ()) -> Terms:
+        """What the function returns (at ``index`` of its result), over every return."""
+        out = Terms()
+        for r in self.returns:
+            out.merge(self.trace_terms(r, index))
+        return out
 
     def updated_params(self, in_place: bool = False) -> dict[str, Origin]:
         """Parameters a returned value is an updated version of, with the evidence.
@@ -218,18 +416,31 @@ class LocalFlow:
                 if o.kind == UPDATED:
                     _merge(out, {p: o})
         if in_place:
-            for call in self.expr_calls:
-                f = call.func
-                if isinstance(f, ast.Attribute) and f.attr == "update" and call.args:
-                    owners = [p for p, o in self.trace(f.value).items() if o.kind == SAME]
-                    if not owners:
-                        continue
-                    for p in owners:
+            for p, o in self.mutated_params().items():
+                _merge(out, {p: o})
+        return out
+
+    def mutated_params(self) -> dict[str, Origin]:
+        """NNX objects the body updates where they are: ``optimizer.update(model, grads)``
+        (the optimizer and what it is handed), ``nnx.update(model, state)``."""
+        out: dict[str, Origin] = {}
+        for call in self.expr_calls:
+            f = call.func
+            if isinstance(f, ast.Attribute) and f.attr == "update" and call.args \
+                    and self.facts.qualify(f) is None:
+                owners = [p for p, o in self.trace(f.value).items() if o.kind == SAME]
+                if not owners:
+                    continue
+                for p in owners:
+                    _merge(out, {p: Origin(p, UPDATED, call)})
+                for a in call.args:
+                    for p, o in self.trace(a).items():
+                        if o.kind == SAME:
+                            _merge(out, {p: Origin(p, UPDATED, call)})
+            elif call.args and self.facts.qualify(f) == "flax.nnx.update":
+                for p, o in self.trace(call.args[0]).items():
+                    if o.kind == SAME:
                         _merge(out, {p: Origin(p, UPDATED, call)})
-                    for a in call.args:
-                        for p, o in self.trace(a).items():
-                            if o.kind == SAME:
-                                _merge(out, {p: Origin(p, UPDATED, call)})
         return out
 
     def flows_to_return(self, param: str) -> bool:
@@ -297,6 +508,31 @@ def _as_part(origins: dict[str, Origin]) -> dict[str, Origin]:
 def _updated(origins: dict[str, Origin], evidence: ast.AST) -> dict[str, Origin]:
     return {k: Origin(k, UPDATED, o.evidence if o.kind == UPDATED else evidence)
             for k, o in origins.items() if o.kind in (SAME, UPDATED)}
+
+
+def _constructor(func: ast.expr) -> bool:
+    """``DecodeState(...)``, ``TrainState.create(...)``: a call that builds a record."""
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) \
+        else ""
+    return name[:1].isupper() or name == "create"
+
+
+def _at_subscript(node: ast.expr) -> bool:
+    """``x.at[...]``."""
+    return isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) \
+        and node.value.attr == "at"
+
+
+def _field_of(node: ast.expr, key: str) -> str | None:
+    """``p[key]`` / ``p.key`` -> "p"."""
+    tp = type(node)
+    if tp is ast.Subscript:
+        s = node.slice  # type: ignore[attr-defined]
+        if type(s) is ast.Constant and s.value == key and type(node.value) is ast.Name:  # type: ignore[attr-defined]
+            return node.value.id  # type: ignore[attr-defined]
+    elif tp is ast.Attribute and node.attr == key and type(node.value) is ast.Name:  # type: ignore[attr-defined]
+        return node.value.id  # type: ignore[attr-defined]
+    return None
 
 
 def _updated_leaf(fn: ast.expr) -> int | None:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 NNX_JIT = "flax.nnx.jit"
 LINEN_JIT = "flax.linen.jit"
+PMAP = "jax.pmap"
 DONATE = ("donate_argnums", "donate_argnames")
 
 
@@ -39,8 +40,8 @@ def unplaced_jit_sites(facts: FileFacts):
     """Jit sites (not Linen's lifted jit, not under ``jax.eval_shape``) whose keywords are all
     visible and none of which places the outputs: where SHL302 and SHL303 look."""
     for site in facts.jit_sites:
-        if site.api_name == LINEN_JIT:
-            continue
+        if site.api_name in (LINEN_JIT, PMAP):
+            continue  # (pmap places its outputs on every device by design)
         kws = jit_keywords(facts, site)
         if kws is None or any(k in kws for k in PLACEMENT_KEYWORDS):
             continue
@@ -141,6 +142,8 @@ def resolve_positions(facts: FileFacts, site: JitSite, sig: Signature | None,
         return None
     out = Positions()
     nums = kws.get(f"{kind}_argnums")
+    if kind == "static" and site.api_name == PMAP:
+        nums = kws.get("static_broadcasted_argnums")
     if nums is not None:
         value = _ints(facts.literal(nums, site.scope))
         if value is None:

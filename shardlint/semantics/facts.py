@@ -25,6 +25,15 @@ class Opaque(ast.expr):
 OPAQUE = Opaque()
 
 
+@dataclass(frozen=True)
+class Assigned:
+    """``name = value`` (``index``: the position when unpacked, ``a, (b, c) = v`` -> c: (1, 1))."""
+
+    value: ast.expr | None  # None: a value shardlint cannot see (loop target, ``+=``, ``with as``)
+    index: tuple[int, ...]
+    node: ast.AST
+
+
 # Context flags: what a piece of code runs under.
 RULES = 1
 MESH = 2
@@ -47,6 +56,14 @@ class Scope:
     references: set[str] = field(default_factory=set)  # plain names loaded in the body
     self_calls: set[str] = field(default_factory=set)  # methods called through `self.x(...)`
     children: dict[str, Scope] = field(default_factory=dict)
+    # Functions: what the value-flow analysis reads (dataflow.LocalFlow), collected by the one
+    # pass so that no analysis walks the body again: local names with the values assigned to
+    # them, the returned values, calls whose result is dropped (`opt.update(g)`) and stores into
+    # attributes or items (`model.count.value = 1`, `cache[...] = x`).
+    assigned: dict[str, list[Assigned]] = field(default_factory=dict)
+    returns: list[ast.expr] = field(default_factory=list)
+    expr_calls: list[ast.Call] = field(default_factory=list)
+    stores: list[tuple[ast.expr, ast.stmt]] = field(default_factory=list)
 
     def __repr__(self) -> str:
         return f"Scope({self.kind} {self.qualname or '<module>'})"

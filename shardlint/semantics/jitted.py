@@ -23,7 +23,7 @@ def exported_jitted(facts: FileFacts) -> list[str]:
     """Module-level names bound (once) to a compiled callable, for the project index."""
     out: set[str] = set()
     for site in facts.jit_sites:
-        if site.scope is not facts.module_scope:
+        if site.scope is not facts.module_scope or site.api_name == "jax.pmap":
             continue
         decorated = site.form in ("decorator", "factory") or \
             (site.form == "partial" and site.target is None)

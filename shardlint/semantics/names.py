@@ -9,6 +9,7 @@ into the fully qualified dotted name it refers to, following ``import x as y``,
 from __future__ import annotations
 
 import ast
+import sys
 from dataclasses import dataclass, field
 
 from shardlint.semantics import api
@@ -43,6 +44,11 @@ def call_arg(call: ast.Call, index: int | None, name: str | None = None) -> ast.
         return args[index]
     return None
 
+
+# Imported names from these packages are never project symbols: not worth a reference.
+EXTERNAL_PACKAGES = frozenset(sys.stdlib_module_names) | frozenset({
+    "jax", "jaxlib", "flax", "optax", "numpy", "scipy", "chex", "orbax", "einops", "absl",
+    "tensorflow", "torch", "ml_collections", "tensorstore", "transformers", "etils", "typing_extensions"})
 
 # Names that star imports almost always bring in under these meanings.
 STAR_CONVENTIONS = {"jax": "jax", "jnp": "jax.numpy", "nn": "flax.linen", "nnx": "flax.nnx",

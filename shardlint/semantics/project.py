@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from shardlint.semantics.facts import ALL, MESH, RULES
 from shardlint.semantics.summary import Entry, ModuleSummary, Site
+from shardlint.semantics.valueflow import FlowIndex
 
 LINEN_MODULE = "flax.linen.Module"
 
@@ -59,6 +60,7 @@ class ProjectIndex:
     _resolved: dict[tuple[str, str | None], str | None] = field(default_factory=dict, repr=False)
     _memo: dict[tuple, object] = field(default_factory=dict, repr=False)
     _edges: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    _flows: FlowIndex | None = field(default=None, repr=False)
 
     # ---- building ----------------------------------------------------------------------------
     def add(self, summary: ModuleSummary) -> None:
@@ -67,6 +69,7 @@ class ProjectIndex:
             return  # most keystrokes change nothing the project depends on: keep what is computed
         self.summaries[summary.module] = summary
         self._memo.clear()
+        self._flows = None
         self._ctx_done = False
         if old is None or not _same_symbols(old, summary):
             self._done = False
@@ -79,6 +82,14 @@ class ProjectIndex:
         self._done = self._ctx_done = False
         self._resolved.clear()
         self._memo.clear()
+        self._flows = None
+
+    @property
+    def flows(self) -> FlowIndex:
+        """What the project's functions do with their arguments, joined across files."""
+        if self._flows is None:
+            self._flows = FlowIndex(self)
+        return self._flows
 
     def _ensure(self) -> None:
         if not self._done:

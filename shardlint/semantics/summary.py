@@ -10,7 +10,6 @@ imported names, which the index resolves against the other modules.
 from __future__ import annotations
 
 import ast
-import sys
 from dataclasses import asdict, dataclass, field, replace
 
 from shardlint.semantics.api import Role
@@ -19,18 +18,16 @@ from shardlint.semantics.donation import exported_donations
 from shardlint.semantics.facts import MESH, RULES, CallSite, FileFacts, Scope
 from shardlint.semantics.jitted import exported_jitted
 from shardlint.semantics.meshes import axis_kind
-from shardlint.semantics.names import dotted
+from shardlint.semantics.names import EXTERNAL_PACKAGES, dotted
 from shardlint.semantics.reuse import each_statement
+from shardlint.semantics.valueflow import function_flow
+from shardlint.semantics.valueflow import shift as shift_flow
 from shardlint.syntax import nodes as walk_nodes
 
 # Bump when what a summary records changes: cached summaries of another format are dropped.
-FORMAT = 5
+FORMAT = 6
 ENTRY_METHODS = ("init", "init_with_output", "apply")
 _WRAPPERS = frozenset({Role.JIT, Role.PARTIAL, Role.LINEN_LIFT, Role.NNX_LIFT, Role.REMAT})
-# Imported names from these packages are never project symbols: not worth a reference.
-_EXTERNAL = frozenset(sys.stdlib_module_names) | frozenset({
-    "jax", "jaxlib", "flax", "optax", "numpy", "scipy", "chex", "orbax", "einops", "absl",
-    "tensorflow", "torch", "ml_collections", "tensorstore", "transformers", "etils", "typing_extensions"})
 _MESH_LIKE = frozenset({"Mesh", "make_mesh", "AbstractMesh"})
 _RULES_LIKE = frozenset({"logical_axis_rules", "axis_rules", "set_logical_axis_rules",
                          "set_axis_rules"})
@@ -64,6 +61,7 @@ class Symbol:
     bases: list[str] = field(default_factory=list)
     sites: list[Site] = field(default_factory=list)
     line: int = 0
+    flow: dict | None = None  # functions: what it does with its arguments (valueflow.py)
 
 
 @dataclass
@@ -119,7 +117,7 @@ class ModuleSummary:
         s = cls(module=data["module"], path=data["path"])
         s.symbols = {
             k: Symbol(v["kind"], v["needs"], v["refs"], v["bases"],
-                      [Site(**x) for x in v["sites"]], v["line"])
+                      [Site(**x) for x in v["sites"]], v["line"], v.get("flow"))
             for k, v in data["symbols"].items()
         }
         s.calls = [CallEdge(**c) for c in data["calls"]]
@@ -191,7 +189,8 @@ def _at(log, frag: _Fragment) -> _Fragment:
         log.node.lineno,
         {q: Symbol(sym.kind, sym.needs, sym.refs, sym.bases,
                    [Site(x.line + d, x.col, x.end_line + d, x.end_col, x.needs, x.api)
-                    for x in sym.sites], sym.line + d)
+                    for x in sym.sites], sym.line + d,
+                   shift_flow(sym.flow, d) if sym.flow is not None else None)
          for q, sym in frag.symbols.items()},
         [CallEdge(e.caller, e.target, e.ctx, e.line + d, e.col) for e in frag.edges],
         [Entry(e.model, e.kind, e.scope, e.ctx, e.line + d, e.col, e.end_line + d, e.end_col)
@@ -203,6 +202,8 @@ class _Summariser:
     def __init__(self, facts: FileFacts):
         self.f = facts
         self.out = ModuleSummary(facts.module, facts.path)
+        self.nnx = any(q == "flax.nnx" or q.startswith("flax.nnx.")
+                       for q in facts.imports.names.values())
 
     def ref(self, node: ast.expr, scope: Scope) -> str | None:
         """A reference for a Name/Attribute: a symbol of this module or an imported name."""
@@ -228,7 +229,7 @@ class _Summariser:
                     return f"{self.f.module}:{parts[0]}"
             return None
         q = self.f.imports.qualify_parts(parts)
-        return f"ext:{q}" if q and q.split(".", 1)[0] not in _EXTERNAL else None
+        return f"ext:{q}" if q and q.split(".", 1)[0] not in EXTERNAL_PACKAGES else None
 
     def ref_name(self, name: str, scope: Scope, node: ast.expr | None = None) -> str | None:
         """:meth:`ref` for a plain name (the common case, kept fast)."""
@@ -244,7 +245,7 @@ class _Summariser:
                     return f"{self.f.module}:{name}"
             return None
         q = self.f.imports.names.get(name)
-        return f"ext:{q}" if q and q.split(".", 1)[0] not in _EXTERNAL else None
+        return f"ext:{q}" if q and q.split(".", 1)[0] not in EXTERNAL_PACKAGES else None
 
     def build(self) -> ModuleSummary:
         f, out = self.f, self.out
@@ -287,10 +288,19 @@ class _Summariser:
         their constraint sites, and what its calls add (``part``: see reuse.each_statement)."""
         frag = _Fragment(part.node.lineno if part.node is not None else 0)
         symbols = frag.symbols
+        by_scope: dict[Scope, list[ast.Call]] | None = None
+        if self.nnx:  # calls that may change an NNX argument in place (valueflow.py)
+            by_scope = {}
+            for c in part.calls:
+                if c.api is None:
+                    by_scope.setdefault(c.scope, []).append(c.node)
         for qual, scope in part.scopes:  # a redefinition in the statement keeps the last one
             refs, bases = self._scope_refs(scope)
+            flow = function_flow(self.f, scope, self.ref,
+                                 by_scope.get(scope) if by_scope is not None else None) \
+                if scope.kind == "function" else None
             symbols[qual] = Symbol(scope.kind, refs=refs, bases=bases,
-                                   line=getattr(scope.node, "lineno", 0))
+                                   line=getattr(scope.node, "lineno", 0), flow=flow)
         for c in part.calls:
             if c.api is not None:
                 frag.apis.add(c.api.name)

@@ -10,6 +10,7 @@ from shardlint.semantics.facts import (
     MESH,
     OPAQUE,
     RULES,
+    Assigned,
     CallSite,
     FileFacts,
     JitSite,
@@ -25,6 +26,7 @@ from shardlint.semantics.rule_tables import collect_rule_tables
 from shardlint.semantics.wrappers import NO_WRAPPERS, Wrappers
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_COMPILERS = (Role.JIT, Role.PMAP)  # what makes a jit site (JitSite)
 
 
 class FactsBuilder:
@@ -241,6 +243,8 @@ class FactsBuilder:
             if isinstance(t, ast.Name):
                 self._maybe_alias(t.id, node.value)
                 self._maybe_mesh(t.id, node.value)
+            if self.scope.kind == "function":
+                self._flow_target(t, node.value, (), node)
 
     def v_annassign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
@@ -252,23 +256,63 @@ class FactsBuilder:
                 self._maybe_mesh(node.target.id, node.value)
             elif self.scope.kind == "class":
                 self._bind(node.target.id, OPAQUE)  # a dataclass field
+        if node.value is not None and self.scope.kind == "function":
+            self._flow_target(node.target, node.value, (), node)
 
     def v_augassign(self, node: ast.AugAssign) -> None:
         self.visit(node.value)
         self.visit(node.target)
         if isinstance(node.target, ast.Name):
             self._bind(node.target.id, OPAQUE)
+        if self.scope.kind == "function":
+            self._flow_target(node.target, None, (), node)
 
     def v_namedexpr(self, node: ast.NamedExpr) -> None:
         self.visit(node.value)
         self._bind(node.target.id, node.value)
+        if self.scope.kind == "function":
+            self._flow_target(node.target, node.value, (), node)
 
     def v_for(self, node: ast.For | ast.AsyncFor) -> None:
         self.visit(node.iter)
         self._bind_target(node.target, None)
         self._bind_target(node.target, None)  # loop targets take many values
+        if self.scope.kind == "function":
+            self._flow_target(node.target, None, (), node)
         self._loop_body(node, node.body)
         self._body(node.orelse)
+
+    def v_return(self, node: ast.Return) -> None:
+        if node.value is not None:
+            if self.scope.kind == "function":
+                self.scope.returns.append(node.value)
+            self.visit(node.value)
+
+    def v_expr(self, node: ast.Expr) -> None:
+        if type(node.value) is ast.Call and self.scope.kind == "function":
+            self.scope.expr_calls.append(node.value)
+        self.visit(node.value)
+
+    def _flow_target(self, t: ast.expr, value: ast.expr | None, index: tuple[int, ...],
+                     node: ast.stmt | ast.expr) -> None:
+        """What the value-flow analysis needs of an assignment in a function (see Scope)."""
+        tp = type(t)
+        if tp is ast.Name:
+            self.scope.assigned.setdefault(t.id, []).append(  # type: ignore[attr-defined]
+                Assigned(value, index, node))
+        elif tp is ast.Tuple or tp is ast.List:
+            starred = False
+            for i, elt in enumerate(t.elts):  # type: ignore[attr-defined]
+                if type(elt) is ast.Starred:
+                    starred = True
+                    self._flow_target(elt.value, None, (), node)
+                else:
+                    # After a starred target the positions count from the end: unknown.
+                    self._flow_target(elt, None if starred else value, (*index, i), node)
+        elif tp is ast.Starred:
+            self._flow_target(t.value, None, (), node)  # type: ignore[attr-defined]
+        elif tp is ast.Attribute or tp is ast.Subscript:
+            self.scope.stores.append((t, node))  # type: ignore[arg-type]
 
     def v_while(self, node: ast.While) -> None:
         self.visit(node.test)
@@ -338,6 +382,8 @@ class FactsBuilder:
             self.visit(item.context_expr)
             if item.optional_vars is not None:
                 self._bind_target(item.optional_vars, None)
+                if self.scope.kind == "function":
+                    self._flow_target(item.optional_vars, None, (), node)
             kind, mesh = self._context_kind(item.context_expr)
             if kind is None:
                 continue
@@ -380,7 +426,7 @@ class FactsBuilder:
                 self.log.root_self_calls.add(func.attr)
         if known is not None:
             self._role(known.role)
-            if known.role == Role.JIT:
+            if known.role in _COMPILERS:
                 self._call_jit(node, known)
             elif known.role == Role.PARTIAL and node.args:
                 self._partial_jit(node)
@@ -414,7 +460,7 @@ class FactsBuilder:
         if id(node) in self._decorated:
             return
         _, inner = self.resolve(node.args[0])
-        if inner is None or inner.role != Role.JIT:
+        if inner is None or inner.role not in _COMPILERS:
             return
         # The partial itself compiles nothing until applied; the application is the site.
         parent_call = None
@@ -470,16 +516,16 @@ class FactsBuilder:
         for d in fn.decorator_list:
             site: JitSite | None = None
             q, known = self.resolve(d)
-            if known is not None and known.role == Role.JIT:
+            if known is not None and known.role in _COMPILERS:
                 site = JitSite(d, known.name, "decorator", {}, None, scope, fn.name, self.scope)
             elif isinstance(d, ast.Call):
                 _, kcall = self.resolve(d.func)
                 kws = {kw.arg: kw.value for kw in d.keywords if kw.arg}
-                if kcall is not None and kcall.role == Role.JIT and not d.args:
+                if kcall is not None and kcall.role in _COMPILERS and not d.args:
                     site = JitSite(d, kcall.name, "factory", kws, None, scope, fn.name, self.scope)
                 elif kcall is not None and kcall.role == Role.PARTIAL and d.args:
                     _, inner = self.resolve(d.args[0])
-                    if inner is not None and inner.role == Role.JIT:
+                    if inner is not None and inner.role in _COMPILERS:
                         site = JitSite(d, inner.name, "partial", kws, None, scope, fn.name,
                                        self.scope)
             if site is not None:
@@ -533,6 +579,8 @@ _DISPATCH = {
     ast.For: FactsBuilder.v_for,
     ast.AsyncFor: FactsBuilder.v_for,
     ast.While: FactsBuilder.v_while,
+    ast.Return: FactsBuilder.v_return,
+    ast.Expr: FactsBuilder.v_expr,
     ast.With: FactsBuilder.v_with,
     ast.AsyncWith: FactsBuilder.v_with,
     ast.Call: FactsBuilder.v_call,

@@ -1,0 +1,271 @@
+"""Recall on real code: delete what the authors wrote to avoid a pitfall, lint, count what is noticed.
+
+Each *kind* finds the places in the benchmark corpus (the flax, optax, maxtext, praxis and
+easydel wheels that ``bench/lint_speed.py`` fetches, at pinned versions) where the authors wrote
+the remedy of a pitfall, and undoes one of them at a time: the mutated file is linted inside its
+whole package (the other files as they are, through the project index, as an editor would see
+it), and the site counts as found when the rule reports it there.
+
+    python bench/recall.py [--kinds donation ...] [--packages ...] [--findings] [--verbose]
+
+Prints, per kind: the sites, how many were found, recall, and every miss with its reason class
+from ``bench/recall_reasons.toml`` (hand-written: why the analysis cannot or does not see it);
+a miss with no reason there is printed as UNEXPLAINED. Sites that are not a remedy the authors
+chose (a wrapper forwarding its own ``donate_argnums`` parameter) are listed apart, not counted.
+``--findings`` also prints the kind's findings on the unmutated corpus, to check precision by
+hand in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+import time
+import tomllib
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lint_speed import PACKAGES, fetch  # noqa: E402
+
+REASONS = Path(__file__).with_name("recall_reasons.toml")
+
+
+@dataclass
+class Site:
+    """One remedy the authors wrote, and the text of its file without it."""
+
+    kind: str
+    path: Path  # the file
+    rel: str  # its path in the corpus ("maxtext/maxtext/utils/train_utils.py")
+    key: str  # stable id: "rel:enclosing.qualname:what#n"
+    line: int
+    end_line: int
+    what: str  # as written ("donate_argnums=(0,)")
+    mutated: str
+    codes: tuple[str, ...]  # the rules that should report it
+    excluded: str | None = None  # why this is not a site (not counted)
+
+
+# ---- text edits ----------------------------------------------------------------------------------
+class Offsets:
+    """Character offsets of (line, UTF-8 column) positions of one text."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.lines = text.splitlines(keepends=True)
+        self.starts = [0]
+        for ln in self.lines:
+            self.starts.append(self.starts[-1] + len(ln))
+
+    def at(self, line: int, col: int) -> int:
+        raw = self.lines[line - 1].encode("utf-8")[:col]
+        return self.starts[line - 1] + len(raw.decode("utf-8", errors="replace"))
+
+    def start(self, node: ast.AST) -> int:
+        return self.at(node.lineno, node.col_offset)  # type: ignore[attr-defined]
+
+    def end(self, node: ast.AST) -> int:
+        return self.at(node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
+
+
+def remove_keyword(text: str, call: ast.Call, kw: ast.keyword) -> str:
+    """``call`` without the keyword argument ``kw`` (and the comma that separated it)."""
+    off = Offsets(text)
+    items: list[ast.AST] = sorted([*call.args, *call.keywords],
+                                  key=lambda n: (n.lineno, n.col_offset))  # type: ignore[attr-defined]
+    i = next(j for j, n in enumerate(items) if n is kw)
+    if i > 0:
+        start, end = off.end(items[i - 1]), off.end(kw)
+    elif i + 1 < len(items):
+        start, end = off.start(kw), off.start(items[i + 1])
+    else:
+        start, end = off.start(kw), off.end(kw)
+        # a trailing comma after the only argument: `f(\n  donate_argnums=0,\n)`
+        rest = text[end:]
+        stripped = rest.lstrip()
+        if stripped.startswith(","):
+            end += len(rest) - len(stripped) + 1
+    return text[:start] + text[end:]
+
+
+def scopes(tree: ast.Module) -> Iterator[tuple[ast.AST, str, list[ast.AST]]]:
+    """Every node with the qualified name of its enclosing function/class and that chain."""
+    todo: list[tuple[ast.AST, str, list[ast.AST]]] = [(tree, "", [])]
+    while todo:
+        node, qual, chain = todo.pop()
+        yield node, qual, chain
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                q = f"{qual}.{child.name}" if qual else child.name
+                todo.append((child, q, [*chain, child]))
+            else:
+                todo.append((child, qual, chain))
+
+
+# ---- kinds ---------------------------------------------------------------------------------------
+DONATE = ("donate_argnums", "donate_argnames")
+
+
+def donation_sites(path: Path, rel: str, text: str, tree: ast.Module) -> Iterator[Site]:
+    """Every ``donate_argnums=``/``donate_argnames=`` keyword of a call (jit, pjit, pmap,
+    ``partial(jax.jit, ...)``, nnx.jit, a wrapper): removing it should give SHL401."""
+    seen: Counter[str] = Counter()
+    found = []
+    for node, qual, chain in scopes(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        for kw in node.keywords:
+            if kw.arg not in DONATE:
+                continue
+            what = f"{kw.arg}={ast.unparse(kw.value)}"
+            found.append((node.lineno, node.col_offset, node, kw, qual, chain, what))
+    for line, _, node, kw, qual, chain, what in sorted(found, key=lambda x: x[:2]):
+        base = f"{rel}:{qual or '<module>'}:{kw.arg}"
+        seen[base] += 1
+        excluded = None
+        fn = next((c for c in reversed(chain)
+                   if isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+        if isinstance(kw.value, ast.Name) and fn is not None and kw.value.id in {
+                a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}:
+            excluded = "forwards its own parameter (a jit wrapper's implementation)"
+        value = kw.value
+        if isinstance(value, (ast.Tuple, ast.List)) and not value.elts:
+            excluded = "donates nothing"
+        yield Site("donation", path, rel, f"{base}#{seen[base]}", line, node.end_lineno or line,
+                   what, remove_keyword(text, node, kw), ("SHL401",), excluded)
+
+
+KINDS: dict[str, Callable[[Path, str, str, ast.Module], Iterator[Site]]] = {
+    "donation": donation_sites,
+}
+KIND_CODES = {"donation": ("SHL401",)}
+
+
+# ---- running -------------------------------------------------------------------------------------
+def load_reasons() -> dict[str, dict[str, dict]]:
+    if not REASONS.is_file():
+        return {}
+    with REASONS.open("rb") as fh:
+        return tomllib.load(fh)
+
+
+def engine_for(root: Path):
+    from shardlint.config import Config
+    from shardlint.engine import Engine
+
+    engine = Engine(Config(root=root), use_cache=False)
+    engine.build_index()
+    return engine
+
+
+def found_at(findings, site: Site) -> bool:
+    return any(f.code in site.codes and site.line <= f.span.line <= site.end_line
+               for f in findings)
+
+
+def run_kind(kind: str, src: Path, packages: list[str], reasons: dict, verbose: bool) -> dict:
+    finder = KINDS[kind]
+    sites: list[Site] = []
+    engines = {}
+    for pkg in packages:
+        root = src / pkg
+        for path in sorted(root.rglob("*.py")):
+            text = path.read_text(encoding="utf-8", errors="replace")
+            try:
+                tree = ast.parse(text)
+            except SyntaxError:
+                continue
+            sites.extend(finder(path, path.relative_to(src).as_posix(), text, tree))
+    counted = [s for s in sites if s.excluded is None and s.key not in reasons.get("not-a-site", {})]
+    results: list[tuple[Site, bool]] = []
+    for site in counted:
+        pkg = site.rel.split("/", 1)[0]
+        engine = engines.get(pkg)
+        if engine is None:
+            engine = engines[pkg] = engine_for(src / pkg)
+        original = site.path.read_text(encoding="utf-8")
+        engine.update_file(site.path, site.mutated)
+        try:
+            findings = engine.lint_text(site.path, site.mutated)
+        finally:
+            engine.update_file(site.path, original)
+        hit = found_at(findings, site)
+        results.append((site, hit))
+        if verbose:
+            print(f"  {'found' if hit else 'MISS '} {site.rel}:{site.line} {site.what}")
+    return {"sites": sites, "results": results}
+
+
+def report(kind: str, out: dict, reasons: dict) -> int:
+    results = out["results"]
+    found = sum(1 for _, hit in results if hit)
+    total = len(results)
+    pct = 100.0 * found / total if total else 0.0
+    print(f"\n== {kind}: {found} of {total} sites found ({pct:.0f}%)")
+    kind_reasons = reasons.get(kind, {})
+    by_reason: dict[str, list[Site]] = {}
+    for site, hit in results:
+        if hit:
+            continue
+        label = kind_reasons.get(site.key, {}).get("class", "UNEXPLAINED")
+        by_reason.setdefault(label, []).append(site)
+    for label in sorted(by_reason, key=lambda k: (k == "UNEXPLAINED", k)):
+        print(f"  missed, {label}: {len(by_reason[label])}")
+        for site in by_reason[label]:
+            note = kind_reasons.get(site.key, {}).get("note", "")
+            print(f"    {site.rel}:{site.line}  {site.what}  [{site.key}]" + (f"  -- {note}" if note else ""))
+    excluded = [s for s in out["sites"] if s.excluded is not None]
+    hand = [s for s in out["sites"] if s.excluded is None and s.key in reasons.get("not-a-site", {})]
+    if excluded or hand:
+        print(f"  not counted: {len(excluded) + len(hand)}")
+        for s in excluded:
+            print(f"    {s.rel}:{s.line}  {s.what}  ({s.excluded})")
+        for s in hand:
+            print(f"    {s.rel}:{s.line}  {s.what}  ({reasons['not-a-site'][s.key].get('note', '')})")
+    return len(by_reason.get("UNEXPLAINED", []))
+
+
+def print_findings(kind: str, src: Path, packages: list[str]) -> None:
+    from shardlint.config import Config
+    from shardlint.engine import Engine
+
+    codes = KIND_CODES[kind]
+    print(f"\n== {kind}: {', '.join(codes)} findings on the unmutated corpus")
+    n = 0
+    for pkg in packages:
+        engine = Engine(Config(root=src / pkg), use_cache=False)
+        for f in engine.lint_paths([src / pkg]):
+            if f.code in codes:
+                n += 1
+                rel = Path(f.path).resolve().relative_to(src.resolve()).as_posix()
+                print(f"  {rel}:{f.span.line}:{f.span.col + 1} {f.code} {f.message}")
+    print(f"  ({n} findings)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kinds", nargs="*", default=list(KINDS), choices=list(KINDS))
+    parser.add_argument("--packages", nargs="*", default=PACKAGES)
+    parser.add_argument("--findings", action="store_true",
+                        help="also print the kind's findings on the unmutated corpus")
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args()
+    src = fetch(args.packages)
+    reasons = load_reasons()
+    unexplained = 0
+    start = time.perf_counter()
+    for kind in args.kinds:
+        out = run_kind(kind, src, args.packages, reasons, args.verbose)
+        unexplained += report(kind, out, reasons)
+        if args.findings:
+            print_findings(kind, src, args.packages)
+    print(f"\n({time.perf_counter() - start:.1f} s; {unexplained} misses without a reason)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

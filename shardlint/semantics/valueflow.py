@@ -1,0 +1,481 @@
+"""The value-flow layer: what each function does with its arguments, across calls and files.
+
+Per function, once per module, a summary (:func:`function_flow`, stored in the module summary
+and cached with it; no ``ast`` nodes):
+
+* ``ret``: what the function returns, as a whole (``""``) and per position of a returned tuple
+  (``"0"``, ``"1"``...): *terms* saying which parameter it is, as is (``same``) or as an updated
+  version of it (``updated``: ``state.apply_gradients(...)``, a cache written with
+  ``.at[].set``...), or which project function's result it is, with what that call was handed;
+* ``mut``: the parameters it changes in place (NNX: ``optimizer.update(model, grads)``,
+  ``nnx.update(model, state)``), directly or through a call;
+* ``fn``: the callable it returns, where it returns one (a nested function, ``partial(f, ...)``,
+  a parameter, ``jax.jit(f, **kw)``: a project-defined jit wrapper).
+
+Terms are JSON lists:
+
+* ``["p", param, kind, pos, text]``: the parameter itself (kind ``same``) or an update of it
+  (``updated``, with where -- ``pos`` is ``[line, col, end_line, end_col]`` -- and how);
+* ``["c", ref, bound, via_attr, index, args, pos, text]``: item ``index`` of the result of
+  calling ``ref`` (``"module:qual"`` or ``"ext:dotted.name"``, resolved through the project
+  index) at ``pos``; ``args`` are ``[key, param, kind, pos, text]``: the call passes our
+  ``param`` (or an update of it) as its positional argument ``key`` (an int, counted after the
+  ``bound`` arguments of a ``functools.partial``) or as keyword ``key``; ``via_attr``: called
+  as ``self.method(...)``, so the callee's ``self`` is not among the positions.
+
+:class:`FlowIndex` joins them across the project, lazily, with a depth bound and cycles cut:
+"which parameters of this function does its result (at this position) hold an updated version
+of, and through which chain of calls". A callee outside the project is unknown: it adds
+nothing, never "no update".
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from shardlint.semantics.api import Role
+from shardlint.semantics.dataflow import (
+    SAME,
+    UPDATED,
+    Callee,
+    LocalFlow,
+    Origin,
+    Terms,
+    positional_params,
+)
+from shardlint.semantics.facts import FileFacts, Scope
+from shardlint.semantics.names import dotted
+
+if TYPE_CHECKING:
+    from shardlint.semantics.project import ProjectIndex
+
+MAX_DEPTH = 10
+_TEXT = 48  # evidence text kept per term (the message shows it)
+_MAX_SLOTS = 8
+
+
+# ---- per function (in the module summary) -----------------------------------------------------------
+RefFn = Callable[[ast.expr, Scope], "str | None"]
+
+
+def _text(node: ast.AST | None) -> str:
+    """A short form of an expression for messages: ``state.apply_gradients(...)``."""
+    if node is None:
+        return ""
+    if isinstance(node, ast.Call):
+        head = dotted(node.func)
+        if head is not None:
+            return f"{'.'.join(head)}(...)"
+        if isinstance(node.func, ast.Attribute):  # `cache.at[i].set(v)`
+            inner = _text(node.func.value)
+            return f"{inner}.{node.func.attr}(...)" if inner else ""
+    try:
+        text = " ".join(ast.unparse(node).split())
+    except Exception:  # noqa: BLE001 - unparse of a synthetic node
+        return ""
+    return text if len(text) <= _TEXT else text[: _TEXT - 3] + "..."
+
+
+def _pos(node: ast.AST | None) -> list[int] | None:
+    if node is None or not hasattr(node, "lineno"):
+        return None
+    line = node.lineno  # type: ignore[attr-defined]
+    return [line, node.col_offset, node.end_lineno or line, node.end_col_offset or 0]  # type: ignore[attr-defined]
+
+
+def _origin_term(o: Origin) -> list:
+    if o.kind == UPDATED:
+        return ["p", o.param, o.kind, _pos(o.evidence), _text(o.evidence)]
+    return ["p", o.param, o.kind, None, ""]
+
+
+def _terms_json(terms: Terms) -> list[list]:
+    out: list[list] = [_origin_term(o) for o in terms.origins.values() if o.kind in (SAME, UPDATED)]
+    for c in terms.calls:
+        args = [[key, *_origin_term(o)[1:]] for key, origins in c.args for o in origins.values()
+                if o.kind in (SAME, UPDATED)]
+        if args:
+            out.append(["c", c.callee.ref, c.callee.bound, c.callee.via_attr, list(c.index), args,
+                        _pos(c.node), _text(c.node)])
+    return out
+
+
+class _Resolver:
+    """Names the project function a call runs, for one function body (see :class:`Callee`)."""
+
+    def __init__(self, facts: FileFacts, scope: Scope, ref: RefFn):
+        self.facts = facts
+        self.scope = scope
+        self.ref = ref
+
+    def __call__(self, call: ast.Call) -> Callee | None:
+        func = call.func
+        bound = 0
+        if isinstance(func, ast.Call) and self._is_partial(func) and func.args:
+            bound = len(func.args) - 1
+            func = func.args[0]
+        elif isinstance(func, ast.Name):
+            # `step = partial(train_step, model)` in this function, then `step(state, batch)`
+            values = self.scope.assigned.get(func.id)
+            if values is not None:
+                if len(values) != 1 or values[0].index or not isinstance(values[0].value, ast.Call):
+                    return None
+                value = values[0].value
+                if not (self._is_partial(value) and value.args):
+                    return None
+                bound = len(value.args) - 1
+                func = value.args[0]
+        if not isinstance(func, (ast.Name, ast.Attribute)):
+            return None
+        if self.facts.resolve(func) is not None:
+            return None  # a known API: dataflow.py reads it
+        ref = self.ref(func, self.scope)
+        if ref is None:
+            return None
+        via_attr = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+            and func.value.id in ("self", "cls")
+        return Callee(ref, bound, via_attr)
+
+    def _is_partial(self, call: ast.Call) -> bool:
+        known = self.facts.resolve(call.func) if isinstance(call.func, (ast.Name, ast.Attribute)) \
+            else None
+        return known is not None and known.role == Role.PARTIAL
+
+
+def _is_method(scope: Scope) -> bool:
+    if scope.enclosing_class is None:
+        return False
+    for d in scope.decorators:
+        if isinstance(d, ast.Name) and d.id == "staticmethod":
+            return False
+    return True
+
+
+def function_flow(facts: FileFacts, scope: Scope, ref: RefFn,
+                  calls: list[ast.Call] | None = None) -> dict | None:
+    """The flow summary of one function (None when it has nothing to say). ``calls``: the calls
+    in its body that may change an argument in place (NNX code), for ``mut``."""
+    fn = scope.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    params = positional_params(fn)
+    kwonly = [a.arg for a in fn.args.kwonlyargs]
+    method = 1 if _is_method(scope) and params else 0
+    if len(params) + len(kwonly) <= method or not (scope.returns or scope.expr_calls or calls):
+        return None
+    flow = LocalFlow(facts, scope, callee=_Resolver(facts, scope, ref))
+    out: dict = {"params": params, "kwonly": kwonly, "method": method}
+    ret: dict[str, list] = {}
+    if flow.returns:
+        whole = _terms_json(flow.returned_terms())
+        if whole:
+            ret[""] = whole
+        # (what each position of a tuple holds is part of what the whole holds)
+        for i in range(min(_arity(flow), _MAX_SLOTS) if whole else 0):
+            terms = _terms_json(flow.returned_terms((i,)))
+            if terms:
+                ret[str(i)] = terms
+    if ret:
+        out["ret"] = ret
+    mut = _mutations(flow, calls or [])
+    if mut:
+        out["mut"] = mut
+    fns = _callables(facts, scope, flow, ref)
+    if fns:
+        out["fn"] = fns
+    if len(out) == 3:
+        return None
+    return out
+
+
+def _arity(flow: LocalFlow) -> int:
+    """The longest tuple a return statement builds (directly or through one local name)."""
+    n = 0
+    for r in flow.returns:
+        values = [r]
+        if isinstance(r, ast.Name):
+            values = [a.value for a in flow.assigned.get(r.id, ()) if a.value is not None
+                      and not a.index]
+        for v in values:
+            if isinstance(v, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in v.elts):
+                n = max(n, len(v.elts))
+    return n
+
+
+def _mutations(flow: LocalFlow, calls: list[ast.Call]) -> list[list]:
+    out = [_origin_term(o) for o in flow.mutated_params().values()]
+    # A call that hands a parameter (the object itself) to a project function which may change
+    # it in place (``loss = train_inner(model, optimizer, batch)``).
+    callee = flow.callee
+    if callee is None:
+        return out
+    own = {p for p in flow.all_params if p not in flow.assigned}
+    for call in calls:
+        args: list[list] = []
+        for i, a in enumerate(call.args):
+            if isinstance(a, ast.Starred):
+                break
+            if isinstance(a, ast.Name) and a.id in own:
+                args.append([i, a.id, SAME, None, ""])
+        for kw in call.keywords:
+            v = kw.value
+            if kw.arg is not None and isinstance(v, ast.Name) and v.id in own:
+                args.append([kw.arg, v.id, SAME, None, ""])
+        if not args:
+            continue
+        c = callee(call)
+        if c is not None:
+            out.append(["c", c.ref, c.bound, c.via_attr, [], args, _pos(call), _text(call)])
+    return out
+
+
+def _callables(facts: FileFacts, scope: Scope, flow: LocalFlow, ref: RefFn) -> dict[str, list]:
+    """The callable each part of the result is, where it is one (see the module docstring)."""
+    out: dict[str, list] = {}
+    for r in flow.returns:
+        slots: list[tuple[str, ast.expr]] = [("", r)]
+        if isinstance(r, ast.Tuple):
+            slots += [(str(i), e) for i, e in enumerate(r.elts[:_MAX_SLOTS])]
+        for key, expr in slots:
+            kind = callable_of(facts, scope, expr, ref, flow)
+            if kind is not None and key not in out:
+                out[key] = kind
+    return out
+
+
+def callable_of(facts: FileFacts, scope: Scope, expr: ast.expr, ref: RefFn,
+                flow: LocalFlow | None = None, _depth: int = 0) -> list | None:
+    """What callable ``expr`` is: ``["fn", ref, bound, keywords]`` (a project function, with
+    the arguments a ``partial`` bound), ``["param", name, bound, keywords]`` (a parameter of the
+    function), ``["jit", callable, keywords, forwards]`` (``jax.jit`` of one: ``forwards`` when
+    it passes ``**kwargs`` on)."""
+    if _depth > 4:
+        return None
+    if isinstance(expr, ast.Name) and flow is not None:
+        values = flow.assigned.get(expr.id)
+        if values:
+            if len(values) == 1 and values[0].value is not None and not values[0].index:
+                return callable_of(facts, scope, values[0].value, ref, flow, _depth + 1)
+            return None
+        if expr.id in flow.all_params:
+            return ["param", expr.id, 0, []]
+    if isinstance(expr, (ast.Name, ast.Attribute)):
+        if isinstance(expr, ast.Name) and flow is not None and expr.id in flow.all_params:
+            return ["param", expr.id, 0, []]
+        r = ref(expr, scope)
+        return ["fn", r, 0, []] if r is not None else None
+    if isinstance(expr, ast.Call) and expr.args:
+        known = facts.resolve(expr.func) if isinstance(expr.func, (ast.Name, ast.Attribute)) \
+            else None
+        if known is None:
+            return None
+        inner = callable_of(facts, scope, expr.args[0], ref, flow, _depth + 1)
+        if inner is None:
+            return None
+        keywords = sorted(k.arg for k in expr.keywords if k.arg is not None)
+        if known.role == Role.PARTIAL:
+            return [inner[0], inner[1], inner[2] + len(expr.args) - 1,
+                    sorted({*inner[3], *keywords})] if inner[0] != "jit" else None
+        if known.role == Role.JIT and known.name == "jax.jit" and len(expr.args) == 1:
+            return ["jit", inner, keywords, any(k.arg is None for k in expr.keywords)]
+    return None
+
+
+def shift(flow: dict, d: int) -> dict:
+    """The summary of a function the parser moved down by ``d`` lines."""
+    def pos(p: list[int] | None) -> list[int] | None:
+        return None if p is None else [p[0] + d, p[1], p[2] + d, p[3]]
+
+    def move(t: list) -> list:
+        if t[0] == "p":
+            return [t[0], t[1], t[2], pos(t[3]), t[4]]
+        args = [[a[0], a[1], a[2], pos(a[3]), a[4]] for a in t[5]]
+        return [*t[:5], args, pos(t[6]), t[7]]
+
+    out = dict(flow)
+    if "ret" in flow:
+        out["ret"] = {k: [move(t) for t in v] for k, v in flow["ret"].items()}
+    if "mut" in flow:
+        out["mut"] = [move(t) for t in flow["mut"]]
+    return out
+
+
+# ---- across the project ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Link:
+    """One step of a chain that proves an update: where, and what is written there."""
+
+    path: str
+    pos: tuple[int, int, int, int]  # line, col, end line, end col (UTF-8 columns)
+    text: str
+
+
+@dataclass(frozen=True)
+class Flowing:
+    """A parameter as (part of) a result: ``kind`` SAME or UPDATED, and the chain of calls down
+    to the update (empty for SAME)."""
+
+    kind: str
+    chain: tuple[Link, ...] = ()
+
+
+def _link(path: str, pos: list[int] | None, text: str) -> Link:
+    return Link(path, tuple(pos) if pos else (0, 0, 0, 0), text)  # type: ignore[arg-type]
+
+
+class FlowIndex:
+    """The function summaries of the project, joined lazily (see the module docstring)."""
+
+    def __init__(self, project: ProjectIndex):
+        self.project = project
+        self._returns: dict[tuple[str, tuple[int, ...]], dict[str, Flowing]] = {}
+        self._mutates: dict[str, dict[str, Flowing]] = {}
+        self._active: set = set()
+
+    # ---- lookup -------------------------------------------------------------------------------
+    def function(self, ref: str, from_module: str | None = None) -> tuple[str, dict] | None:
+        """The resolved ``module:qual`` of a function reference and its summary (``{}`` when
+        it has none); an alias (``step = jax.jit(train_step)``) stands for what it wraps."""
+        key = self.project.resolve(ref, from_module)
+        for _ in range(4):
+            if key is None:
+                return None
+            sym = self.project.symbol(key)
+            if sym is None:
+                return None
+            if sym.kind == "function":
+                return key, sym.flow or {}
+            if sym.kind != "alias" or len(sym.refs) != 1:
+                return None
+            key = self.project.resolve(sym.refs[0], key.partition(":")[0])
+        return None
+
+    def path_of(self, key: str) -> str:
+        s = self.project.summaries.get(key.partition(":")[0])
+        return s.path if s is not None else ""
+
+    # ---- queries ------------------------------------------------------------------------------
+    def returns(self, key: str, index: tuple[int, ...] = (), depth: int = 0) -> dict[str, Flowing]:
+        """Parameters of the function ``key`` (resolved) that its result at ``index`` holds."""
+        memo = (key, index)
+        found = self._returns.get(memo)
+        if found is not None:
+            return found
+        if memo in self._active or depth > MAX_DEPTH:
+            return {}
+        self._active.add(memo)
+        try:
+            sym = self.project.symbol(key)
+            flow = sym.flow if sym is not None else None
+            found = self._returned(flow.get("ret", {}), index, key.partition(":")[0],
+                                   self.path_of(key), depth) if flow else {}
+        finally:
+            self._active.discard(memo)
+        self._returns[memo] = found
+        return found
+
+    def _returned(self, ret: dict[str, list], index: tuple[int, ...], module: str, path: str,
+                  depth: int) -> dict[str, Flowing]:
+        rest = index
+        terms = ret.get("")
+        if index and str(index[0]) in ret:
+            terms, rest = ret[str(index[0])], index[1:]
+        return self.resolve_terms(terms or [], rest, module, path, depth)
+
+    def resolve_terms(self, terms: list[list], rest: tuple[int, ...], module: str, path: str,
+                      depth: int = 0) -> dict[str, Flowing]:
+        """What ``terms`` (of a function of ``module``, at ``path``), projected on ``rest``,
+        say of that function's parameters."""
+        out: dict[str, Flowing] = {}
+        for t in terms:
+            if t[0] == "p":
+                if rest:
+                    continue  # an item of a parameter (or of its update): only a part of it
+                chain = (_link(path, t[3], t[4]),) if t[2] == UPDATED else ()
+                _add(out, t[1], Flowing(t[2], chain))
+                continue
+            _, ref, bound, via_attr, idx, args, pos, text = t
+            target = self.function(ref, module)
+            if target is None:
+                continue  # outside the project, or not a function: unknown
+            callee, callee_flow = target
+            below = self.returns(callee, (*idx, *rest), depth + 1)
+            if not below:
+                continue
+            here = _link(path, pos, text)
+            for p, kind, ev, flowing in _bind(callee_flow, below, args, bound, via_attr):
+                if kind == SAME:
+                    _add(out, p, Flowing(SAME))
+                elif ev is None:
+                    _add(out, p, Flowing(UPDATED, (here, *flowing.chain)))
+                else:  # the callee hands back what we updated before the call
+                    _add(out, p, Flowing(UPDATED, (_link(path, ev[0], ev[1]),)))
+        return out
+
+    def mutates(self, key: str, depth: int = 0) -> dict[str, Flowing]:
+        """Parameters of the function ``key`` it changes in place, with the chain."""
+        found = self._mutates.get(key)
+        if found is not None:
+            return found
+        if ("mut", key) in self._active or depth > MAX_DEPTH:
+            return {}
+        self._active.add(("mut", key))
+        try:
+            found = self._compute_mutates(key, depth)
+        finally:
+            self._active.discard(("mut", key))
+        self._mutates[key] = found
+        return found
+
+    def _compute_mutates(self, key: str, depth: int) -> dict[str, Flowing]:
+        sym = self.project.symbol(key)
+        flow = sym.flow if sym is not None else None
+        if not flow or "mut" not in flow:
+            return {}
+        out: dict[str, Flowing] = {}
+        module, path = key.partition(":")[0], self.path_of(key)
+        for t in flow["mut"]:
+            if t[0] == "p":
+                _add(out, t[1], Flowing(UPDATED, (_link(path, t[3], t[4]),)))
+                continue
+            _, ref, bound, via_attr, _idx, args, pos, text = t
+            target = self.function(ref, module)
+            if target is None:
+                continue
+            callee, callee_flow = target
+            below = self.mutates(callee, depth + 1)
+            if not below:
+                continue
+            here = _link(path, pos, text)
+            for p, _kind, _ev, flowing in _bind(callee_flow, below, args, bound, via_attr):
+                _add(out, p, Flowing(UPDATED, (here, *flowing.chain)))
+        return out
+
+
+def _bind(callee_flow: dict, below: dict[str, Flowing], args: list, bound: int, via_attr: bool):
+    """Our parameters behind the callee's: (our param, kind, (pos, text) of our own update
+    when the callee hands it back as is, what the callee's parameter is in its result)."""
+    params = callee_flow.get("params", [])
+    offset = bound + (callee_flow.get("method", 0) if via_attr else 0)
+    for q, flowing in below.items():
+        pos = params.index(q) - offset if q in params else None
+        for a in args:
+            if not (a[0] == q or (pos is not None and pos >= 0 and a[0] == pos)):
+                continue
+            p, kind = a[1], a[2]
+            if flowing.kind == UPDATED and kind in (SAME, UPDATED):
+                yield p, UPDATED, None, flowing
+            elif flowing.kind == SAME and kind == UPDATED:
+                yield p, UPDATED, (a[3], a[4]), flowing
+            elif flowing.kind == SAME and kind == SAME:
+                yield p, SAME, None, flowing
+
+
+def _add(out: dict[str, Flowing], param: str, flowing: Flowing) -> None:
+    prev = out.get(param)
+    if prev is None or (prev.kind != UPDATED and flowing.kind == UPDATED) or (
+            prev.kind == flowing.kind == UPDATED and len(flowing.chain) < len(prev.chain)):
+        out[param] = flowing
