@@ -127,11 +127,10 @@ def donation_sites(path: Path, rel: str, text: str, tree: ast.Module) -> Iterato
         base = f"{rel}:{qual or '<module>'}:{kw.arg}"
         seen[base] += 1
         excluded = None
-        fn = next((c for c in reversed(chain)
-                   if isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
-        if isinstance(kw.value, ast.Name) and fn is not None and kw.value.id in {
-                a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}:
-            excluded = "forwards its own parameter (a jit wrapper's implementation)"
+        params = {a.arg for fn in chain if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+                  for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
+        if isinstance(kw.value, ast.Name) and kw.value.id in params:
+            excluded = "forwards a parameter of its function (a jit wrapper's implementation)"
         value = kw.value
         if isinstance(value, (ast.Tuple, ast.List)) and not value.elts:
             excluded = "donates nothing"

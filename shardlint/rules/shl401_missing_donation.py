@@ -5,30 +5,43 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from shardlint.rules.base import Edit, Fix, Rule, example, register
-from shardlint.semantics.dataflow import LocalFlow
+from shardlint.rules.base import Edit, Fix, Related, Rule, example, register
+from shardlint.semantics.compiled import Compiled, compiled, flowing, wrapper_sites
+from shardlint.semantics.dataflow import UPDATED, LocalFlow
 from shardlint.semantics.donation import (
     DONATE,
     LINEN_JIT,
     NNX_JIT,
+    Signature,
     calls_of,
     jit_keywords,
     keyword_call,
     passed,
     resolve_positions,
-    signature,
+    same_sharding,
 )
 from shardlint.semantics.execution import Execution, compiled_function, execution_of
 from shardlint.semantics.facts import CallSite, JitSite, Scope
+from shardlint.semantics.valueflow import Flowing
 from shardlint.semantics.liveness import chain, use_after
 from shardlint.source import Span
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Why an argument is replaced: a message template ({0}: the argument, {1}: ``code``) and
+    the places that prove it."""
+
+    template: str
+    code: str
+    related: tuple[Related, ...]
 
 
 @dataclass
 class Candidate:
     index: int | None  # position in the compiled function's signature; None: keyword-only
     param: str
-    evidence: tuple[str, str]  # why it is replaced: (template, code), for the message
+    evidence: Evidence
 
 
 @register
@@ -250,21 +263,23 @@ jax >= 0.8.1 (no fix is offered on older jax).
 
     @classmethod
     def relevant(cls, facts, project) -> bool:
-        return bool(facts.jit_sites)
+        return bool(facts.jit_sites) or bool(facts.calls)
 
     def check(self):
         execution = execution_of(self.facts)
         donating_functions = self._donating_functions()
-        for site in self.facts.jit_sites:
+        sites = [*self.facts.jit_sites, *wrapper_sites(self.facts, self.project)]
+        for site in sites:
             if site.api_name == LINEN_JIT:
                 continue
             kws = jit_keywords(self.facts, site)
             if kws is None or any(k in kws for k in DONATE) or _inlined(self.facts, site, kws):
                 continue
-            fn = compiled_function(self.facts, site)
-            if fn is None or fn in donating_functions:
+            target = compiled(self.facts, self.project, site)
+            if target is not None and target.scope is not None \
+                    and target.scope in donating_functions:
                 continue
-            finding = self._check_site(site, fn, execution)
+            finding = self._check_site(site, target, execution)
             if finding is not None:
                 yield finding
 
@@ -280,23 +295,28 @@ jax >= 0.8.1 (no fix is offered on older jax).
                     out.add(fn)
         return out
 
-    def _check_site(self, site: JitSite, fn: Scope, execution: Execution):
+    def _check_site(self, site: JitSite, target: Compiled | None, execution: Execution):
         facts = self.facts
-        sig = signature(facts, site, fn)
-        static = resolve_positions(facts, site, sig, "static")
-        if sig is None or static is None:
-            return None
         in_place = site.api_name == NNX_JIT
-        flow = LocalFlow(facts, fn)
-        evidence: dict[str, tuple[str, str]] = {}  # param -> (template, code shown)
-        for param, origin in flow.updated_params(in_place=in_place).items():
-            code = self._short(origin.evidence)
-            if in_place and _is_expr_call(flow, origin.evidence):
-                evidence[param] = ("updates {} in place (`{}`)", code)
-            elif _is_optimizer_update(origin.evidence):
-                evidence[param] = ("returns the new {} from `{}`", code)
-            else:
-                evidence[param] = ("returns an updated {} (`{}`)", code)
+        sig = Signature(target.params, target.kwonly, target.offset) \
+            if target is not None and target.params is not None else None
+        static = resolve_positions(facts, site, sig, "static")
+        if static is None:
+            return None
+        evidence: dict[str, Evidence] = {}  # param (or "#i" when only its position is known)
+        if target is not None:
+            returned, changed = flowing(facts, self.project, target, in_place)
+            for param, f in returned.items():
+                if f.kind == UPDATED:
+                    evidence[param] = self._updated(target, param, f, False)
+            for param, f in changed.items():
+                if param not in evidence:
+                    evidence[param] = self._updated(target, param, f, True)
+        for i, what in same_sharding(facts, site):
+            name = sig.params[i] if sig is not None and i < len(sig.params) else f"#{i}"
+            if name not in evidence:
+                evidence[name] = Evidence(
+                    "leaves the jit with the sharding it came in with (`{1}`)", what, ())
         all_calls = calls_of(facts, site)
         calls = [c for c in all_calls if not execution.is_traced(c)]
         if all_calls and not calls:
@@ -304,56 +324,82 @@ jax >= 0.8.1 (no fix is offered on older jax).
         kept: set[str] = set()
         # A rebind alone is weaker evidence: not for jits that place their outputs elsewhere
         # (a reshard cannot reuse the input buffer: the donation would be unusable).
-        rebind_counts = "out_shardings" not in (jit_keywords(facts, site) or {})
-        for c in calls:
-            for i, name in [*enumerate(sig.params), *((None, k) for k in sig.kwonly)]:
-                key_index = i - sig.offset if i is not None else -1
-                args = passed(c.node, {key_index} if key_index >= 0 else set(), {name})
-                for _, arg in args:
-                    if not in_place and use_after(facts, c, arg) is not None:
-                        kept.add(name)
-                    elif name not in evidence and rebind_counts and c.in_loop is not None \
-                            and _rebinds(c, arg) and flow.flows_to_return(name) \
-                            and not flow.returned_as_is(name):
-                        evidence[name] = ("is called as `{1}` in a loop, rebinding {0}",
-                                          f"{self.text(arg)} = {self.text(c.node.func)}(...)")
+        rebind_counts = "out_shardings" not in (jit_keywords(facts, site) or {}) \
+            and target is not None and target.scope is not None
+        flow = LocalFlow(facts, target.scope) if rebind_counts and target is not None else None
+        if sig is not None:
+            for c in calls:
+                for i, name in [*enumerate(sig.params), *((None, k) for k in sig.kwonly)]:
+                    key_index = i - sig.offset if i is not None else -1
+                    args = passed(c.node, {key_index} if key_index >= 0 else set(), {name})
+                    for _, arg in args:
+                        if not in_place and use_after(facts, c, arg) is not None:
+                            kept.add(name)
+                        elif name not in evidence and flow is not None and c.in_loop is not None \
+                                and _rebinds(c, arg) and flow.flows_to_return(name) \
+                                and not flow.returned_as_is(name):
+                            evidence[name] = Evidence(
+                                "is called as `{1}` in a loop, rebinding {0}",
+                                f"{self.text(arg)} = {self.text(c.node.func)}(...)", ())
         candidates: list[Candidate] = []
-        self_param = sig.params[0] if sig.offset else None
-        for i, name in enumerate(sig.params):
-            if name in evidence and name not in kept and name != self_param \
-                    and i not in static.positions and name not in static.names:
-                candidates.append(Candidate(i, name, evidence[name]))
-        for name in sig.kwonly:
-            if name in evidence and name not in kept and name not in static.names:
-                candidates.append(Candidate(None, name, evidence[name]))
+        if sig is None:  # the function is not known: its positions are (sharding identity)
+            for name, ev in sorted(evidence.items()):
+                if name.startswith("#") and int(name[1:]) not in static.positions:
+                    candidates.append(Candidate(int(name[1:]), f"argument {name[1:]}", ev))
+        else:
+            self_param = sig.params[0] if sig.offset else None
+            for i, name in enumerate(sig.params):
+                if name in evidence and name not in kept and name != self_param \
+                        and i not in static.positions and name not in static.names:
+                    candidates.append(Candidate(i, name, evidence[name]))
+            for name in sig.kwonly:
+                if name in evidence and name not in kept and name not in static.names:
+                    candidates.append(Candidate(None, name, evidence[name]))
         if not candidates:
             return None
         keyword = _keyword_text(candidates)
         fix = self._fix(site, keyword)
-        return self.finding(site.node, self._message(fn, candidates, keyword, in_place), fix=fix)
+        name = target.name if target is not None else self.text(site.target) \
+            if site.target is not None else "the step"
+        related = tuple(r for c in candidates for r in c.evidence.related)
+        return self.finding(site.node, self._message(name, candidates, keyword, in_place),
+                            fix=fix, related=_unique(related))
 
-    def _short(self, node: ast.AST | None) -> str:
-        if node is None:
-            return "an updated value"
-        text = " ".join(self.text(node).split())
-        if len(text) <= 48:
-            return text
-        if isinstance(node, ast.Call):
-            return f"{' '.join(self.text(node.func).split())}(...)"
-        return text[:45] + "..."
+    def _updated(self, target: Compiled, param: str, f: Flowing, in_place: bool) -> Evidence:
+        """Why ``param`` comes back updated: the chain of calls down to the update, as related
+        locations and as text (``train_step -> _apply -> state.apply_gradients(...)``)."""
+        chain = f.chain
+        related = []
+        for k, link in enumerate(chain):
+            line, col, end_line, end_col = link.pos
+            if not line:
+                continue
+            what = f"`{param}` is updated here: `{link.text}`" if k == len(chain) - 1 \
+                else f"`{link.text}` {'changes' if in_place else 'returns an update of'} `{param}`"
+            related.append(Related(link.path, Span(line, col, end_line, end_col), what))
+        last = chain[-1].text if chain else ""
+        code = " -> ".join([target.name, *(_callee_name(x.text) for x in chain[:-1]), last]) \
+            if len(chain) > 1 else last
+        if in_place:
+            template = "updates {0} in place (`{1}`)"
+        elif len(chain) == 1 and _is_optimizer_update(last):
+            template = "returns the new {0} from `{1}`"
+        else:
+            template = "returns an updated {0} (`{1}`)"
+        return Evidence(template, code, tuple(related))
 
-    def _message(self, fn: Scope, candidates: list[Candidate], keyword: str, nnx: bool) -> str:
+    def _message(self, name: str, candidates: list[Candidate], keyword: str, nnx: bool) -> str:
         names = ", ".join(f"`{c.param}`" for c in candidates)
         grouped: dict[tuple[str, str], list[str]] = {}
         for c in candidates:
-            grouped.setdefault(c.evidence, []).append(f"`{c.param}`")
+            grouped.setdefault((c.evidence.template, c.evidence.code), []).append(f"`{c.param}`")
         why = "; ".join(t.format(", ".join(ps), code) for (t, code), ps in grouped.items())
         if nnx:
-            return (f"`{fn.name}` {why} but does not donate {names}: the old and the new "
+            return (f"`{name}` {why} but does not donate {names}: the old and the new "
                     f"arrays are both alive during the step (measured: an NNX step peaks at "
                     f"192.6 MiB instead of 96.6 MiB); add `{keyword}` (nnx.jit writes the new "
                     f"state back into the objects passed)")
-        return (f"`{fn.name}` {why} but does not donate {names}: the old and the new values are "
+        return (f"`{name}` {why} but does not donate {names}: the old and the new values are "
                 f"both alive during the step (measured: a 64 MiB update peaks at 192 MiB instead "
                 f"of 128 MiB, an Adam step at 384 MiB instead of 192 MiB); add `{keyword}` and "
                 f"rebind the result at every call")
@@ -436,10 +482,22 @@ def _rebinds(call: CallSite, arg: ast.expr) -> bool:
     return any(chain(t) == c for t in targets)
 
 
-def _is_optimizer_update(node: ast.AST | None) -> bool:
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-        and node.func.attr == "update"
+def _is_optimizer_update(text: str) -> bool:
+    """``tx.update(...)``: the optimizer state half of an optax update."""
+    return text.endswith(".update(...)")
 
 
-def _is_expr_call(flow: LocalFlow, node: ast.AST | None) -> bool:
-    return any(node is c for c in flow.expr_calls)
+def _callee_name(text: str) -> str:
+    """``self._apply(...)`` -> ``_apply``."""
+    return text.removesuffix("(...)").rsplit(".", 1)[-1]
+
+
+def _unique(related: tuple[Related, ...]) -> tuple[Related, ...]:
+    seen: set[tuple] = set()
+    out = []
+    for r in related:
+        key = (r.path, r.span)
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+    return tuple(out)

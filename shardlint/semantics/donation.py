@@ -338,3 +338,39 @@ def passed(call: ast.Call, positions: set[int], names: set[str]) -> list[tuple[i
         if kw.arg is not None and kw.arg in names:
             out.append((kw.arg, kw.value))
     return out
+
+
+def same_sharding(facts: FileFacts, site: JitSite) -> list[tuple[int, str]]:
+    """Arguments that leave the jit with the sharding they came in with: the same expression at
+    position ``i`` of ``in_shardings`` and somewhere in ``out_shardings``
+    (``in_shardings=(state_sh, batch_sh), out_shardings=(state_sh, None)``), which is how large
+    projects spell "this argument is updated". Replicated or unspecified shardings (``None``,
+    ``P()``) say nothing."""
+    kws = jit_keywords(facts, site)
+    if kws is None:
+        return []
+    ins = _sharding_items(facts, kws.get("in_shardings"), site.scope)
+    outs = _sharding_items(facts, kws.get("out_shardings"), site.scope)
+    if ins is None or outs is None:
+        return []
+    out_dumps = {ast.dump(o) for o in outs if _says_something(o)}
+    return [(i, ast.unparse(e)) for i, e in enumerate(ins)
+            if _says_something(e) and ast.dump(e) in out_dumps]
+
+
+def _sharding_items(facts: FileFacts, node: ast.expr | None, scope: Scope) -> list[ast.expr] | None:
+    if isinstance(node, ast.Name):
+        node = facts.value_of(node.id, scope)
+    if isinstance(node, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred)
+                                                           for e in node.elts):
+        return list(node.elts)
+    return [node] if node is not None else None
+
+
+def _says_something(node: ast.expr) -> bool:
+    """Not ``None``, not an empty ``P()`` / ``PartitionSpec()``, not a literal."""
+    if isinstance(node, ast.Constant):
+        return False
+    if isinstance(node, ast.Call) and not node.args and not node.keywords:
+        return False
+    return isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Call))

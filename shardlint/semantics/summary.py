@@ -532,3 +532,13 @@ class _Summariser:
 
 def summarise(facts: FileFacts) -> ModuleSummary:
     return _Summariser(facts).build()
+
+
+def reference(facts: FileFacts, node: ast.expr, scope: Scope) -> str | None:
+    """How the project index names what ``node`` refers to in ``scope``: ``"module:qual"`` for a
+    symbol of this module, ``"ext:dotted.name"`` for an imported one (None: a local value, or a
+    name of a package outside the project)."""
+    found = facts.derived.get("summariser")
+    if found is None:
+        found = facts.derived["summariser"] = _Summariser(facts)
+    return found.ref(node, scope)  # type: ignore[attr-defined]

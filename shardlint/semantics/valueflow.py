@@ -92,7 +92,7 @@ def _origin_term(o: Origin) -> list:
     return ["p", o.param, o.kind, None, ""]
 
 
-def _terms_json(terms: Terms) -> list[list]:
+def terms_json(terms: Terms) -> list[list]:
     out: list[list] = [_origin_term(o) for o in terms.origins.values() if o.kind in (SAME, UPDATED)]
     for c in terms.calls:
         args = [[key, *_origin_term(o)[1:]] for key, origins in c.args for o in origins.values()
@@ -103,7 +103,7 @@ def _terms_json(terms: Terms) -> list[list]:
     return out
 
 
-class _Resolver:
+class Resolver:
     """Names the project function a call runs, for one function body (see :class:`Callee`)."""
 
     def __init__(self, facts: FileFacts, scope: Scope, ref: RefFn):
@@ -166,16 +166,16 @@ def function_flow(facts: FileFacts, scope: Scope, ref: RefFn,
     method = 1 if _is_method(scope) and params else 0
     if len(params) + len(kwonly) <= method or not (scope.returns or scope.expr_calls or calls):
         return None
-    flow = LocalFlow(facts, scope, callee=_Resolver(facts, scope, ref))
+    flow = LocalFlow(facts, scope, callee=Resolver(facts, scope, ref))
     out: dict = {"params": params, "kwonly": kwonly, "method": method}
     ret: dict[str, list] = {}
     if flow.returns:
-        whole = _terms_json(flow.returned_terms())
+        whole = terms_json(flow.returned_terms())
         if whole:
             ret[""] = whole
         # (what each position of a tuple holds is part of what the whole holds)
         for i in range(min(_arity(flow), _MAX_SLOTS) if whole else 0):
-            terms = _terms_json(flow.returned_terms((i,)))
+            terms = terms_json(flow.returned_terms((i,)))
             if terms:
                 ret[str(i)] = terms
     if ret:
