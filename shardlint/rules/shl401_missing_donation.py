@@ -20,7 +20,7 @@ from shardlint.semantics.donation import (
     resolve_positions,
     same_sharding,
 )
-from shardlint.semantics.execution import Execution, compiled_function, execution_of
+from shardlint.semantics.execution import Execution, execution_of
 from shardlint.semantics.facts import CallSite, JitSite, Scope
 from shardlint.semantics.valueflow import Flowing
 from shardlint.semantics.liveness import chain, use_after
@@ -51,24 +51,43 @@ class MissingDonation(Rule):
     severity = "warning"
     summary = "A jitted step returns an updated state but does not donate the old one: 2x its memory."
     what = """
-Flags a jit site (`@jax.jit`, `@jax.jit(...)`, `partial(jax.jit, ...)`, `jax.jit(f)`, `pjit`,
-`nnx.jit`) without `donate_argnums`/`donate_argnames` whose function replaces one of its
-arguments: it returns a value built from that argument by a state update --
-`state.apply_gradients(...)`, `state.replace(...)`, `optax.apply_updates(params, ...)`, the new
-optimizer state from `tx.update(grads, opt_state, ...)`, `jax.tree.map(lambda p, g: p - lr * g,
-params, grads)`, `nnx.state(...)`/`nnx.split(...)` of a module merged from it -- or, under
-`nnx.jit`, updates it in place (`optimizer.update(model, grads)`); or its callers rebind the name
-they pass in a loop (`x = smooth(x, k)`). The message names the argument and the exact
-`donate_argnums` to add, counting `self` for methods and leaving out static arguments.
+Flags a jit site -- `@jax.jit`, `@jax.jit(...)`, `partial(jax.jit, ...)`, `jax.jit(f)`, `pjit`,
+`jax.pmap`, `nnx.jit`, an in-house wrapper (a project function that returns `jax.jit(fn,
+**kw)`, a callable from outside the project whose name ends in `jit`, or one named in
+`jit-wrappers`) -- without `donate_argnums`/`donate_argnames`, whose function replaces one of
+its arguments. The function is followed wherever it is defined: in this file, imported from
+another module of the project, behind `functools.partial` (positions shift by what it binds),
+a method (`jax.jit(self.step)`), a local name, or the callable a project helper returns. The
+update is followed through the calls it makes, in any file, to where it happens:
 
-Not flagged: steps that return only metrics, losses or predictions; functions already donating
-(at any jit site of the file, or possibly through `**options`); a step whose caller in the file
-keeps reading the old value after the call, directly or through an alias (donating would break
-that caller: SHL402); steps only called inside other traces, and `jax.jit(..., inline=True)`,
-where donation is ignored; one-tree maps such as `jax.tree.map(lambda m: m / c, moment)` (a new
-value; the old one is usually still needed); a loop rebind alone when the function returns the
-argument unchanged or the jit sets `out_shardings` (a reshard cannot reuse the buffer);
-functions compiled here but defined in another file.
+* a returned value built from the argument by a state update -- `state.apply_gradients(...)`,
+  `state.replace(...)`, `x._replace(...)`, `dataclasses.replace(x, ...)`,
+  `optax.apply_updates(params, ...)`, the new optimizer state from `tx.update(grads,
+  opt_state, ...)`, `jax.tree.map(lambda p, g: p - lr * g, params, grads)`, a cache written
+  with `cache.at[i].set(v)` or `lax.dynamic_update_slice(cache, ...)`, the carry of
+  `lax.scan`/`fori_loop`/`while_loop`, `nnx.state(...)`/`nnx.split(...)` of a module merged
+  from it, a record rebuilt field by field from its fields (`{"pos": state["pos"] + 1,
+  "cache": ...}`, `DecodeState(pos=state.pos + 1, ...)`), or the argument rebound to the result
+  of a method it is handed to (`decode_state = self.engine.insert(prefix, decode_state)`);
+* under `nnx.jit`, an in-place update (`optimizer.update(model, grads)`, `nnx.update(model,
+  state)`), also inside a helper the step calls;
+* the same sharding for an argument and an output (`in_shardings=(state_sh, batch_sh),
+  out_shardings=(state_sh, None)`), which is how large projects spell "this is updated";
+* callers that rebind the name they pass in a loop (`x = smooth(x, k)`).
+
+The message names the argument, the exact `donate_argnums`/`donate_argnames` to add (counting
+`self` for methods, leaving out static arguments) and the chain of calls that proves the update
+(`train_step -> _apply -> state.apply_gradients(...)`), each step a related location.
+
+Not flagged: steps that return only metrics, losses or predictions, or results of another
+structure; a step whose caller in the file keeps reading the old value after the call, directly
+or through an alias (donating would break that caller: SHL402); steps only called inside other
+traces, and `jax.jit(..., inline=True)`, where donation is ignored; one-tree maps such as
+`jax.tree.map(lambda m: m / c, moment)` (a new value; the old one is usually still needed); a
+loop rebind alone when the function returns the argument unchanged or the jit sets
+`out_shardings` (a reshard cannot reuse the buffer). What keeps it silent: an update made by a
+function outside the project (unknown, never assumed), a callable built at run time (a
+parameter, a registry lookup), `**options` at the jit site (it may donate).
 """
     why = """
 Without donation XLA cannot write the new parameters and optimizer state into the buffers of
@@ -267,7 +286,6 @@ jax >= 0.8.1 (no fix is offered on older jax).
 
     def check(self):
         execution = execution_of(self.facts)
-        donating_functions = self._donating_functions()
         sites = [*self.facts.jit_sites, *wrapper_sites(self.facts, self.project)]
         for site in sites:
             if site.api_name == LINEN_JIT:
@@ -275,25 +293,9 @@ jax >= 0.8.1 (no fix is offered on older jax).
             kws = jit_keywords(self.facts, site)
             if kws is None or any(k in kws for k in DONATE) or _inlined(self.facts, site, kws):
                 continue
-            target = compiled(self.facts, self.project, site)
-            if target is not None and target.scope is not None \
-                    and target.scope in donating_functions:
-                continue
-            finding = self._check_site(site, target, execution)
+            finding = self._check_site(site, compiled(self.facts, self.project, site), execution)
             if finding is not None:
                 yield finding
-
-    # ---- analysis --------------------------------------------------------------------------------
-    def _donating_functions(self) -> set[Scope]:
-        """Functions some jit site of this file compiles with donation (or with ``**options``)."""
-        out = set()
-        for site in self.facts.jit_sites:
-            kws = jit_keywords(self.facts, site)
-            if kws is None or any(k in kws for k in DONATE):  # `**options` may donate too
-                fn = compiled_function(self.facts, site)
-                if fn is not None:
-                    out.add(fn)
-        return out
 
     def _check_site(self, site: JitSite, target: Compiled | None, execution: Execution):
         facts = self.facts
@@ -312,11 +314,12 @@ jax >= 0.8.1 (no fix is offered on older jax).
             for param, f in changed.items():
                 if param not in evidence:
                     evidence[param] = self._updated(target, param, f, True)
-        for i, what in same_sharding(facts, site):
-            name = sig.params[i] if sig is not None and i < len(sig.params) else f"#{i}"
-            if name not in evidence:
-                evidence[name] = Evidence(
-                    "leaves the jit with the sharding it came in with (`{1}`)", what, ())
+        if target is None:
+            # A callable shardlint cannot follow: the same sharding in and out at the same
+            # position is how large projects spell "this argument is updated".
+            for i, what in same_sharding(facts, site):
+                evidence.setdefault(f"#{i}", Evidence(
+                    "returns {0} with the sharding it came in with (`{1}`)", what, ()))
         all_calls = calls_of(facts, site)
         calls = [c for c in all_calls if not execution.is_traced(c)]
         if all_calls and not calls:

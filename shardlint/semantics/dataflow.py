@@ -48,6 +48,14 @@ PASS_THROUGH = ("jax.lax.with_sharding_constraint", "flax.linen.with_logical_con
                 "flax.linen.spmd.with_logical_constraint", "jax.device_put",
                 "flax.linen.partitioning.with_sharding_constraint",
                 "jax.experimental.pjit.with_sharding_constraint")
+# Leaf functions that fold a second tree into the first (`jax.tree.map(jnp.add, acc, g)`).
+ACCUMULATE = frozenset({"jax.numpy.add", "jax.numpy.subtract", "jax.numpy.multiply",
+                        "jax.lax.add", "jax.lax.sub", "jax.lax.mul", "operator.add",
+                        "operator.sub", "operator.mul", "numpy.add"})
+# Loops whose result (item 0 for scan) is their carry: where the initial value is passed.
+SCAN = "jax.lax.scan"
+LOOP_CARRY = {"jax.lax.fori_loop": (3, "init_val"), "jax.lax.while_loop": (2, "init_val"),
+              SCAN: (1, "init")}
 # `x.at[i].set(v)` and its siblings: a copy of x with entries written.
 _AT_METHODS = frozenset({"set", "add", "multiply", "mul", "divide", "power", "min", "max", "apply"})
 
@@ -216,9 +224,15 @@ class LocalFlow:
             if not assigned or seen_key in _seen:
                 return Terms({name: Origin(name, SAME)}) if param else _EMPTY
             seen = _seen | {seen_key}
-            parts = [t for a in assigned if a.value is not None
-                     for t in (self.trace_terms(a.value, (*a.index, *index), seen),)
-                     if t.origins or t.calls]
+            parts = []
+            for a in assigned:
+                if a.value is None:
+                    continue
+                t = self.trace_terms(a.value, (*a.index, *index), seen)
+                if t.origins or t.calls:
+                    parts.append(t)
+                elif param and self._rebinds_from_opaque_call(name, a.value):
+                    parts.append(Terms({name: Origin(name, UPDATED, a.value)}))
             if not param and len(parts) == 1:
                 return parts[0]
             out = Terms({name: Origin(name, SAME)}) if param else Terms()
@@ -267,6 +281,18 @@ class LocalFlow:
             return out
         return _EMPTY
 
+    def _rebinds_from_opaque_call(self, name: str, value: ast.expr) -> bool:
+        """``decode_state = self.engine.step(params, decode_state)`` (or ``tok, decode_state =
+        ...``): a parameter handed to a call shardlint cannot see into -- a method of an object,
+        not a jax/numpy function -- and rebound to its result is taken to be updated by it."""
+        if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Attribute):
+            return False
+        if not any(isinstance(a, ast.Name) and a.id == name
+                   for a in [*value.args, *(k.value for k in value.keywords)]):
+            return False
+        q = self.facts.qualify(value.func)
+        return q is None
+
     def _trace_call(self, call: ast.Call, index: tuple[int, ...], seen: frozenset) -> Terms:
         func = call.func
 
@@ -293,11 +319,22 @@ class LocalFlow:
             return Terms(_updated(origins(call.args[0]), call))
         if q in DATACLASS_REPLACE and call.args and not index:
             return Terms(_updated(origins(call.args[0]), call))
+        carry = LOOP_CARRY.get(q)
+        if carry is not None and (not index or (q == SCAN and index[:1] == (0,))):
+            # The loop's carry has the structure and shapes of its initial value.
+            position, keyword = carry
+            init = next((k.value for k in call.keywords if k.arg == keyword), None)
+            if init is None and len(call.args) > position:
+                init = call.args[position]
+            return Terms(_updated(origins(init), call)) if init is not None else _EMPTY
         if q in PASS_THROUGH and call.args:
             return self.trace_terms(call.args[0], index, seen)
         if q in TREE_MAP and len(call.args) >= 2 and not index:
-            # `jax.tree.map(lambda p, g: p - lr * g, params, grads)`: `params` is updated.
-            i = _updated_leaf(call.args[0])
+            # `jax.tree.map(lambda p, g: p - lr * g, params, grads)`: `params` is updated;
+            # `jax.tree.map(jnp.add, acc_grads, grads)`: an accumulator.
+            f = call.args[0]
+            i = 0 if len(call.args) >= 3 and isinstance(f, (ast.Name, ast.Attribute)) \
+                and self.facts.qualify(f) in ACCUMULATE else _updated_leaf(f)
             if i is not None and 1 + i < len(call.args):
                 return Terms(_updated(origins(call.args[1 + i]), call))
             return Terms()
@@ -357,33 +394,32 @@ class LocalFlow:
                  if isinstance(k, ast.Constant) and isinstance(k.value, str)]
         if len(keyed) < 2 or not self.all_params:
             return {}
-        # First the fields' own expressions (cheap, and most records read no parameter field):
-        # only then follow the local names the other fields are computed from.
-        first = [self._field_reads(v, k, follow=False) for k, v in keyed]
+        # First a short look at each field (most records read no parameter field at all), then
+        # a longer one at the fields that found nothing.
+        first = [self._field_reads(v, k, 40) for k, v in keyed]
         if not any(first):
             return {}
         matched: dict[str, int] = {}
         computed: set[str] = set()
         for (key, value), reads in zip(keyed, first):
             if not reads:
-                reads = self._field_reads(value, key, follow=True)
+                reads = self._field_reads(value, key, 300)
             for p, direct in reads:
                 matched[p] = matched.get(p, 0) + 1
                 if not direct:
                     computed.add(p)
         return {p: Origin(p, UPDATED, node) for p, n in matched.items() if n >= 2 and p in computed}
 
-    def _field_reads(self, value: ast.expr, key: str, follow: bool) -> list[tuple[str, bool]]:
-        """The parameters whose field ``key`` (``p[key]``, ``p.key``) ``value`` is computed from,
-        and whether it is that field itself; ``follow``: also through the values of the local
-        names it reads."""
+    def _field_reads(self, value: ast.expr, key: str, budget: int) -> list[tuple[str, bool]]:
+        """The parameters whose field ``key`` (``p[key]``, ``p.key``) ``value`` is computed from
+        (through the values of the local names it reads, within ``budget`` nodes), and whether
+        it is that field itself."""
         direct = _field_of(value, key)
         if direct is not None and direct in self.all_params and direct not in self.assigned:
             return [(direct, True)]
         found: set[str] = set()
         seen: set[str] = set()
         todo: list[ast.AST] = [value]
-        budget = 300
         while todo and budget > 0:
             nodes = walk_nodes(todo.pop())
             budget -= len(nodes)
@@ -391,7 +427,7 @@ class LocalFlow:
                 p = _field_of(n, key)  # type: ignore[arg-type]
                 if p is not None and p in self.all_params and p not in self.assigned:
                     found.add(p)
-                elif follow and type(n) is ast.Name and n.id not in seen:  # type: ignore[attr-defined]
+                elif type(n) is ast.Name and n.id not in seen:  # type: ignore[attr-defined]
                     seen.add(n.id)  # type: ignore[attr-defined]
                     todo.extend(a.value for a in self.assigned.get(n.id, ())  # type: ignore[attr-defined]
                                 if a.value is not None)

@@ -16,8 +16,10 @@ import ast
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from shardlint.semantics.api import Role
 from shardlint.semantics.dataflow import positional_params
 from shardlint.semantics.execution import compiled_function
+from shardlint.semantics.names import call_arg
 from shardlint.semantics.facts import CallSite, FileFacts, JitSite, Scope
 from shardlint.semantics.reuse import each_call
 
@@ -341,36 +343,61 @@ def passed(call: ast.Call, positions: set[int], names: set[str]) -> list[tuple[i
 
 
 def same_sharding(facts: FileFacts, site: JitSite) -> list[tuple[int, str]]:
-    """Arguments that leave the jit with the sharding they came in with: the same expression at
-    position ``i`` of ``in_shardings`` and somewhere in ``out_shardings``
-    (``in_shardings=(state_sh, batch_sh), out_shardings=(state_sh, None)``), which is how large
-    projects spell "this argument is updated". Replicated or unspecified shardings (``None``,
-    ``P()``) say nothing."""
+    """Arguments that leave the jit at their own position with the sharding they came in with:
+    the same expression at position ``i`` of ``in_shardings`` and of ``out_shardings``
+    (``in_shardings=(state_sh, batch_sh), out_shardings=(state_sh, None)``). A sharding that
+    says nothing (``None``, a replicated ``P()``, a literal) is no evidence, and neither is one
+    at another position (``out_shardings=params_sh`` of a gradient: the gradients have the
+    parameters' sharding, the parameters are not updated)."""
     kws = jit_keywords(facts, site)
     if kws is None:
         return []
     ins = _sharding_items(facts, kws.get("in_shardings"), site.scope)
     outs = _sharding_items(facts, kws.get("out_shardings"), site.scope)
-    if ins is None or outs is None:
+    if not ins or not outs:
         return []
-    out_dumps = {ast.dump(o) for o in outs if _says_something(o)}
-    return [(i, ast.unparse(e)) for i, e in enumerate(ins)
-            if _says_something(e) and ast.dump(e) in out_dumps]
+    found = []
+    for i, (a, b) in enumerate(zip(ins, outs)):
+        if a is not None and b is not None and ast.dump(a) == ast.dump(b) \
+                and _says_something(facts, a, site.scope):
+            found.append((i, ast.unparse(a)))
+    return found
 
 
-def _sharding_items(facts: FileFacts, node: ast.expr | None, scope: Scope) -> list[ast.expr] | None:
+def _sharding_items(facts: FileFacts, node: ast.expr | None, scope: Scope,
+                    depth: int = 0) -> list[ast.expr | None] | None:
+    """The items of a tuple of shardings (through names and ``+``); None when not a tuple."""
+    if node is None or depth > 4:
+        return None
     if isinstance(node, ast.Name):
-        node = facts.value_of(node.id, scope)
-    if isinstance(node, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred)
-                                                           for e in node.elts):
+        value = facts.value_of(node.id, scope)
+        return _sharding_items(facts, value, scope, depth + 1) if value is not None else None
+    if isinstance(node, (ast.Tuple, ast.List)):
+        if any(isinstance(e, ast.Starred) for e in node.elts):
+            return None
         return list(node.elts)
-    return [node] if node is not None else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left = _sharding_items(facts, node.left, scope, depth + 1)
+        right = _sharding_items(facts, node.right, scope, depth + 1)
+        return left + right if left is not None and right is not None else None
+    return None
 
 
-def _says_something(node: ast.expr) -> bool:
-    """Not ``None``, not an empty ``P()`` / ``PartitionSpec()``, not a literal."""
+def _says_something(facts: FileFacts, node: ast.expr, scope: Scope) -> bool:
+    """Not ``None``, not a literal, not replicated (``P()``, ``NamedSharding(mesh, P())``)."""
+    if isinstance(node, ast.Name):
+        value = facts.value_of(node.id, scope)
+        if isinstance(value, ast.Call):
+            return _says_something(facts, value, scope)
+        return True
     if isinstance(node, ast.Constant):
         return False
-    if isinstance(node, ast.Call) and not node.args and not node.keywords:
-        return False
-    return isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Call))
+    if isinstance(node, ast.Call):
+        if not node.args and not node.keywords:
+            return False  # P(), PartitionSpec()
+        known = facts.resolve(node.func) if isinstance(node.func, (ast.Name, ast.Attribute)) \
+            else None
+        if known is not None and known.role == Role.NAMED_SHARDING:
+            spec = call_arg(node, 1, "spec")
+            return spec is None or _says_something(facts, spec, scope)
+    return isinstance(node, (ast.Attribute, ast.Subscript, ast.Call))

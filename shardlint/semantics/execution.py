@@ -20,6 +20,12 @@ from shardlint.semantics.reuse import each_call, each_statement
 
 # A function handed to these runs eagerly, as if called.
 _RUNNERS = ("absl.app.run",)
+# Parts of jax that decorate or wrap code without tracing it (names for profiles, flags).
+_NOT_TRANSFORMS = ("jax.named_scope", "jax.profiler.annotate_function", "jax.profiler.trace",
+                   "jax.profiler.TraceAnnotation", "jax.profiler.StepTraceAnnotation",
+                   "jax.default_device", "jax.default_matmul_precision", "jax.disable_jit",
+                   "jax.ensure_compile_time_eval", "jax.debug_nans", "jax.debug_infs",
+                   "jax.log_compiles", "jax.transfer_guard", "jax.checking_leaks")
 # Parts of jax that take a function and call it eagerly, not traced.
 _EAGER_HIGHER_ORDER = ("jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map",
                        "jax.tree.map_with_path", "jax.tree_util.tree_map_with_path")
@@ -65,7 +71,7 @@ class Execution:
             if isinstance(call.func, ast.Call):
                 return self._is_transform(call.func)
             return False
-        if q in _EAGER_HIGHER_ORDER or q in _RUNNERS:
+        if q in _EAGER_HIGHER_ORDER or q in _RUNNERS or q in _NOT_TRANSFORMS:
             return False
         if q == "functools.partial" and call.args:
             inner = call.args[0]

@@ -133,7 +133,8 @@ _UNKNOWN = object()
 
 
 def literal(node: ast.expr | None, consts: dict[str, ast.expr] | None = None, depth: int = 0):
-    """Evaluate a literal built from constants, tuples, lists, ``+`` and names bound to literals.
+    """Evaluate a literal built from constants, tuples, lists, ``+``, ``range(...)`` and names
+    bound to literals.
 
     Returns ``None`` for a literal None and for anything it cannot evaluate; callers that need to
     tell them apart use :func:`literal_or_unknown`.
@@ -179,6 +180,14 @@ def literal_or_unknown(node, consts=None, depth=0):
         inner = literal_or_unknown(node.args[0], consts, depth + 1)
         if isinstance(inner, (tuple, list)):
             return tuple(inner) if node.func.id == "tuple" else list(inner)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range" \
+            and 1 <= len(node.args) <= 3 and not node.keywords:
+        # `static_argnums=tuple(range(2, 19))`: a few small integers
+        bounds = [literal_or_unknown(a, consts, depth + 1) for a in node.args]
+        if all(isinstance(b, int) and not isinstance(b, bool) for b in bounds):
+            values = range(*bounds)
+            if len(values) <= 256:
+                return tuple(values)
     return _UNKNOWN
 
 

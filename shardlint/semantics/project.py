@@ -129,7 +129,7 @@ class ProjectIndex:
                 return found
         return None
 
-    def _resolve_dotted(self, dotted: str) -> str | None:
+    def _resolve_dotted(self, dotted: str, hops: int = 0) -> str | None:
         parts = dotted.split(".")
         for i in range(len(parts) - 1, 0, -1):
             mod = ".".join(parts[:i])
@@ -137,7 +137,14 @@ class ProjectIndex:
             if s is None:
                 continue
             qual = ".".join(parts[i:])
-            return f"{mod}:{qual}" if qual in s.symbols else None
+            if qual in s.symbols:
+                return f"{mod}:{qual}"
+            # A name the module imports from another one (`from .training_utils import
+            # update_state`; a package's `__init__` re-exporting its submodules' names).
+            target = s.imports.get(parts[i])
+            if target is not None and hops < 8:
+                return self._resolve_dotted(".".join([target, *parts[i + 1:]]), hops + 1)
+            return None
         return None
 
     def symbol(self, ref: str):

@@ -25,7 +25,7 @@ from shardlint.semantics.valueflow import shift as shift_flow
 from shardlint.syntax import nodes as walk_nodes
 
 # Bump when what a summary records changes: cached summaries of another format are dropped.
-FORMAT = 6
+FORMAT = 7
 ENTRY_METHODS = ("init", "init_with_output", "apply")
 _WRAPPERS = frozenset({Role.JIT, Role.PARTIAL, Role.LINEN_LIFT, Role.NNX_LIFT, Role.REMAT})
 _MESH_LIKE = frozenset({"Mesh", "make_mesh", "AbstractMesh"})
@@ -108,6 +108,8 @@ class ModuleSummary:
     mesh_kinds: list[str] = field(default_factory=list)  # axis kind of each mesh built (meshes.py)
     jitted: list[str] = field(default_factory=list)  # module-level compiled callables (jitted.py)
     flags: dict[str, list] = field(default_factory=dict)  # config flags set (config_flags.py)
+    # names imported from other modules of the project (a re-export: `from .fn import step`)
+    imports: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -130,6 +132,7 @@ class ModuleSummary:
         s.mesh_kinds = data.get("mesh_kinds", [])
         s.jitted = data.get("jitted", [])
         s.flags = data.get("flags", {})
+        s.imports = data.get("imports", {})
         return s
 
 
@@ -281,6 +284,8 @@ class _Summariser:
         out.mesh_kinds = [axis_kind(f, m) for m in f.meshes if m.call is not None]
         out.jitted = exported_jitted(f)
         out.flags = exported_flags(f)
+        out.imports = {name: q for name, q in f.imports.names.items()
+                       if q.partition(".")[0] not in EXTERNAL_PACKAGES and q != name}
         return out
 
     def _fragment(self, part) -> _Fragment:

@@ -72,6 +72,11 @@ def _text(node: ast.AST | None) -> str:
         if isinstance(node.func, ast.Attribute):  # `cache.at[i].set(v)`
             inner = _text(node.func.value)
             return f"{inner}.{node.func.attr}(...)" if inner else ""
+    if isinstance(node, ast.Dict):  # a record rebuilt field by field: its keys say enough
+        keys = [repr(k.value) for k in node.keys if isinstance(k, ast.Constant)]
+        text = "{" + ", ".join(f"{k}: ..." for k in keys) + "}"
+        return text if len(text) <= _TEXT else "{" + ", ".join(
+            f"{k}: ..." for k in keys[:2]) + ", ...}"
     try:
         text = " ".join(ast.unparse(node).split())
     except Exception:  # noqa: BLE001 - unparse of a synthetic node
