@@ -16,6 +16,7 @@ from shardlint.semantics.donation import (
     calls_of,
     jit_keywords,
     keyword_call,
+    leaves_replicated,
     passed,
     resolve_positions,
     same_sharding,
@@ -345,6 +346,7 @@ jax >= 0.8.1 (no fix is offered on older jax).
                                 "is called as `{1}` in a loop, rebinding {0}",
                                 f"{self.text(arg)} = {self.text(c.node.func)}(...)", ())
         candidates: list[Candidate] = []
+        replicated = leaves_replicated(facts, site)
         if sig is None:  # the function is not known: its positions are (sharding identity)
             for name, ev in sorted(evidence.items()):
                 if name.startswith("#") and int(name[1:]) not in static.positions:
@@ -353,7 +355,8 @@ jax >= 0.8.1 (no fix is offered on older jax).
             self_param = sig.params[0] if sig.offset else None
             for i, name in enumerate(sig.params):
                 if name in evidence and name not in kept and name != self_param \
-                        and i not in static.positions and name not in static.names:
+                        and i not in static.positions and name not in static.names \
+                        and i - sig.offset not in replicated:
                     candidates.append(Candidate(i, name, evidence[name]))
             for name in sig.kwonly:
                 if name in evidence and name not in kept and name not in static.names:

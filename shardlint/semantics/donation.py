@@ -364,6 +364,42 @@ def same_sharding(facts: FileFacts, site: JitSite) -> list[tuple[int, str]]:
     return found
 
 
+def leaves_replicated(facts: FileFacts, site: JitSite) -> set[int]:
+    """Positions of arguments that come in sharded (``in_shardings``) while every output is
+    declared replicated (``out_shardings=replicated``, ``(P(), NamedSharding(mesh, P()))``): such
+    an argument is not returned in its layout, so its buffers cannot be reused (the eval twin of
+    a train step: the same function, ``is_training=False``, returning only metrics)."""
+    kws = jit_keywords(facts, site)
+    if kws is None or kws.get("out_shardings") is None:
+        return set()
+    out = kws["out_shardings"]
+    outs = _sharding_items(facts, out, site.scope)
+    if outs is None:
+        outs = [out]
+    if not outs or not all(o is not None and _replicated(facts, o, site.scope) for o in outs):
+        return set()
+    ins = _sharding_items(facts, kws.get("in_shardings"), site.scope) or []
+    return {i for i, e in enumerate(ins) if e is not None and _says_something(facts, e, site.scope)}
+
+
+def _replicated(facts: FileFacts, node: ast.expr, scope: Scope) -> bool:
+    """``P()``, ``PartitionSpec()``, ``NamedSharding(mesh, P())`` (through a name)."""
+    if isinstance(node, ast.Name):
+        value = facts.value_of(node.id, scope)
+        return value is not None and _replicated(facts, value, scope)
+    if not isinstance(node, ast.Call):
+        return False
+    known = facts.resolve(node.func) if isinstance(node.func, (ast.Name, ast.Attribute)) else None
+    if known is None:
+        return False
+    if known.role == Role.PARTITION_SPEC:
+        return not node.args and not node.keywords
+    if known.role == Role.NAMED_SHARDING:
+        spec = call_arg(node, 1, "spec")
+        return spec is not None and _replicated(facts, spec, scope)
+    return False
+
+
 def _sharding_items(facts: FileFacts, node: ast.expr | None, scope: Scope,
                     depth: int = 0) -> list[ast.expr | None] | None:
     """The items of a tuple of shardings (through names and ``+``); None when not a tuple."""
