@@ -189,6 +189,65 @@ jax >= 0.8.1 (no fix is offered on older jax).
             def predict(params, x):
                 return model.apply(params, x)
         """, title="predictions are not an updated argument"),
+        example("""
+            import jax
+            from jax.sharding import NamedSharding, PartitionSpec
+
+            def train_or_eval(state, batch, is_training):
+                if is_training:
+                    return state.apply_gradients(grads=batch), {"loss": 0.0}
+                return {"loss": 1.0}
+
+            def build(mesh, state_shardings, batch_sharding):
+                replicated = NamedSharding(mesh, PartitionSpec())
+                return jax.jit(train_or_eval, static_argnums=(2,),
+                               in_shardings=(state_shardings, batch_sharding),
+                               out_shardings=replicated)
+        """, title="the eval twin of a train step: every output declared replicated"),
+        example("""
+            import jax
+
+            def loss(params, batch):
+                return (params["w"] * batch).sum()
+
+            def build(params_sharding, batch_sharding):
+                return jax.jit(jax.grad(loss), in_shardings=(params_sharding, batch_sharding),
+                               out_shardings=params_sharding)
+        """, title="gradients leave with the parameters' sharding: not an update of them"),
+        example({
+            "train.py": """
+                import jax
+                from steps import eval_step
+
+                p_eval = jax.jit(eval_step)
+            """,
+            "steps.py": """
+                from metrics import summarize
+
+                def eval_step(state, batch):
+                    return summarize(state.apply_fn(state.params, batch))
+            """,
+            "metrics.py": """
+                def summarize(logits):
+                    return {"mean": logits.mean()}
+            """,
+        }, title="an eval step in another module returns only metrics"),
+        example("""
+            import jax
+
+            @jax.jit
+            def reshape(x):
+                return jax.numpy.concatenate([x, x]).reshape(-1, 2)
+        """, title="a result of another shape"),
+        example("""
+            import jax
+
+            @jax.jit
+            def step(state, batch):
+                return state.apply_gradients(grads=batch)
+
+            inner = jax.jit(lambda s, b: step(s, b), inline=True)
+        """, title="an inline jit: donation is ignored there"),
     ]
     INVALID = [
         example("""
@@ -279,6 +338,110 @@ jax >= 0.8.1 (no fix is offered on older jax).
                     x = smooth(x, 3)
                 return x
         """, title="decorator factory; the loop rebinds the argument"),
+        example({
+            "train.py": """
+                import functools
+                import jax
+                from steps import train_step
+
+                def make_step(config):
+                    return jax.jit(functools.partial(train_step, config=config))  # expect: SHL401
+            """,
+            "steps.py": """
+                import jax
+                from updates import apply_grads
+
+                def train_step(state, batch, config):
+                    grads = jax.grad(lambda p: (state.apply_fn(p, batch) ** 2).mean())(state.params)
+                    return apply_grads(state, grads), {"loss": 0.0}
+            """,
+            "updates.py": """
+                import optax
+
+                def apply_grads(state, grads):
+                    grads = optax.clip_by_global_norm(1.0).update(grads, None)[0]
+                    return state.apply_gradients(grads=grads)
+            """,
+        }, title="a partial of a step in another module, which updates through a helper "
+                 "(train_step -> apply_grads -> state.apply_gradients)"),
+        example("""
+            import functools
+            import jax
+
+            @functools.partial(jax.pmap, axis_name="batch")  # expect: SHL401
+            def update(params, grads):
+                grads = jax.lax.pmean(grads, axis_name="batch")
+                return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+        """, title="pmap"),
+        example("""
+            import functools
+            import jax
+
+            @functools.partial(jax.jit, static_argnums=(0,))  # expect: SHL401
+            def decode_step(model, tokens, cache):
+                logits, k, v = model(tokens, cache["pos"])
+                return logits, {
+                    "k": jax.lax.dynamic_update_slice(cache["k"], k, (0, cache["pos"], 0)),
+                    "v": cache["v"].at[:, cache["pos"]].set(v),
+                    "pos": cache["pos"] + 1,
+                }
+        """, title="a decode step returns the cache rebuilt field by field from its fields"),
+        example("""
+            import jax
+            from somewhere_else import compiled_step
+
+            def build(state_shardings, batch_sharding):
+                return jax.jit(  # expect: SHL401
+                    compiled_step(),
+                    in_shardings=(state_shardings, batch_sharding),
+                    out_shardings=(state_shardings, None),
+                )
+        """, title="a callable that cannot be followed: the same sharding in and out at position 0"),
+        example({
+            "train.py": """
+                import jax
+                from utils import my_jit
+
+                def train_step(state, batch):
+                    grads = jax.grad(lambda p: (state.apply_fn(p, batch) ** 2).mean())(state.params)
+                    return state.apply_gradients(grads=grads), None
+
+                step = my_jit(train_step, static_argnums=())  # expect: SHL401
+            """,
+            "utils.py": """
+                import jax
+
+                def my_jit(fn, **kwargs):
+                    return jax.jit(fn, **kwargs)
+            """,
+        }, title="a jit wrapper the project defines"),
+        example({
+            "train.py": """
+                from flax import nnx
+                from helpers import apply_grads
+
+                @nnx.jit  # expect: SHL401
+                def train_step(model, optimizer, batch):
+                    loss, grads = nnx.value_and_grad(lambda m: (m(batch) ** 2).mean())(model)
+                    apply_grads(model, optimizer, grads)
+                    return loss
+            """,
+            "helpers.py": """
+                from flax import nnx
+
+                def apply_grads(model, optimizer, grads):
+                    optimizer.update(model, grads)
+            """,
+        }, title="nnx.jit: a helper updates the model and optimizer in place"),
+        example("""
+            import jax
+
+            @jax.jit  # expect: SHL401
+            def run_steps(state, batches):
+                state, losses = jax.lax.scan(lambda s, b: (s.apply_gradients(grads=b), 0.0),
+                                             state, batches)
+                return state, losses
+        """, title="the carry of a scan is the updated state"),
     ]
 
     @classmethod
