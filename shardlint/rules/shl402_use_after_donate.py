@@ -148,6 +148,19 @@ for batch in batches:
                 return new_state
         """, title="reading the donated name after the call"),
         example("""
+            import jax
+            from ejkernel.callib import ejit
+
+            def train_step(state, batch):
+                return jax.tree.map(lambda p, g: p - 0.1 * g, state, batch)
+
+            step = ejit(train_step, static_argnums=(), donate_argnums=(0,))
+
+            def train(state, batch):
+                new_state = step(state, batch)
+                return new_state, state["w"]  # expect: SHL402
+        """, title="an in-house jit wrapper (named like one) that donates"),
+        example("""
             import functools
             import jax
 

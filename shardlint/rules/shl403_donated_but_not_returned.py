@@ -7,6 +7,7 @@ import ast
 from shardlint.rules.base import Rule, example, register
 from shardlint.semantics.captures import read_in_nested
 from shardlint.semantics.dataflow import LocalFlow, positional_params
+from shardlint.semantics.wrappers import named_jit_sites
 from shardlint.semantics.donation import (
     DONATE,
     LINEN_JIT,
@@ -163,7 +164,7 @@ step = nnx.jit(train_step, donate_argnums=(0, 1))
 
     def check(self):
         nnx_file = None
-        for site in self.facts.jit_sites:
+        for site in [*self.facts.jit_sites, *named_jit_sites(self.facts)]:
             if site.api_name in (NNX_JIT, LINEN_JIT):
                 continue
             kws = jit_keywords(self.facts, site)

@@ -26,13 +26,12 @@ from shardlint.semantics.facts import FileFacts, JitSite, Scope
 from shardlint.semantics.names import dotted
 from shardlint.semantics.summary import reference
 from shardlint.semantics.valueflow import Flowing, Resolver, terms_json
+from shardlint.semantics.wrappers import jit_wrapper_sites, named_like_a_jit
 
 if TYPE_CHECKING:
     from shardlint.semantics.project import ProjectIndex
 
 _MAX_DEPTH = 8
-# Names of external callables that are not jit wrappers although they end in "jit".
-_NOT_WRAPPERS = frozenset({"filter_jit"})
 
 
 @dataclass
@@ -222,40 +221,9 @@ def wrapper_sites(facts: FileFacts, project: ProjectIndex) -> list[JitSite]:
     """Calls and decorators of in-house jit wrappers in this file (see the module docstring)."""
     found = facts.derived.get("wrapper_sites")
     if found is None:
-        found = facts.derived["wrapper_sites"] = _wrapper_sites(facts, project)
+        found = facts.derived["wrapper_sites"] = jit_wrapper_sites(
+            facts, lambda func, scope: _is_wrapper(facts, project, func, scope))
     return found  # type: ignore[return-value]
-
-
-def _wrapper_sites(facts: FileFacts, project: ProjectIndex) -> list[JitSite]:
-    out: list[JitSite] = []
-    decorators: set[int] = set()
-    for s in facts.function_scopes():
-        for d in s.decorators:
-            call = d if isinstance(d, ast.Call) else None
-            func = call.func if call is not None else d
-            if call is not None and call.args:
-                continue
-            if not _is_wrapper(facts, project, func, s.parent or facts.module_scope):
-                continue
-            decorators.add(id(d))
-            kws = {kw.arg: kw.value for kw in call.keywords if kw.arg} if call is not None else {}
-            out.append(JitSite(d, "jax.jit", "factory" if call is not None else "decorator", kws,
-                               None, s, s.name, s.parent or facts.module_scope))
-    for c in facts.calls:
-        n = c.node
-        if c.api is not None or not n.args or id(n) in decorators \
-                or isinstance(n.args[0], ast.Starred):
-            continue
-        if not _is_wrapper(facts, project, n.func, c.scope):
-            continue
-        stmt = c.stmt
-        bound = stmt.targets[0].id if isinstance(stmt, ast.Assign) and stmt.value is n \
-            and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) else None
-        target = n.args[0]
-        fn = function_named(facts, target, c.scope) if isinstance(target, ast.Name) else None
-        out.append(JitSite(n, "jax.jit", "call", {kw.arg: kw.value for kw in n.keywords if kw.arg},
-                           target, fn, bound, c.scope))
-    return out
 
 
 def _is_wrapper(facts: FileFacts, project: ProjectIndex, func: ast.expr, scope: Scope) -> bool:
@@ -267,13 +235,12 @@ def _is_wrapper(facts: FileFacts, project: ProjectIndex, func: ast.expr, scope: 
         return False  # a local value
     ref = reference(facts, func, scope)
     target = project.flows.function(ref, facts.module) if ref is not None else None
-    if target is not None:
-        # Defined in the project: a wrapper when it returns `jax.jit` of its first parameter.
-        key, flow = target
-        kind = flow.get("fn", {}).get("")
-        params = flow.get("params", [])
-        return kind is not None and kind[0] == "jit" and kind[1][0] == "param" \
-            and bool(params) and kind[1][1] == params[flow.get("method", 0)] \
-            if len(params) > flow.get("method", 0) else False
-    last = parts[-1]
-    return last.lower().endswith("jit") and last not in _NOT_WRAPPERS
+    if target is None:
+        return named_like_a_jit(func)
+    # Defined in the project: a wrapper when it returns `jax.jit` of its first parameter.
+    _, flow = target
+    kind = flow.get("fn", {}).get("")
+    params = flow.get("params", [])
+    first = flow.get("method", 0)
+    return kind is not None and kind[0] == "jit" and kind[1][0] == "param" \
+        and len(params) > first and kind[1][1] == params[first]

@@ -20,6 +20,7 @@ from shardlint.semantics.api import Role
 from shardlint.semantics.dataflow import positional_params
 from shardlint.semantics.execution import compiled_function
 from shardlint.semantics.names import call_arg
+from shardlint.semantics.wrappers import named_jit_sites
 from shardlint.semantics.facts import CallSite, FileFacts, JitSite, Scope
 from shardlint.semantics.reuse import each_call
 
@@ -181,7 +182,7 @@ class Donor:
 def donors(facts: FileFacts) -> list[Donor]:
     """Callables of this file that donate."""
     out: list[Donor] = []
-    for site in facts.jit_sites:
+    for site in [*facts.jit_sites, *named_jit_sites(facts)]:
         if site.api_name in (NNX_JIT, LINEN_JIT):
             continue  # nnx.jit writes the new state back into the objects passed
         kws = jit_keywords(facts, site)
