@@ -90,7 +90,10 @@ def _lint_worker(paths: list[str]) -> tuple[list[Finding], list[InternalError]]:
         if text is None or not mentions_jax(text):
             continue
         # The index already holds this file's summary: do not invalidate it per file.
-        found.extend(engine._run_rules(*engine._prepare(Path(p), text, add_to_index=False)))
+        item = engine._prepare(Path(p), text, add_to_index=False)
+        found.extend(engine._run_rules(*item))
+        if item[3] is not None:
+            item[3].release()
     return found, engine.errors
 
 
@@ -212,7 +215,9 @@ class Engine:
             tree = parse_module(text, str(path))
         except (SyntaxError, ValueError):
             return None
-        summary = summarise(build_facts(str(path), module, tree, is_package, self.wrappers))
+        facts = build_facts(str(path), module, tree, is_package, self.wrappers)
+        summary = summarise(facts)
+        facts.release()
         if self.use_cache:
             self.cache.put_summary(key, digest, summary)
         return summary
@@ -408,6 +413,8 @@ class Engine:
             item = prepared.pop(path, None) or self._prepare(path, text, add_to_index=False)
             errors = len(self.errors)
             found = self._run_rules(*item)
+            if item[3] is not None:
+                item[3].release()
             if len(self.errors) == errors:  # a file whose rules failed is not cached
                 self.cache.put_findings(rel, digest, project, found)
             findings.extend(found)

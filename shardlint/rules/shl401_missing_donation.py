@@ -6,7 +6,13 @@ import ast
 from dataclasses import dataclass
 
 from shardlint.rules.base import Edit, Fix, Related, Rule, example, register
-from shardlint.semantics.compiled import Compiled, compiled, flowing, wrapper_sites
+from shardlint.semantics.compiled import (
+    Compiled,
+    compiled,
+    flowing,
+    may_call_a_wrapper,
+    wrapper_sites,
+)
 from shardlint.semantics.dataflow import UPDATED, LocalFlow
 from shardlint.semantics.donation import (
     DONATE,
@@ -446,7 +452,7 @@ jax >= 0.8.1 (no fix is offered on older jax).
 
     @classmethod
     def relevant(cls, facts, project) -> bool:
-        return bool(facts.jit_sites) or bool(facts.calls)
+        return bool(facts.jit_sites) or may_call_a_wrapper(facts, project)
 
     def check(self):
         execution = execution_of(self.facts)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 from shardlint.semantics.api import Role
 from shardlint.semantics.dataflow import LocalFlow, positional_params
@@ -28,8 +27,7 @@ from shardlint.semantics.summary import reference
 from shardlint.semantics.valueflow import Flowing, Resolver, terms_json
 from shardlint.semantics.wrappers import jit_wrapper_sites, named_like_a_jit
 
-if TYPE_CHECKING:
-    from shardlint.semantics.project import ProjectIndex
+from shardlint.semantics.project import ProjectIndex, project_cached
 
 _MAX_DEPTH = 8
 
@@ -226,7 +224,35 @@ def wrapper_sites(facts: FileFacts, project: ProjectIndex) -> list[JitSite]:
     return found  # type: ignore[return-value]
 
 
+def may_call_a_wrapper(facts: FileFacts, project: ProjectIndex) -> bool:
+    """Whether the file names a jit wrapper at all (a cheap test before :func:`wrapper_sites`):
+    an imported callee or a function of its own named like one or like a project wrapper."""
+    names = wrapper_names(project)
+    return any(_wrapper_like(q.rsplit(".", 1)[-1], names) for q in facts.called_names()) \
+        or any(_wrapper_like(s.name, names) for s in facts.function_scopes())
+
+
+def _wrapper_like(last: str, names: frozenset[str]) -> bool:
+    return last.lower().endswith("jit") or last in names
+
+
+@project_cached
+def wrapper_names(project: ProjectIndex) -> frozenset[str]:
+    """The names of the project's functions that return ``jax.jit`` of their first parameter."""
+    out = set()
+    for summary in project.summaries.values():
+        for qual, sym in summary.symbols.items():
+            kind = sym.flow.get("fn", {}).get("") if sym.flow else None
+            if kind is not None and kind[0] == "jit":
+                out.add(qual.rsplit(".", 1)[-1])
+    return frozenset(out)
+
+
 def _is_wrapper(facts: FileFacts, project: ProjectIndex, func: ast.expr, scope: Scope) -> bool:
+    last = func.attr if type(func) is ast.Attribute else func.id if type(func) is ast.Name \
+        else None  # type: ignore[attr-defined]
+    if last is None or not _wrapper_like(last, wrapper_names(project)):
+        return False  # (the cheap test first: it runs for every call of the file)
     parts = dotted(func)
     if parts is None or facts.resolve(func) is not None:
         return False

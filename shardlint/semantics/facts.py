@@ -323,5 +323,17 @@ class FileFacts:
                 best = qual  # later starts are nested deeper
         return best
 
+    def release(self) -> None:
+        """Break the reference cycles of these facts once nothing reads them again (scopes and
+        their parents, analyses cached in ``derived`` that point back here), so that a batch run
+        frees each file's trees when its rules are done instead of leaving millions of objects
+        for one collector pass at the end (measured: 1.6 s on the benchmark corpus)."""
+        self.derived.clear()
+        self.reuse = None
+        for s in self.scopes.values():
+            s.parent = None
+            s.children = {}
+        self.module_scope.children = {}
+
     def function_scopes(self) -> Iterator[Scope]:
         return (s for s in self.scopes.values() if s.kind == "function")

@@ -37,8 +37,10 @@ _NOT_WRAPPERS = frozenset({"filter_jit"})
 
 def named_like_a_jit(func: ast.expr) -> bool:
     """``ejit``, ``my_jit``, ``utils.cjit``: a callable shardlint cannot see, named like jax.jit."""
-    parts = dotted(func)
-    return parts is not None and parts[-1].lower().endswith("jit") and parts[-1] not in _NOT_WRAPPERS
+    last = func.attr if type(func) is ast.Attribute else func.id if type(func) is ast.Name \
+        else None  # type: ignore[attr-defined]
+    return last is not None and last.lower().endswith("jit") and last not in _NOT_WRAPPERS \
+        and dotted(func) is not None
 
 
 def jit_wrapper_sites(facts: FileFacts, is_wrapper: Callable[[ast.expr, Scope], bool]
@@ -79,7 +81,7 @@ def named_jit_sites(facts: FileFacts) -> list[JitSite]:
     found = facts.derived.get("named_jit_sites")
     if found is None:
         found = facts.derived["named_jit_sites"] = jit_wrapper_sites(
-            facts, lambda func, scope: _unbound(func, scope) and named_like_a_jit(func))
+            facts, lambda func, scope: named_like_a_jit(func) and _unbound(func, scope))
     return found  # type: ignore[return-value]
 
 
