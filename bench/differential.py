@@ -38,6 +38,12 @@ SNIPPETS = [
     "jax.sharding.NamedSharding(mesh, P('data'))", "with nn.logical_axis_rules(RULES):\n    pass\n",
     "RULES = (('batch', 'data'),)\n", "model.init(key, x)", "jax.jit(lambda x: x)", "app.run(main)",
     "main()",
+    # the value-flow layer: updates, calls of helpers, wrappers
+    "\n    return state.apply_gradients(grads=g)\n", "state = step(state, b)",
+    "\n    return {'pos': s['pos'] + 1, 'k': s['k'].at[0].set(1)}\n",
+    "\n    state, _ = jax.lax.scan(body, state, xs)\n", "functools.partial(train_step, cfg)",
+    "ejit(step, static_argnums=(1,))", "\n    optimizer.update(model, grads)\n",
+    "\n    return helper(state, batch)\n",
 ]
 
 
