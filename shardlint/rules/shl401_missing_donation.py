@@ -490,6 +490,8 @@ jax >= 0.8.1 (no fix is offered on older jax).
             for i, what in same_sharding(facts, site):
                 evidence.setdefault(f"#{i}", Evidence(
                     "returns {0} with the sharding it came in with (`{1}`)", what, ()))
+        if not evidence and (target is None or target.scope is None):
+            return None  # (no loop rebind can say more without the function's body)
         all_calls = calls_of(facts, site)
         calls = [c for c in all_calls if not execution.is_traced(c)]
         if all_calls and not calls:

@@ -25,7 +25,7 @@ from shardlint.semantics.facts import FileFacts, JitSite, Scope
 from shardlint.semantics.names import dotted
 from shardlint.semantics.summary import reference
 from shardlint.semantics.valueflow import Flowing, Resolver, terms_json
-from shardlint.semantics.wrappers import jit_wrapper_sites, named_like_a_jit
+from shardlint.semantics.wrappers import jit_name, jit_wrapper_sites
 
 from shardlint.semantics.project import ProjectIndex, project_cached
 
@@ -220,7 +220,8 @@ def wrapper_sites(facts: FileFacts, project: ProjectIndex) -> list[JitSite]:
     found = facts.derived.get("wrapper_sites")
     if found is None:
         found = facts.derived["wrapper_sites"] = jit_wrapper_sites(
-            facts, lambda func, scope: _is_wrapper(facts, project, func, scope))
+            facts, wrapper_names(project),
+            lambda func, scope: _is_wrapper(facts, project, func, scope))
     return found  # type: ignore[return-value]
 
 
@@ -233,7 +234,7 @@ def may_call_a_wrapper(facts: FileFacts, project: ProjectIndex) -> bool:
 
 
 def _wrapper_like(last: str, names: frozenset[str]) -> bool:
-    return last.lower().endswith("jit") or last in names
+    return jit_name(last) or last in names
 
 
 @project_cached
@@ -249,10 +250,6 @@ def wrapper_names(project: ProjectIndex) -> frozenset[str]:
 
 
 def _is_wrapper(facts: FileFacts, project: ProjectIndex, func: ast.expr, scope: Scope) -> bool:
-    last = func.attr if type(func) is ast.Attribute else func.id if type(func) is ast.Name \
-        else None  # type: ignore[attr-defined]
-    if last is None or not _wrapper_like(last, wrapper_names(project)):
-        return False  # (the cheap test first: it runs for every call of the file)
     parts = dotted(func)
     if parts is None or facts.resolve(func) is not None:
         return False
@@ -262,7 +259,7 @@ def _is_wrapper(facts: FileFacts, project: ProjectIndex, func: ast.expr, scope: 
     ref = reference(facts, func, scope)
     target = project.flows.function(ref, facts.module) if ref is not None else None
     if target is None:
-        return named_like_a_jit(func)
+        return jit_name(parts[-1])
     # Defined in the project: a wrapper when it returns `jax.jit` of its first parameter.
     _, flow = target
     kind = flow.get("fn", {}).get("")
