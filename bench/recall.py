@@ -138,10 +138,115 @@ def donation_sites(path: Path, rel: str, text: str, tree: ast.Module) -> Iterato
                    what, remove_keyword(text, node, kw), ("SHL401",), excluded)
 
 
+def _dotted(node: ast.expr) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def legacy_mesh_sites(path: Path, rel: str, text: str, tree: ast.Module) -> Iterator[Site]:
+    """Every ``with jax.set_mesh(m):`` (or ``jax.sharding.use_mesh(m)``) item: put back as the
+    legacy ``with m:``, it should give SHL101."""
+    off = Offsets(text)
+    seen: Counter[str] = Counter()
+    for node, qual, _ in sorted(scopes(tree), key=lambda x: (getattr(x[0], "lineno", 0),
+                                                           getattr(x[0], "col_offset", 0))):
+        if not isinstance(node, (ast.With, ast.AsyncWith)):
+            continue
+        for item in node.items:
+            e = item.context_expr
+            name = _dotted(e.func) if isinstance(e, ast.Call) else None
+            if name is None or name.rsplit(".", 1)[-1] not in ("set_mesh", "use_mesh") \
+                    or len(e.args) != 1 or e.keywords:
+                continue
+            arg = ast.get_source_segment(text, e.args[0])
+            if arg is None:
+                continue
+            base = f"{rel}:{qual or '<module>'}:with {name}"
+            seen[base] += 1
+            mutated = text[:off.start(e)] + arg + text[off.end(e):]
+            yield Site("legacy-mesh", path, rel, f"{base}#{seen[base]}", e.lineno,
+                       e.end_lineno or e.lineno, f"with {ast.get_source_segment(text, e)}",
+                       mutated, ("SHL101",))
+
+
+_LIFTS = ("vmap", "scan", "remat_scan", "map", "pmap")
+
+
+def partition_name_sites(path: Path, rel: str, text: str, tree: ast.Module) -> Iterator[Site]:
+    """Every partition name given to a lifted transform (``metadata_params={nn.PARTITION_NAME:
+    ...}`` of ``nn.vmap``/``nn.scan``, ``transform_metadata={nnx.PARTITION_NAME: ...}`` of
+    ``nnx.vmap``/``nnx.scan``): removed, it should give SHL203."""
+    seen: Counter[str] = Counter()
+    found = []
+    for node, qual, _ in scopes(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Call):  # partial(nn.scan, ...)(...)
+            continue
+        name = _dotted(func) or ""
+        inner = _dotted(node.args[0]) if name.endswith("partial") and node.args else None
+        last = (inner or name).rsplit(".", 1)[-1]
+        if last not in _LIFTS:
+            continue
+        for kw in node.keywords:
+            if kw.arg not in ("metadata_params", "transform_metadata") \
+                    or not isinstance(kw.value, ast.Dict):
+                continue
+            keys = [_dotted(k) or (k.value if isinstance(k, ast.Constant) else "")
+                    for k in kw.value.keys if k is not None]
+            if not any(str(k).endswith(("PARTITION_NAME", "partition_name")) for k in keys):
+                continue
+            found.append((node, kw, qual))
+    for node, kw, qual in sorted(found, key=lambda x: (x[0].lineno, x[0].col_offset)):
+        base = f"{rel}:{qual or '<module>'}:{kw.arg}"
+        seen[base] += 1
+        yield Site("partition-name", path, rel, f"{base}#{seen[base]}", node.lineno,
+                   node.end_lineno or node.lineno,
+                   f"{kw.arg}={ast.get_source_segment(text, kw.value)}",
+                   remove_keyword(text, node, kw), ("SHL203",))
+
+
+# jax.tree.X -> the top-level alias jax.tree_X that jax removed (0.6.0).
+_TREE_ALIASES = {"map": "tree_map", "leaves": "tree_leaves", "flatten": "tree_flatten",
+                 "unflatten": "tree_unflatten", "structure": "tree_structure",
+                 "reduce": "tree_reduce", "transpose": "tree_transpose", "all": "tree_all"}
+
+
+def tree_api_sites(path: Path, rel: str, text: str, tree: ast.Module) -> Iterator[Site]:
+    """Every ``jax.tree.map(...)`` (and the other ``jax.tree.*`` with a removed ``jax.tree_*``
+    alias), written back as the alias: SHL501."""
+    off = Offsets(text)
+    seen: Counter[str] = Counter()
+    for node, qual, _ in sorted(scopes(tree), key=lambda x: (getattr(x[0], "lineno", 0),
+                                                           getattr(x[0], "col_offset", 0))):
+        if not (isinstance(node, ast.Attribute) and node.attr in _TREE_ALIASES
+                and isinstance(node.value, ast.Attribute) and node.value.attr == "tree"
+                and isinstance(node.value.value, ast.Name) and node.value.value.id == "jax"):
+            continue
+        alias = _TREE_ALIASES[node.attr]
+        base = f"{rel}:{qual or '<module>'}:jax.tree.{node.attr}"
+        seen[base] += 1
+        mutated = text[:off.start(node)] + f"jax.{alias}" + text[off.end(node):]
+        yield Site("tree-api", path, rel, f"{base}#{seen[base]}", node.lineno,
+                   node.end_lineno or node.lineno, f"jax.tree.{node.attr} -> jax.{alias}",
+                   mutated, ("SHL501",))
+
+
 KINDS: dict[str, Callable[[Path, str, str, ast.Module], Iterator[Site]]] = {
     "donation": donation_sites,
+    "legacy-mesh": legacy_mesh_sites,
+    "partition-name": partition_name_sites,
+    "tree-api": tree_api_sites,
 }
-KIND_CODES = {"donation": ("SHL401",)}
+KIND_CODES = {"donation": ("SHL401",), "legacy-mesh": ("SHL101",),
+              "partition-name": ("SHL203",), "tree-api": ("SHL501",)}
 
 
 # ---- running -------------------------------------------------------------------------------------

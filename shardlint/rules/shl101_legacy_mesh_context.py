@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from shardlint.rules.base import Edit, Fix, Rule, example, register
+from shardlint.semantics.mesh_values import is_mesh
 
 
 @register
@@ -102,9 +103,11 @@ legacy context did still happens, and Flax constraints start to apply.
         if not (flax_noop or deprecated):
             return
         uses_flax_constraints = flax_noop and self.facts.uses_flax
-        for item in self.facts.with_items:
-            if item.kind != "legacy_mesh":
-                continue
+        items = [w for w in self.facts.with_items if w.kind == "legacy_mesh"]
+        # A mesh from a helper, `self.mesh`, a parameter: the value-flow layer decides.
+        items += [w for w in self.facts.other_withs
+                  if is_mesh(self.facts, self.project, w.expr, w.scope)]
+        for item in sorted(items, key=lambda w: (w.expr.lineno, w.expr.col_offset)):
             text = self.text(item.expr)
             if flax_noop and uses_flax_constraints:
                 msg = (f"`with {text}:` does not activate Flax constraints since flax 0.12.2: "

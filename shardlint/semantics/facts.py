@@ -190,6 +190,9 @@ class FileFacts:
     scopes: dict[str, Scope] = field(default_factory=dict)
     calls: list[CallSite] = field(default_factory=list)
     with_items: list[WithItem] = field(default_factory=list)
+    # `with` items shardlint did not recognise as a context (`with self.mesh:`): SHL101 asks
+    # the value-flow layer whether they are meshes.
+    other_withs: list[WithItem] = field(default_factory=list)
     meshes: list[MeshBinding] = field(default_factory=list)
     rule_tables: list[RulesTable] = field(default_factory=list)
     jit_sites: list[JitSite] = field(default_factory=list)

@@ -40,6 +40,7 @@ class StatementLog:
     jit_sites: list[JitSite] = field(default_factory=list)
     meshes: list[MeshBinding] = field(default_factory=list)
     with_items: list[WithItem] = field(default_factory=list)
+    other_withs: list[WithItem] = field(default_factory=list)
     references: list[Reference] = field(default_factory=list)
     scopes: list[tuple[str, Scope]] = field(default_factory=list)  # facts.scopes assignments
     children: list[tuple[str, Scope]] = field(default_factory=list)  # module scope's children
@@ -77,7 +78,7 @@ def record(b: FactsBuilder, stmt: ast.stmt) -> StatementLog:
     f = b.facts
     log = StatementLog(dict(f.imports.names), f.imports.star, stmt)
     lengths = (len(f.calls), len(f.jit_sites), len(f.meshes), len(f.with_items),
-               len(f.references))
+               len(f.references), len(f.other_withs))
     b.log = log
     try:
         b.visit(stmt)
@@ -88,6 +89,7 @@ def record(b: FactsBuilder, stmt: ast.stmt) -> StatementLog:
     log.meshes = f.meshes[lengths[2]:]
     log.with_items = f.with_items[lengths[3]:]
     log.references = f.references[lengths[4]:]
+    log.other_withs = f.other_withs[lengths[5]:]
     before = log.imports_before
     log.imports_changes = [(k, v) for k, v in f.imports.names.items() if before.get(k) != v]
     log.star_after = f.imports.star and not log.star_before
@@ -120,6 +122,7 @@ def replay(b: FactsBuilder, log: StatementLog) -> None:
     f.jit_sites.extend(log.jit_sites)
     f.meshes.extend(log.meshes)
     f.with_items.extend(log.with_items)
+    f.other_withs.extend(log.other_withs)
     f.references.extend(log.references)
     for qual, scope in log.scopes:
         f.scopes[qual] = scope

@@ -20,12 +20,17 @@ from shardlint.semantics.jitted import exported_jitted
 from shardlint.semantics.meshes import axis_kind
 from shardlint.semantics.names import EXTERNAL_PACKAGES, dotted
 from shardlint.semantics.reuse import each_statement
-from shardlint.semantics.valueflow import function_flow
+from shardlint.semantics.valueflow import (
+    MESH_ARGUMENTS,
+    class_attributes,
+    function_flow,
+    kind_terms,
+)
 from shardlint.semantics.valueflow import shift as shift_flow
 from shardlint.syntax import nodes as walk_nodes
 
 # Bump when what a summary records changes: cached summaries of another format are dropped.
-FORMAT = 7
+FORMAT = 8
 ENTRY_METHODS = ("init", "init_with_output", "apply")
 _WRAPPERS = frozenset({Role.JIT, Role.PARTIAL, Role.LINEN_LIFT, Role.NNX_LIFT, Role.REMAT})
 _MESH_LIKE = frozenset({"Mesh", "make_mesh", "AbstractMesh"})
@@ -71,6 +76,9 @@ class CallEdge:
     ctx: int
     line: int
     col: int
+    # What kind of value each argument is, where that can matter (valueflow.kind_terms), by
+    # position ("0") or keyword; with "self" when called as `self.method(...)`.
+    args: dict[str, list] | None = None
 
 
 @dataclass
@@ -195,7 +203,7 @@ def _at(log, frag: _Fragment) -> _Fragment:
                     for x in sym.sites], sym.line + d,
                    shift_flow(sym.flow, d) if sym.flow is not None else None)
          for q, sym in frag.symbols.items()},
-        [CallEdge(e.caller, e.target, e.ctx, e.line + d, e.col) for e in frag.edges],
+        [CallEdge(e.caller, e.target, e.ctx, e.line + d, e.col, e.args) for e in frag.edges],
         [Entry(e.model, e.kind, e.scope, e.ctx, e.line + d, e.col, e.end_line + d, e.end_col)
          for e in frag.entries],
         frag.provides, frag.unknown, frag.apis)
@@ -299,11 +307,19 @@ class _Summariser:
             for c in part.calls:
                 if c.api is None:
                     by_scope.setdefault(c.scope, []).append(c.node)
+        mesh_calls: dict[Scope, list[CallSite]] = {}
+        for c in part.calls:
+            if c.api is not None and c.api.name in MESH_ARGUMENTS:
+                mesh_calls.setdefault(c.scope, []).append(c)
         for qual, scope in part.scopes:  # a redefinition in the statement keeps the last one
             refs, bases = self._scope_refs(scope)
-            flow = function_flow(self.f, scope, self.ref,
-                                 by_scope.get(scope) if by_scope is not None else None) \
-                if scope.kind == "function" else None
+            if scope.kind == "function":
+                flow = function_flow(self.f, scope, self.ref,
+                                     by_scope.get(scope) if by_scope is not None else None,
+                                     mesh_calls.get(scope, ()))
+            else:
+                attrs = class_attributes(self.f, scope, self.ref)
+                flow = {"attrs": attrs} if attrs else None
             symbols[qual] = Symbol(scope.kind, refs=refs, bases=bases,
                                    line=getattr(scope.node, "lineno", 0), flow=flow)
         for c in part.calls:
@@ -381,7 +397,8 @@ class _Summariser:
         if c.api is None:
             target = self.ref(func, c.scope)
             if target is not None:
-                edges.append(CallEdge(c.scope.qualname, target, c.ctx, n.lineno, n.col_offset))
+                edges.append(CallEdge(c.scope.qualname, target, c.ctx, n.lineno, n.col_offset,
+                                      self._arg_kinds(c)))
             # A function handed to another call (`app.run(main)`) runs under this call's context.
             if c.scope.kind == "module":
                 for a in n.args:
@@ -407,6 +424,29 @@ class _Summariser:
         frag.provides |= provides
         if unknown:
             frag.unknown.append(unknown)
+
+    def _arg_kinds(self, c: CallSite) -> dict[str, list] | None:
+        """Kind terms of the arguments that may be meshes (names, ``self.x``, calls), for the
+        value-flow layer's "every caller passes a mesh"."""
+        n = c.node
+        out: dict[str, list] = {}
+        assigned = c.scope.assigned if c.scope.kind == "function" else None
+        for key, a in [*((str(i), a) for i, a in enumerate(n.args)),
+                       *((k.arg, k.value) for k in n.keywords if k.arg)]:
+            if isinstance(a, ast.Starred):
+                break
+            if type(a) not in (ast.Name, ast.Attribute, ast.Call):
+                continue
+            terms = kind_terms(self.f, c.scope, a, self.ref, None, assigned=assigned)
+            if terms and any(t[0] in ("mesh", "c", "p", "a") for t in terms):
+                out[key] = terms
+        if not out:
+            return None
+        func = n.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+                and func.value.id in ("self", "cls"):
+            out["self"] = [["implicit"]]
+        return out
 
     def _provides(self, c: CallSite) -> tuple[int, str | None]:
         """The contexts a call provides (``_RULES_SETTER``...), and whether it makes a mesh or

@@ -47,7 +47,7 @@ from shardlint.semantics.dataflow import (
     positional_params,
 )
 from shardlint.semantics.facts import FileFacts, Scope
-from shardlint.semantics.names import dotted
+from shardlint.semantics.names import call_arg, dotted
 
 if TYPE_CHECKING:
     from shardlint.semantics.project import ProjectIndex
@@ -160,19 +160,23 @@ def _is_method(scope: Scope) -> bool:
 
 
 def function_flow(facts: FileFacts, scope: Scope, ref: RefFn,
-                  calls: list[ast.Call] | None = None) -> dict | None:
-    """The flow summary of one function (None when it has nothing to say). ``calls``: the calls
-    in its body that may change an argument in place (NNX code), for ``mut``."""
+                  calls: list[ast.Call] | None = None, mesh_calls=()) -> dict | None:
+    """The flow summary of one function. ``calls``: the calls in its body that may change an
+    argument in place (NNX code), for ``mut``; ``mesh_calls``: its calls of APIs that take a
+    mesh (``MESH_ARGUMENTS``), for ``meshp``."""
     fn = scope.node
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
     params = positional_params(fn)
     kwonly = [a.arg for a in fn.args.kwonlyargs]
     method = 1 if _is_method(scope) and params else 0
-    if len(params) + len(kwonly) <= method or not (scope.returns or scope.expr_calls or calls):
-        return None
-    flow = LocalFlow(facts, scope, callee=Resolver(facts, scope, ref))
     out: dict = {"params": params, "kwonly": kwonly, "method": method}
+    meshp = mesh_params(facts, scope, mesh_calls)
+    if meshp:
+        out["meshp"] = meshp
+    if not (scope.returns or scope.expr_calls or calls):
+        return out  # (its parameters, for what its callers pass)
+    flow = LocalFlow(facts, scope, callee=Resolver(facts, scope, ref))
     ret: dict[str, list] = {}
     if flow.returns:
         whole = terms_json(flow.returned_terms())
@@ -191,9 +195,190 @@ def function_flow(facts: FileFacts, scope: Scope, ref: RefFn,
     fns = _callables(facts, scope, flow, ref)
     if fns:
         out["fn"] = fns
-    if len(out) == 3:
-        return None
+    kinds = _returned_kinds(facts, scope, flow, ref, fn)
+    if kinds:
+        out["kind"] = kinds
     return out
+
+
+# ---- what kind of value: meshes -----------------------------------------------------------------
+# Kind terms (JSON): ["mesh"] a mesh for certain, ["none"] None, ["other"] a known value that is
+# no mesh (a literal, a known API's result), ["c", ref, bound, via_attr, index] what calling a
+# project function returns, ["p", param] the function's parameter, ["a", name] an attribute of
+# the enclosing class's instance (``self.mesh``). A value shardlint cannot place adds nothing.
+_MESH_ROLES = (Role.MESH, Role.ABSTRACT_MESH)
+# APIs whose argument (position, keyword) must be a mesh: a name handed there is one.
+MESH_ARGUMENTS = {
+    "jax.sharding.NamedSharding": (0, "mesh"),
+    "jax.set_mesh": (0, "mesh"),
+    "jax.sharding.use_mesh": (0, "mesh"),
+    "jax.sharding.use_abstract_mesh": (0, "mesh"),
+    "jax.shard_map": (None, "mesh"),
+    "jax.experimental.shard_map.shard_map": (1, "mesh"),
+    "flax.linen.logical_to_mesh_sharding": (1, "mesh"),
+    "flax.linen.get_sharding": (1, "mesh"),
+}
+
+
+def mesh_params(facts: FileFacts, scope: Scope, calls) -> list[str]:
+    """Parameters of a function that are meshes wherever it runs: annotated ``Mesh`` (or
+    ``Mesh | None``), or handed in its body to an API that takes a mesh (``calls``: its calls of
+    such APIs)."""
+    out = [p for p in scope.params if (ann := scope.annotations.get(p)) is not None
+           and _is_mesh_annotation(facts, ann, optional=True)]
+    for c in calls:
+        where = MESH_ARGUMENTS.get(c.api.name) if c.api is not None else None
+        if where is None:
+            continue
+        arg = call_arg(c.node, where[0], where[1])
+        if isinstance(arg, ast.Name) and arg.id in scope.params and arg.id not in out \
+                and len(scope.assigned.get(arg.id, ())) == 0:
+            out.append(arg.id)
+    return out
+
+
+def kind_terms(facts: FileFacts, scope: Scope, expr: ast.expr | None, ref: RefFn,
+               flow: LocalFlow | None, index: tuple[int, ...] = (), depth: int = 0,
+               assigned: dict | None = None) -> list[list]:
+    """What kind of value ``expr`` (item ``index`` of it) is, as kind terms (``assigned``: the
+    function's local names, when there is no ``flow``)."""
+    if expr is None or depth > 8:
+        return []
+    if flow is not None:
+        assigned = flow.assigned
+    params = flow.all_params if flow is not None else set(scope.params)
+    if isinstance(expr, ast.Constant):
+        return [["none"]] if expr.value is None and not index else [["other"]]
+    if isinstance(expr, (ast.Tuple, ast.List)):
+        if index and index[0] < len(expr.elts) and not any(
+                isinstance(e, ast.Starred) for e in expr.elts):
+            return kind_terms(facts, scope, expr.elts[index[0]], ref, flow, index[1:], depth + 1,
+                              assigned)
+        return [["other"]] if not index else []
+    if isinstance(expr, ast.IfExp):
+        return [*kind_terms(facts, scope, expr.body, ref, flow, index, depth + 1, assigned),
+                *kind_terms(facts, scope, expr.orelse, ref, flow, index, depth + 1, assigned)]
+    if isinstance(expr, ast.Call):
+        if index:
+            c = Resolver(facts, scope, ref)(expr)
+            return [["c", c.ref, c.bound, c.via_attr, list(index)]] if c is not None else []
+        known = facts.resolve(expr.func) if isinstance(expr.func, (ast.Name, ast.Attribute)) \
+            else None
+        if known is not None:
+            return [["mesh"]] if known.role in _MESH_ROLES else [["other"]]
+        c = Resolver(facts, scope, ref)(expr)
+        return [["c", c.ref, c.bound, c.via_attr, []]] if c is not None else []
+    if isinstance(expr, ast.Name):
+        if not index and facts.mesh_for(expr, scope) is not None:
+            return [["mesh"]]
+        values = assigned.get(expr.id) if assigned is not None else None
+        out: list[list] = []
+        if expr.id in params and not index and scope.kind == "function":
+            ann = scope.annotations.get(expr.id)
+            if ann is not None and _is_mesh_annotation(facts, ann, optional=True):
+                out = [["mesh"], ["none"]]  # (`Mesh | None`: a mesh wherever used as one)
+            else:
+                out = [["p", expr.id]]
+        if values:
+            for a in values:
+                if a.value is None:
+                    return []  # a value shardlint cannot see makes the name unknown
+                out.extend(kind_terms(facts, scope, a.value, ref, flow, (*a.index, *index),
+                                      depth + 1, assigned))
+            return out
+        if out:
+            return out
+        found = scope.lookup(expr.id) if not index else None
+        if found is not None and found[0] is not scope:
+            owner, values = found
+            if owner.kind == "function":  # a closure reads the enclosing function's binding
+                return kind_terms(facts, owner, expr, ref, None, (), depth + 1,
+                                  owner.assigned)
+            if owner.kind == "module" and len(values) == 1 and isinstance(values[0], ast.expr) \
+                    and type(values[0]).__name__ != "Opaque":
+                return kind_terms(facts, owner, values[0], ref, None, (), depth + 1)
+        return []
+    if isinstance(expr, ast.Attribute) and not index and isinstance(expr.value, ast.Name) \
+            and expr.value.id == "self":
+        return [["a", expr.attr]]
+    return []
+
+
+def _returned_kinds(facts: FileFacts, scope: Scope, flow: LocalFlow, ref: RefFn,
+                    fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list]:
+    """Kind terms of what the function returns: whole, and per position of a returned tuple
+    (a ``-> Mesh`` annotation says it too)."""
+    out: dict[str, list] = {}
+    if fn.returns is not None and _is_mesh_annotation(facts, fn.returns):
+        out[""] = [["mesh"]]
+    if not flow.returns:
+        return out
+    whole = [t for r in flow.returns for t in kind_terms(facts, scope, r, ref, flow)]
+    if whole and not all(t == ["other"] for t in whole) and "" not in out:
+        out[""] = _unique_terms(whole)
+    for i in range(min(_arity(flow), _MAX_SLOTS)):
+        terms = [t for r in flow.returns for t in kind_terms(facts, scope, r, ref, flow, (i,))]
+        if terms and not all(t == ["other"] for t in terms):
+            out[str(i)] = _unique_terms(terms)
+    return out
+
+
+def _unique_terms(terms: list[list]) -> list[list]:
+    out: list[list] = []
+    for t in terms:
+        if t not in out:
+            out.append(t)
+    return out
+
+
+def _is_mesh_annotation(facts: FileFacts, ann: ast.expr, optional: bool = False) -> bool:
+    """``Mesh``, ``jax.sharding.Mesh``, ``"Mesh"``; with ``optional`` also ``Mesh | None`` and
+    ``Optional[Mesh]``."""
+    if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
+        try:
+            ann = ast.parse(ann.value, mode="eval").body
+        except SyntaxError:
+            return False
+    if optional and isinstance(ann, ast.BinOp) and isinstance(ann.op, ast.BitOr):
+        sides = [ann.left, ann.right]
+        if any(isinstance(x, ast.Constant) and x.value is None for x in sides):
+            return any(_is_mesh_annotation(facts, x) for x in sides)
+        return False
+    if optional and isinstance(ann, ast.Subscript) and isinstance(ann.value, (ast.Name, ast.Attribute)) \
+            and (dotted(ann.value) or [""])[-1] == "Optional":
+        return _is_mesh_annotation(facts, ann.slice)
+    if not isinstance(ann, (ast.Name, ast.Attribute)):
+        return False
+    known = facts.resolve(ann)
+    return known is not None and known.role in _MESH_ROLES
+
+
+def class_attributes(facts: FileFacts, cls: Scope, ref: RefFn) -> dict[str, list]:
+    """Kind terms of the attributes a class's methods set on ``self`` (``self.mesh = mesh``),
+    and of its annotated fields (``mesh: Mesh``)."""
+    out: dict[str, list] = {}
+    for name, ann in cls.annotations.items():
+        if _is_mesh_annotation(facts, ann):
+            out.setdefault(name, []).append(["mesh"])
+    for method in cls.children.values():
+        if method.kind != "function" or not method.stores:
+            continue
+        flow: LocalFlow | None = None
+        for target, stmt in method.stores:
+            if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+                    and target.value.id == "self"):
+                continue
+            value = getattr(stmt, "value", None)
+            if isinstance(stmt, ast.AugAssign) or value is None or isinstance(
+                    getattr(stmt, "targets", [None])[0], (ast.Tuple, ast.List)):
+                continue  # (a value shardlint cannot see: it adds nothing)
+            if flow is None:
+                flow = LocalFlow(facts, method)
+            terms = kind_terms(facts, method, value, ref, flow)
+            out.setdefault(target.attr, []).extend(
+                [*t, method.name] if t[0] == "p" else t for t in terms)
+    return {k: _unique_terms(v) for k, v in out.items()
+            if any(t[0] in ("mesh", "c", "p", "a") for t in v)}
 
 
 def _arity(flow: LocalFlow) -> int:
@@ -338,6 +523,8 @@ class FlowIndex:
         self.project = project
         self._returns: dict[tuple[str, tuple[int, ...]], dict[str, Flowing]] = {}
         self._mutates: dict[str, dict[str, Flowing]] = {}
+        self._kinds: dict[tuple, bool] = {}
+        self._by_target: dict[str, list] | None = None
         self._active: set = set()
 
     # ---- lookup -------------------------------------------------------------------------------
@@ -419,6 +606,135 @@ class FlowIndex:
                 else:  # the callee hands back what we updated before the call
                     _add(out, p, Flowing(UPDATED, (_link(path, ev[0], ev[1]),)))
         return out
+
+    # ---- kinds of values --------------------------------------------------------------------------
+    def returns_mesh(self, key: str, index: tuple[int, ...] = (), depth: int = 0) -> bool:
+        """Whether the function ``key`` (resolved) returns a mesh (at ``index`` of its result):
+        some return is one and none is known to be something else."""
+        memo = ("mesh", key, index)
+        found = self._kinds.get(memo)
+        if found is not None:
+            return found
+        if memo in self._active or depth > MAX_DEPTH:
+            return False
+        self._active.add(memo)
+        try:
+            sym = self.project.symbol(key)
+            kinds = (sym.flow or {}).get("kind", {}) if sym is not None else {}
+            terms = kinds.get(str(index[0]) if index else "")
+            rest = index[1:] if index and str(index[0]) in kinds else index
+            if terms is None and index:
+                terms, rest = kinds.get(""), index
+            found = self.terms_mesh(terms or [], key, rest, depth) if not rest else False
+        finally:
+            self._active.discard(memo)
+        self._kinds[memo] = found
+        return found
+
+    def terms_mesh(self, terms: list[list], key: str, rest: tuple[int, ...] = (),
+                   depth: int = 0) -> bool:
+        """Whether kind terms written in the function (or class member) ``key`` say a mesh."""
+        mesh = other = False
+        module = key.partition(":")[0]
+        for t in terms:
+            what = t[0]
+            if what == "mesh":
+                mesh = True
+            elif what == "other":
+                other = True
+            elif what == "c":
+                target = self.function(t[1], module)
+                if target is not None and self.returns_mesh(target[0], tuple(t[4]), depth + 1):
+                    mesh = True
+            elif what == "a":
+                if self.attribute_mesh(key, t[1], depth + 1):
+                    mesh = True
+            elif what == "p":
+                # A parameter: a mesh when the function uses it as one, or every caller in the
+                # project passes one.
+                fn = key if len(t) == 2 else f"{key.rpartition('.')[0]}.{t[2]}"
+                sym = self.project.symbol(fn)
+                if (sym is not None and t[1] in (sym.flow or {}).get("meshp", ())) \
+                        or self.param_mesh(fn, t[1], depth + 1):
+                    mesh = True
+        return mesh and not other
+
+    def param_mesh(self, fn: str, param: str, depth: int = 0) -> bool:
+        """Whether every call of the function ``fn`` in the project passes a mesh as
+        ``param`` (a constructor call ``Model(config, mesh)`` counts for ``__init__``)."""
+        memo = ("param", fn, param)
+        found = self._kinds.get(memo)
+        if found is not None:
+            return found
+        if memo in self._active or depth > MAX_DEPTH:
+            return False
+        self._active.add(memo)
+        try:
+            found = self._param_mesh(fn, param, depth)
+        finally:
+            self._active.discard(memo)
+        self._kinds[memo] = found
+        return found
+
+    def _param_mesh(self, fn: str, param: str, depth: int) -> bool:
+        sym = self.project.symbol(fn)
+        flow = sym.flow if sym is not None else None
+        if not flow:
+            return False
+        params, method = flow.get("params", []), flow.get("method", 0)
+        callers = self._callers_of(fn)
+        if not callers or param not in params:
+            return False
+        for caller, args, constructor in callers:
+            if args is None:
+                return False
+            offset = method if constructor or "self" in args else 0
+            pos = params.index(param) - offset
+            terms = args.get(param) or (args.get(str(pos)) if pos >= 0 else None)
+            if terms is None or not self.terms_mesh(terms, caller, (), depth + 1):
+                return False
+        return True
+
+    def _callers_of(self, fn: str) -> list[tuple[str, dict | None, bool]]:
+        """(caller key, argument kinds, a constructor call) of each call of ``fn``."""
+        index = self._by_target
+        if index is None:
+            index = self._by_target = {}
+            for mod, s in self.project.summaries.items():
+                for e in s.calls:
+                    t = self.project.resolve(e.target, mod)
+                    if t is not None:
+                        index.setdefault(t, []).append((f"{mod}:{e.caller}", e.args, False))
+        out = list(index.get(fn, ()))
+        if fn.endswith(".__init__"):
+            cls = fn[: -len(".__init__")]
+            out += [(c, a, True) for c, a, _ in index.get(cls, ())]
+        return out
+
+    def attribute_mesh(self, member: str, attr: str, depth: int = 0) -> bool:
+        """Whether ``self.<attr>`` is a mesh in the methods of the class of ``member`` (a
+        ``module:Class.method`` key), or of one of its project base classes."""
+        module, _, qual = member.partition(":")
+        cls = qual.rpartition(".")[0]
+        seen: set[str] = set()
+        todo = [f"{module}:{cls}"] if cls else []
+        while todo and depth <= MAX_DEPTH:
+            key = todo.pop()
+            if key in seen:
+                continue
+            seen.add(key)
+            sym = self.project.symbol(key)
+            if sym is None or sym.kind != "class":
+                continue
+            attrs = (sym.flow or {}).get("attrs", {})
+            if attr in attrs:
+                return self.terms_mesh(attrs[attr], f"{key}.__attr__", (), depth + 1)
+            mod = key.partition(":")[0]
+            for b in sym.bases:
+                t = self.project.resolve(f"ext:{b}", mod) or self.project.resolve(f"{mod}:{b}")
+                if t is not None:
+                    todo.append(t)
+        return False
 
     def mutates(self, key: str, depth: int = 0) -> dict[str, Flowing]:
         """Parameters of the function ``key`` it changes in place, with the chain."""

@@ -386,6 +386,8 @@ class FactsBuilder:
                     self._flow_target(item.optional_vars, None, (), node)
             kind, mesh = self._context_kind(item.context_expr)
             if kind is None:
+                self.facts.other_withs.append(WithItem("other", item.context_expr, node,
+                                                       self.scope))
                 continue
             self.facts.with_items.append(WithItem(kind, item.context_expr, node, self.scope, mesh))
             added |= RULES if kind == "rules" else MESH
