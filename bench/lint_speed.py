@@ -27,6 +27,9 @@ from pathlib import Path
 
 PACKAGES = ["flax", "optax", "maxtext", "praxis", "easydel"]
 # The corpus is fixed, so figures compare across sessions: 1,472 files, 695,142 lines.
+# What is taken from each wheel: the Python sources and the YAML configs next to them (where
+# projects keep their logical axis rules and mesh shapes).
+SOURCES = (".py", ".yml", ".yaml")
 VERSIONS = {"flax": "0.12.12", "optax": "0.2.8", "maxtext": "0.2.5", "praxis": "1.4.0",
             "easydel": "0.3.0"}
 
@@ -43,7 +46,8 @@ def fetch(packages: list[str]) -> Path:
     wheels.mkdir(parents=True, exist_ok=True)
     for pkg in packages:
         target = src / pkg
-        if target.is_dir() and any(target.rglob("*.py")):
+        marker = target / ".shardlint-bench-extracted"
+        if marker.is_file():
             continue
         pattern = f"{pkg.replace('-', '_')}-{VERSIONS.get(pkg, '*')}-*.whl"
         have = list(wheels.glob(pattern))
@@ -75,8 +79,9 @@ def fetch(packages: list[str]) -> Path:
         target.mkdir(parents=True, exist_ok=True)
         with zipfile.ZipFile(sorted(have)[-1]) as zf:
             for name in zf.namelist():
-                if name.endswith(".py"):
+                if name.endswith(SOURCES):
                     zf.extract(name, target)
+        marker.write_text("")
     return src
 
 

@@ -239,14 +239,112 @@ def tree_api_sites(path: Path, rel: str, text: str, tree: ast.Module) -> Iterato
                    mutated, ("SHL501",))
 
 
+def _yaml_entries(text: str):
+    """(key, logical name, [(start, end) character spans of its entries]) of each YAML table."""
+    import yaml
+
+    off = Offsets(text)
+    out = []
+    try:
+        docs = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+    except yaml.YAMLError:
+        return out
+    todo = [d for d in docs if d is not None]
+    while todo:
+        node = todo.pop()
+        if not isinstance(node, yaml.MappingNode):
+            continue
+        for k, v in node.value:
+            if isinstance(v, yaml.MappingNode):
+                todo.append(v)
+            if not (isinstance(k, yaml.ScalarNode) and isinstance(v, yaml.SequenceNode)
+                    and "rules" in k.value):
+                continue
+            spans: dict[str, list] = {}
+            for e in v.value:
+                if isinstance(e, yaml.SequenceNode) and len(e.value) == 2 \
+                        and isinstance(e.value[0], yaml.ScalarNode):
+                    start = off.starts[e.start_mark.line] + e.start_mark.column
+                    end = off.starts[e.end_mark.line] + e.end_mark.column
+                    spans.setdefault(e.value[0].value, []).append((start, end))
+            out.extend((k.value, name, sp) for name, sp in spans.items())
+    return out
+
+
+def _without(text: str, spans) -> str:
+    """``text`` without the entries at ``spans`` and the comma after each."""
+    for start, end in sorted(spans, reverse=True):
+        rest = text[end:]
+        stripped = rest.lstrip(" ")
+        if stripped.startswith(","):
+            end += len(rest) - len(stripped) + 1
+        text = text[:start] + text[end:]
+    return text
+
+
+def removed_rule_sites(root: Path, src: Path):
+    """Each logical name ruled in exactly one table of a package (a YAML ``*rules*`` key, a rules
+    table in Python): that table without its entries for the name. Counted only where the name
+    is written in the package's code (an annotation that then has no rule): SHL201 there."""
+    tables = []  # (path, key, name, spans, text)
+    for path in sorted([*root.rglob("*.yml"), *root.rglob("*.yaml")]):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if "rules" in text:
+            tables.extend((path, key, name, sp, text) for key, name, sp in _yaml_entries(text))
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if "rules" not in text.lower():
+            continue
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        off = Offsets(text)
+        named: list[ast.expr] = []  # tables under a name that says so: `RULES = (...)`
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any("rule" in (_dotted(t) or "").lower() for t in targets):
+                    named.append(node.value)
+            elif isinstance(node, ast.keyword) and node.arg and "rule" in node.arg.lower():
+                named.append(node.value)
+        for node in named:
+            if not isinstance(node, (ast.Tuple, ast.List)) or len(node.elts) < 2:
+                continue
+            pairs = [e for e in node.elts if isinstance(e, (ast.Tuple, ast.List))
+                     and len(e.elts) == 2 and isinstance(e.elts[0], ast.Constant)
+                     and isinstance(e.elts[0].value, str)]
+            if len(pairs) != len(node.elts):
+                continue
+            spans: dict[str, list] = {}
+            for e in pairs:
+                spans.setdefault(e.elts[0].value, []).append((off.start(e), off.end(e)))
+            tables.extend((path, f"line {node.lineno}", name, sp, text)
+                          for name, sp in spans.items())
+    count = Counter(name for _, _, name, _, _ in tables)
+    code = {p: p.read_text(encoding="utf-8", errors="replace") for p in root.rglob("*.py")}
+    for path, key, name, spans, text in tables:
+        if count[name] != 1:
+            continue  # other tables still map it: no table-free name to find
+        users = [p for p, t in code.items() if f"'{name}'" in t or f'"{name}"' in t]
+        if not any(p != path for p in users) and not users:
+            continue
+        rel = path.relative_to(src).as_posix()
+        line = text.count("\n", 0, spans[0][0]) + 1
+        yield Site("removed-rule", path, rel, f"{rel}:{key}:{name}", line, line,
+                   f"rule for '{name}' ({key})", _without(text, spans), ("SHL201",)), name, users
+
+
 KINDS: dict[str, Callable[[Path, str, str, ast.Module], Iterator[Site]]] = {
     "donation": donation_sites,
     "legacy-mesh": legacy_mesh_sites,
     "partition-name": partition_name_sites,
     "tree-api": tree_api_sites,
+    "removed-rule": removed_rule_sites,  # (run by run_removed_rules)
 }
 KIND_CODES = {"donation": ("SHL401",), "legacy-mesh": ("SHL101",),
-              "partition-name": ("SHL203",), "tree-api": ("SHL501",)}
+              "partition-name": ("SHL203",), "tree-api": ("SHL501",),
+              "removed-rule": ("SHL201",)}
 
 
 # ---- running -------------------------------------------------------------------------------------
@@ -271,7 +369,52 @@ def found_at(findings, site: Site) -> bool:
                for f in findings)
 
 
+def run_removed_rules(src: Path, packages: list[str], reasons: dict, verbose: bool) -> dict:
+    """The removed-rule kind: the finding is looked for in every file that writes the name."""
+    sites: list[Site] = []
+    results: list[tuple[Site, bool]] = []
+    for pkg in packages:
+        engine = None
+        for site, name, users in removed_rule_sites(src / pkg, src):
+            sites.append(site)
+            if site.key in reasons.get("not-a-site", {}):
+                continue
+            if engine is None:
+                engine = engine_for(src / pkg)
+            original = site.path.read_text(encoding="utf-8")
+            yaml_file = site.path.suffix in (".yml", ".yaml")
+            _replace(engine, site.path, site.mutated, yaml_file)
+            try:
+                hit = False
+                for p in users:
+                    text = site.mutated if p == site.path else p.read_text(encoding="utf-8")
+                    if any(f.code == "SHL201" and f"'{name}'" in f.message
+                           for f in engine.lint_text(p, text)):
+                        hit = True
+                        break
+            finally:
+                _replace(engine, site.path, original, yaml_file)
+            results.append((site, hit))
+            if verbose:
+                print(f"  {'found' if hit else 'MISS '} {site.rel}:{site.line} {site.what}")
+    return {"sites": sites, "results": results}
+
+
+def _replace(engine, path: Path, text: str, yaml_file: bool) -> None:
+    if not yaml_file:
+        engine.update_file(path, text)
+        return
+    summary = engine.config_summary_for(path, text)
+    key = f"config:{engine._rel(path)}"
+    if summary is None:
+        engine.index.remove(key)
+    else:
+        engine.index.add(summary)
+
+
 def run_kind(kind: str, src: Path, packages: list[str], reasons: dict, verbose: bool) -> dict:
+    if kind == "removed-rule":
+        return run_removed_rules(src, packages, reasons, verbose)
     finder = KINDS[kind]
     sites: list[Site] = []
     engines = {}

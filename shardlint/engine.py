@@ -21,6 +21,7 @@ from shardlint.config import Config
 from shardlint.errors import ShardlintError
 from shardlint.incremental import IncrementalParser
 from shardlint.rules.base import Finding, Rule, RuleContext, all_rules
+from shardlint.semantics.config_tables import YAML_HINT, yaml_tables
 from shardlint.semantics.project import ProjectIndex
 from shardlint.semantics.replay import FactsMemo
 from shardlint.semantics.summary import FORMAT as SUMMARY_FORMAT
@@ -45,6 +46,8 @@ def mentions_jax(text: str) -> bool:
 
 
 _MIN_FILES_PER_JOB = 8
+# Configuration files read (as data) for the rules tables they hold.
+CONFIG_SUFFIXES = (".yml", ".yaml")
 
 
 def _summary(cached) -> ModuleSummary | None:
@@ -149,7 +152,7 @@ class Engine:
     def project_files(self) -> list[Path]:
         return sorted(self.iter_python_files(self.root))
 
-    def iter_python_files(self, folder: Path):
+    def iter_python_files(self, folder: Path, suffixes: tuple[str, ...] = (".py", ".pyi", ".ipynb")):
         for dirpath, dirnames, filenames in os.walk(folder):
             dirnames[:] = sorted(
                 d for d in dirnames
@@ -157,7 +160,7 @@ class Engine:
                 and not self.config.is_excluded(Path(dirpath) / d)
             )
             for name in filenames:
-                if name.endswith((".py", ".pyi", ".ipynb")):
+                if name.endswith(suffixes):
                     p = Path(dirpath) / name
                     if not self.config.is_excluded(p):
                         yield p
@@ -197,6 +200,10 @@ class Engine:
             summary = self.summary_for(path, text)
             if summary is not None:
                 self.index.add(summary)
+        for path in sorted(self.iter_python_files(self.root, CONFIG_SUFFIXES)):
+            summary = self.config_summary_for(path)
+            if summary is not None:
+                self.index.add(summary)
         self._indexed = True
         self.cache.save()
         return self.index
@@ -218,6 +225,26 @@ class Engine:
         facts = build_facts(str(path), module, tree, is_package, self.wrappers)
         summary = summarise(facts)
         facts.release()
+        if self.use_cache:
+            self.cache.put_summary(key, digest, summary)
+        return summary
+
+    def config_summary_for(self, path: Path, text: str | None = None) -> ModuleSummary | None:
+        """A YAML file's rules tables (read as data: config_tables.py), as a summary of its own
+        (``config:<path>``) in the index; None when it holds none. ``text``: unsaved text."""
+        if text is None:
+            text = _quiet_read(path)
+        if text is None or YAML_HINT not in text:
+            return None
+        key = self._rel(path)
+        digest = cache_mod.digest(text)
+        self._digests[key] = digest
+        hit, cached = self.cache.summary(key, digest)
+        if hit:
+            return _summary(cached)
+        tables = yaml_tables(text)
+        summary = ModuleSummary(f"config:{key}", key, config_tables=tables) if tables \
+            else None
         if self.use_cache:
             self.cache.put_summary(key, digest, summary)
         return summary

@@ -302,6 +302,8 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
         if c.api is None:
             return None
         if c.api.name in _LINEN_NAMES:
+            if c.has_kwarg("rules"):
+                return None  # judged by its own table, not the project's
             return self._linen_names(c)
         if c.api.role in (Role.NNX_PARTITIONING, Role.NNX_PARAM):
             return self._nnx_names(c)

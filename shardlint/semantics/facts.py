@@ -151,6 +151,9 @@ class RulesTable:
     # (logical name, node of the string) for each left-hand side, to point findings at.
     lhs_nodes: tuple[tuple[str, ast.expr], ...] = ()
     rhs_nodes: tuple[tuple[str, ast.expr], ...] = ()
+    # Handed to one call as its own `rules=` (a box, a conversion): it applies to that call's
+    # names only, not to the code that runs under a context.
+    local: bool = False
 
 
 @dataclass(eq=False)

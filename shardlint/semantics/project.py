@@ -351,8 +351,18 @@ class ProjectIndex:
     @project_cached
     def rule_tables(self) -> tuple[list[list], bool]:
         """All literal rules tables in the project, and whether every table used is known."""
+        tables, complete, _ = self.rule_table_sources()
+        return tables, complete
+
+    @project_cached
+    def rule_table_sources(self) -> tuple[list[list], bool, list[tuple[str, str, int]]]:
+        """:meth:`rule_tables`, with the configuration tables among them: (path, key, line)
+        of each table read by key (``nn.logical_axis_rules(config.logical_axis_rules)`` reads
+        every ``logical_axis_rules`` table of the project's YAML files and config builders)."""
         tables: list[list] = []
         complete = True
+        sources: list[tuple[str, str, int]] = []
+        keys: set[str] = set()
         for s in self.summaries.values():
             for t in s.rule_tables:
                 if t is None:
@@ -361,11 +371,45 @@ class ProjectIndex:
                     tables.append(t)
             for ref in s.rule_table_refs:
                 found = self._constant(ref)
-                if found is None:
-                    complete = False
-                else:
+                if found is not None:
                     tables.append(found)
-        return tables, complete
+                elif "." in ref:  # `pyconfig.config.logical_axis_rules`: read by its key
+                    keys.add(ref.rsplit(".", 1)[1])
+                else:
+                    complete = False
+            keys.update(s.rule_table_keys)
+            for where, terms in s.rule_table_terms:
+                found, ok = self.flows.tables(terms, where)
+                complete = complete and ok
+                for entries, source in found:
+                    tables.append(entries)
+                    if source is not None:
+                        sources.append(source)
+        for key in sorted(keys):
+            found = self.config_tables(key)
+            if not found:
+                complete = False
+            for path, line, entries in found:
+                tables.append(entries)
+                sources.append((path, key, line))
+        return tables, complete, sources
+
+    @project_cached
+    def config_tables(self, key: str, hops: int = 0) -> list[tuple[str, int, list]]:
+        """(path, line, entries) of every rules table the project's configuration writes under
+        ``key``, in module order (a key that stands for another, ``{"rules_for_train":
+        config.logical_axis_rules}``, gives that key's tables)."""
+        out: list[tuple[str, int, list]] = []
+        for _, s in sorted(self.summaries.items()):
+            for t in s.config_tables:
+                if t["key"] != key:
+                    continue
+                if "alias" in t:
+                    if hops < 4:
+                        out.extend(self.config_tables(t["alias"], hops + 1))
+                else:
+                    out.append((s.path, t["line"], t["entries"]))
+        return out
 
     def _constant(self, dotted: str) -> list | None:
         parts = dotted.split(".")

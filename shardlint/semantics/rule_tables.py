@@ -19,8 +19,10 @@ def collect_rule_tables(facts: FileFacts) -> None:
         if known is None:
             continue
         expr: ast.expr | None = None
+        local = True
         if known.role in (Role.RULES_CONTEXT, Role.RULES_SETTER):
             expr = site.arg(0, "rules")
+            local = False
         elif site.kwarg("rules") is not None:
             expr = site.kwarg("rules")
         elif known.name in ("flax.linen.logical_to_mesh_sharding",):
@@ -29,7 +31,9 @@ def collect_rule_tables(facts: FileFacts) -> None:
             expr = site.arg(1, "rules")
         if expr is None:
             continue
-        facts.rule_tables.append(_rules_table(facts, expr, site.scope))
+        table = _rules_table(facts, expr, site.scope)
+        table.local = local
+        facts.rule_tables.append(table)
 
 def _rules_table(facts: FileFacts, expr: ast.expr, scope: Scope) -> RulesTable:
     consts = facts.consts_for(scope)

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from shardlint.semantics.api import Role
 from shardlint.semantics.config_flags import exported_flags
+from shardlint.semantics.config_tables import python_tables, table_key
 from shardlint.semantics.donation import exported_donations
 from shardlint.semantics.facts import MESH, RULES, CallSite, FileFacts, Scope
 from shardlint.semantics.jitted import exported_jitted
@@ -21,6 +22,7 @@ from shardlint.semantics.meshes import axis_kind
 from shardlint.semantics.names import EXTERNAL_PACKAGES, dotted
 from shardlint.semantics.reuse import each_statement
 from shardlint.semantics.valueflow import (
+    INTERESTING,
     MESH_ARGUMENTS,
     class_attributes,
     function_flow,
@@ -30,7 +32,7 @@ from shardlint.semantics.valueflow import shift as shift_flow
 from shardlint.syntax import nodes as walk_nodes
 
 # Bump when what a summary records changes: cached summaries of another format are dropped.
-FORMAT = 8
+FORMAT = 12
 ENTRY_METHODS = ("init", "init_with_output", "apply")
 _WRAPPERS = frozenset({Role.JIT, Role.PARTIAL, Role.LINEN_LIFT, Role.NNX_LIFT, Role.REMAT})
 _MESH_LIKE = frozenset({"Mesh", "make_mesh", "AbstractMesh"})
@@ -118,6 +120,10 @@ class ModuleSummary:
     flags: dict[str, list] = field(default_factory=dict)  # config flags set (config_flags.py)
     # names imported from other modules of the project (a re-export: `from .fn import step`)
     imports: dict[str, str] = field(default_factory=dict)
+    # rules tables written in configuration, by key (config_tables.py): {"key", "line", "entries"}
+    config_tables: list[dict] = field(default_factory=list)
+    rule_table_keys: list[str] = field(default_factory=list)  # tables read by key: `cfg.rules`
+    rule_table_terms: list[list] = field(default_factory=list)  # [where, kind terms]: valueflow
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -141,6 +147,9 @@ class ModuleSummary:
         s.jitted = data.get("jitted", [])
         s.flags = data.get("flags", {})
         s.imports = data.get("imports", {})
+        s.config_tables = data.get("config_tables", [])
+        s.rule_table_keys = data.get("rule_table_keys", [])
+        s.rule_table_terms = data.get("rule_table_terms", [])
         return s
 
 
@@ -189,6 +198,7 @@ class _Fragment:
     provides: int = 0  # _RULES_SETTER | ...
     unknown: list[str] = field(default_factory=list)  # "mesh" / "rules" shardlint cannot read
     apis: set[str] = field(default_factory=set)
+    config_tables: list[dict] = field(default_factory=list)  # (lines: see _at)
 
 
 def _at(log, frag: _Fragment) -> _Fragment:
@@ -206,7 +216,8 @@ def _at(log, frag: _Fragment) -> _Fragment:
         [CallEdge(e.caller, e.target, e.ctx, e.line + d, e.col, e.args) for e in frag.edges],
         [Entry(e.model, e.kind, e.scope, e.ctx, e.line + d, e.col, e.end_line + d, e.end_col)
          for e in frag.entries],
-        frag.provides, frag.unknown, frag.apis)
+        frag.provides, frag.unknown, frag.apis,
+        [{**t, "line": t["line"] + d} for t in frag.config_tables])  # (shifted lines)
 
 
 class _Summariser:
@@ -278,6 +289,7 @@ class _Summariser:
             provides |= frag.provides
             unknown.extend(frag.unknown)
             apis |= frag.apis
+            out.config_tables.extend(frag.config_tables)
         # Module-level aliases: `Ensemble = nn.vmap(MLP, ...)`, `step = jax.jit(train_step)`.
         aliases = [(name, values[0]) for name, values in f.module_scope.bindings.items()
                    if len(values) == 1 and name not in out.symbols
@@ -326,6 +338,7 @@ class _Summariser:
             if c.api is not None:
                 frag.apis.add(c.api.name)
             self._call(c, frag)
+        frag.config_tables = python_tables(self.f, part.scopes, part.calls)
         return frag
 
     def _scope_refs(self, scope: Scope) -> tuple[list[str], list[str]]:
@@ -435,13 +448,17 @@ class _Summariser:
                        *((k.arg, k.value) for k in n.keywords if k.arg)]:
             if isinstance(a, ast.Starred):
                 break
-            if type(a) not in (ast.Name, ast.Attribute, ast.Call):
+            if type(a) not in (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Tuple,
+                               ast.List):
                 continue
             terms = kind_terms(self.f, c.scope, a, self.ref, None, assigned=assigned)
-            if terms and any(t[0] in ("mesh", "c", "p", "a") for t in terms):
+            if terms and any(t[0] in INTERESTING for t in terms):
                 out[key] = terms
         if not out:
             return None
+        out["#n"] = len(n.args) if not any(isinstance(a, ast.Starred) for a in n.args) else 99
+        if any(k.arg is None for k in n.keywords):
+            out["#n"] = 99  # `**kwargs`: anything may be passed
         func = n.func
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
                 and func.value.id in ("self", "cls"):
@@ -556,12 +573,24 @@ class _Summariser:
         for t in f.rule_tables:
             if t.entries is not None:
                 out.rule_tables.append([list(e) for e in t.entries])
+            elif t.local:
+                continue  # one call's own table: not what the project's contexts provide
             else:
                 q = f.qualify(t.expr) if isinstance(t.expr, (ast.Name, ast.Attribute)) else None
+                key = table_key(t.expr)
                 if q is not None:
                     out.rule_table_refs.append(q)
+                elif key is not None:  # `nn.logical_axis_rules(config.logical_axis_rules)`
+                    out.rule_table_keys.append(key)
                 else:
-                    out.rule_tables.append(None)
+                    # A name, a parameter, a helper's result: the value-flow layer decides.
+                    s = t.scope
+                    terms = kind_terms(f, s, t.expr, self.ref, None,
+                                       assigned=s.assigned if s.kind == "function" else None)
+                    if terms:
+                        out.rule_table_terms.append([f"{f.module}:{s.qualname}", terms])
+                    else:
+                        out.rule_tables.append(None)
         for m in f.meshes:
             out.mesh_axes.append(list(m.axis_names) if m.axis_names is not None else None)
         for kind in unknown:  # a mesh or rules call shardlint cannot read (see _provides)

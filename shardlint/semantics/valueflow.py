@@ -47,7 +47,8 @@ from shardlint.semantics.dataflow import (
     positional_params,
 )
 from shardlint.semantics.facts import FileFacts, Scope
-from shardlint.semantics.names import call_arg, dotted
+from shardlint.semantics.config_tables import is_table, table_key
+from shardlint.semantics.names import call_arg, dotted, literal
 
 if TYPE_CHECKING:
     from shardlint.semantics.project import ProjectIndex
@@ -171,6 +172,9 @@ def function_flow(facts: FileFacts, scope: Scope, ref: RefFn,
     kwonly = [a.arg for a in fn.args.kwonlyargs]
     method = 1 if _is_method(scope) and params else 0
     out: dict = {"params": params, "kwonly": kwonly, "method": method}
+    defaults = _defaults(facts, scope, fn)
+    if defaults:
+        out["defaults"] = defaults
     meshp = mesh_params(facts, scope, mesh_calls)
     if meshp:
         out["meshp"] = meshp
@@ -207,6 +211,8 @@ def function_flow(facts: FileFacts, scope: Scope, ref: RefFn,
 # project function returns, ["p", param] the function's parameter, ["a", name] an attribute of
 # the enclosing class's instance (``self.mesh``). A value shardlint cannot place adds nothing.
 _MESH_ROLES = (Role.MESH, Role.ABSTRACT_MESH)
+# Kind terms worth keeping in a summary: those that may say "a mesh" or "a rules table".
+INTERESTING = frozenset({"mesh", "c", "p", "a", "table", "key"})
 # APIs whose argument (position, keyword) must be a mesh: a name handed there is one.
 MESH_ARGUMENTS = {
     "jax.sharding.NamedSharding": (0, "mesh"),
@@ -254,6 +260,11 @@ def kind_terms(facts: FileFacts, scope: Scope, expr: ast.expr | None, ref: RefFn
                 isinstance(e, ast.Starred) for e in expr.elts):
             return kind_terms(facts, scope, expr.elts[index[0]], ref, flow, index[1:], depth + 1,
                               assigned)
+        if not index:
+            value = literal(expr, facts.consts_for(scope))
+            if isinstance(value, (tuple, list)) and (not value or is_table(value)):
+                return [["table", [[e[0], list(e[1]) if isinstance(e[1], (list, tuple)) else e[1]]
+                                   for e in value]]]
         return [["other"]] if not index else []
     if isinstance(expr, ast.IfExp):
         return [*kind_terms(facts, scope, expr.body, ref, flow, index, depth + 1, assigned),
@@ -262,12 +273,23 @@ def kind_terms(facts: FileFacts, scope: Scope, expr: ast.expr | None, ref: RefFn
         if index:
             c = Resolver(facts, scope, ref)(expr)
             return [["c", c.ref, c.bound, c.via_attr, list(index)]] if c is not None else []
+        key = table_key(expr)
+        if key is not None:
+            return [["key", key]]  # `getattr(config, "logical_axis_rules", ())`
         known = facts.resolve(expr.func) if isinstance(expr.func, (ast.Name, ast.Attribute)) \
             else None
         if known is not None:
             return [["mesh"]] if known.role in _MESH_ROLES else [["other"]]
         c = Resolver(facts, scope, ref)(expr)
-        return [["c", c.ref, c.bound, c.via_attr, []]] if c is not None else []
+        if c is None:
+            return []
+        # (what its first argument is: a project function of a rules table is taken to keep
+        # that table's logical names; see FlowIndex.tables)
+        first = kind_terms(facts, scope, expr.args[0], ref, flow, (), depth + 1, assigned) \
+            if expr.args and not isinstance(expr.args[0], ast.Starred) else []
+        first = [t for t in first if t[0] in ("table", "key", "p", "a", "c")]
+        return [["c", c.ref, c.bound, c.via_attr, [], first]] if first else \
+            [["c", c.ref, c.bound, c.via_attr, []]]
     if isinstance(expr, ast.Name):
         if not index and facts.mesh_for(expr, scope) is not None:
             return [["mesh"]]
@@ -300,7 +322,11 @@ def kind_terms(facts: FileFacts, scope: Scope, expr: ast.expr | None, ref: RefFn
         return []
     if isinstance(expr, ast.Attribute) and not index and isinstance(expr.value, ast.Name) \
             and expr.value.id == "self":
-        return [["a", expr.attr]]
+        return [["a", expr.attr], ["key", expr.attr]]
+    if not index and isinstance(expr, (ast.Attribute, ast.Subscript)):
+        key = table_key(expr)
+        if key is not None:
+            return [["key", key]]  # `config.logical_axis_rules`, `cfg["logical_axis_rules"]`
     return []
 
 
@@ -378,7 +404,24 @@ def class_attributes(facts: FileFacts, cls: Scope, ref: RefFn) -> dict[str, list
             out.setdefault(target.attr, []).extend(
                 [*t, method.name] if t[0] == "p" else t for t in terms)
     return {k: _unique_terms(v) for k, v in out.items()
-            if any(t[0] in ("mesh", "c", "p", "a") for t in v)}
+            if any(t[0] in INTERESTING for t in v)}
+
+
+def _defaults(facts: FileFacts, scope: Scope, fn: ast.FunctionDef | ast.AsyncFunctionDef
+              ) -> dict[str, list]:
+    """Kind terms of the parameters' default values that say something (``rules=None``)."""
+    a = fn.args
+    positional = [*a.posonlyargs, *a.args]
+    pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults))
+    pairs += [(x, d) for x, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+    out: dict[str, list] = {}
+    parent = scope.parent or scope
+    for arg, default in pairs:
+        if isinstance(default, (ast.Constant, ast.Tuple, ast.List, ast.Attribute)):
+            terms = kind_terms(facts, parent, default, lambda n, s: None, None)
+            if terms and all(t[0] in ("none", "table", "key", "mesh") for t in terms):
+                out[arg.arg] = terms
+    return out
 
 
 def _arity(flow: LocalFlow) -> int:
@@ -659,6 +702,89 @@ class FlowIndex:
                     mesh = True
         return mesh and not other
 
+    # ---- rules tables ------------------------------------------------------------------------------
+    def tables(self, terms: list[list], key: str, depth: int = 0
+               ) -> tuple[list[tuple[list, tuple | None]], bool]:
+        """The rules tables kind terms written in ``key`` (a function, or a class member) can be:
+        (entries, source) pairs -- source ``(path, config key, line)`` for a table read from the
+        configuration -- and whether that is all of them. A table a project function computes
+        from a known one (``rules_pp_as_dp(config.logical_axis_rules)``, which rewrites the mesh
+        side) is taken to have that table's logical names."""
+        out: list[tuple[list, tuple | None]] = []
+        complete = bool(terms)
+        module = key.partition(":")[0]
+        for t in terms:
+            what = t[0]
+            if what == "table":
+                out.append((t[1], None))
+            elif what == "key":
+                found = self.project.config_tables(t[1])
+                if not found:
+                    complete = False
+                out.extend((entries, (path, t[1], line)) for path, line, entries in found)
+            elif what == "none":
+                continue
+            elif what == "p":
+                fn = key if len(t) == 2 else f"{key.rpartition('.')[0]}.{t[2]}"
+                more, ok = self._param_tables(fn, t[1], depth + 1)
+                out.extend(more)
+                complete = complete and ok
+            elif what == "a":
+                more, ok = self._attribute_tables(key, t[1], depth + 1)
+                if ok:
+                    out.extend(more)
+                # (an attribute that holds no table: the `key` term beside it may be right)
+            elif what == "c":
+                target = self.function(t[1], module)
+                more, ok = ([], False)
+                if target is not None and depth < MAX_DEPTH:
+                    sym = self.project.symbol(target[0])
+                    kinds = (sym.flow or {}).get("kind", {}) if sym is not None else {}
+                    slot = str(t[4][0]) if t[4] else ""
+                    if kinds.get(slot):
+                        more, ok = self.tables(kinds[slot], target[0], depth + 1)
+                if not ok and len(t) > 5:
+                    more, ok = self.tables(t[5], key, depth + 1)  # derived from its argument
+                out.extend(more)
+                complete = complete and ok
+            else:
+                complete = False
+        return out, complete
+
+    def _param_tables(self, fn: str, param: str, depth: int):
+        sym = self.project.symbol(fn)
+        flow = sym.flow if sym is not None else None
+        callers = self._callers_of(fn) if flow else []
+        if not flow or not callers or param not in flow.get("params", []) or depth > MAX_DEPTH:
+            return [], False
+        params, method = flow["params"], flow.get("method", 0)
+        out: list = []
+        for caller, args, constructor in callers:
+            if args is None:
+                return [], False
+            offset = method if constructor or "self" in args else 0
+            pos = params.index(param) - offset
+            terms = args.get(param) or (args.get(str(pos)) if pos >= 0 else None)
+            if terms is None and not _passes(args, param, pos):
+                terms = flow.get("defaults", {}).get(param)  # not passed: its default
+            if terms is None:
+                return [], False
+            more, ok = self.tables(terms, caller, depth + 1)
+            if not ok:
+                return [], False
+            out.extend(more)
+        return out, True
+
+    def _attribute_tables(self, member: str, attr: str, depth: int):
+        module, _, qual = member.partition(":")
+        cls = qual.rpartition(".")[0]
+        sym = self.project.symbol(f"{module}:{cls}") if cls else None
+        attrs = (sym.flow or {}).get("attrs", {}) if sym is not None and sym.kind == "class" \
+            else {}
+        if attr not in attrs or depth > MAX_DEPTH:
+            return [], False
+        return self.tables(attrs[attr], f"{module}:{cls}.__attr__", depth + 1)
+
     def param_mesh(self, fn: str, param: str, depth: int = 0) -> bool:
         """Whether every call of the function ``fn`` in the project passes a mesh as
         ``param`` (a constructor call ``Model(config, mesh)`` counts for ``__init__``)."""
@@ -774,6 +900,12 @@ class FlowIndex:
             for p, _kind, _ev, flowing in _bind(callee_flow, below, args, bound, via_attr):
                 _add(out, p, Flowing(UPDATED, (here, *flowing.chain)))
         return out
+
+
+def _passes(args: dict, param: str, pos: int) -> bool:
+    """Whether a call passes ``param``: only the arguments that may matter are recorded, so an
+    argument is known missing only when no position as far as it and no keyword is there."""
+    return param in args or args.get("#n", 0) > pos
 
 
 def _bind(callee_flow: dict, below: dict[str, Flowing], args: list, bound: int, via_attr: bool):

@@ -1,0 +1,184 @@
+"""Logical axis rules tables written in configuration, read as data and never executed.
+
+Large projects keep their rules out of the code that uses them: a YAML file
+(``logical_axis_rules: [['batch', 'data'], ...]``), an ml_collections ``get_config()`` builder
+(``config.logical_axis_rules = (("batch", "data"), ...)``), a dataclass default
+(``logical_axis_rules: tuple = (("batch", "data"),)``) or a dict entry. Code then reads them by
+key: ``nn.logical_axis_rules(config.logical_axis_rules)``, ``cfg["logical_axis_rules"]``.
+
+* :func:`yaml_tables` reads a YAML file's text with the safe loader's composer only (no object is
+  constructed, no tag is honoured beyond plain data), keeping each table's line;
+* :func:`python_tables` reads the same shapes from a module's syntax tree;
+* :func:`table_key` is the key a rules expression reads (``config.logical_axis_rules`` ->
+  ``"logical_axis_rules"``), which ties it to the tables of that key.
+
+A table is a sequence of pairs whose first item is a logical name (a string) and whose second
+is a mesh axis, several, or None.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from shardlint.semantics.facts import FileFacts
+from shardlint.semantics.names import literal
+
+# YAML files are only parsed when their text could hold a rules table.
+YAML_HINT = "rules"
+
+
+def _is_entry(e) -> bool:
+    if not isinstance(e, (list, tuple)) or len(e) != 2 or not isinstance(e[0], str):
+        return False
+    v = e[1]
+    return v is None or isinstance(v, str) or (
+        isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v))
+
+
+def is_table(value) -> bool:
+    return isinstance(value, (list, tuple)) and bool(value) and all(_is_entry(e) for e in value)
+
+
+def _entries(value) -> list[list]:
+    return [[e[0], list(e[1]) if isinstance(e[1], (list, tuple)) else e[1]] for e in value]
+
+
+# ---- YAML ---------------------------------------------------------------------------------------
+def yaml_tables(text: str) -> list[dict]:
+    """``[{"key": ..., "line": ..., "entries": [[name, axes], ...]}]`` of a YAML file; [] when
+    it does not parse (or PyYAML is not installed)."""
+    if YAML_HINT not in text:
+        return []
+    try:
+        import yaml
+    except ImportError:  # pragma: no cover - a declared dependency
+        return []
+    try:
+        docs = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+    except yaml.YAMLError:
+        return []
+    out: list[dict] = []
+    for doc in docs:
+        if doc is not None:
+            _walk(doc, out, yaml)
+    return out
+
+
+def _walk(node, out: list[dict], yaml, depth: int = 0) -> None:
+    if depth > 16 or not isinstance(node, yaml.MappingNode):
+        return
+    for key, value in node.value:
+        if not isinstance(key, yaml.ScalarNode):
+            continue
+        data = _data(value, yaml)
+        if is_table(data) or (data == [] and "rules" in key.value):
+            out.append({"key": key.value, "line": key.start_mark.line + 1,
+                        "entries": _entries(data)})
+        elif isinstance(value, yaml.MappingNode):
+            _walk(value, out, yaml, depth + 1)
+
+
+def _data(node, yaml, depth: int = 0):
+    """Plain data of a node: strings, None, lists (anything else -> a marker that is no table)."""
+    if depth > 8:
+        return _NOT_DATA
+    if isinstance(node, yaml.ScalarNode):
+        if node.tag == "tag:yaml.org,2002:null":
+            return None
+        return node.value if node.tag == "tag:yaml.org,2002:str" else _NOT_DATA
+    if isinstance(node, yaml.SequenceNode):
+        return [_data(x, yaml, depth + 1) for x in node.value]
+    return _NOT_DATA
+
+
+_NOT_DATA = object()
+
+
+# ---- Python config builders ---------------------------------------------------------------------
+def python_tables(facts: FileFacts, scopes, calls) -> list[dict]:
+    """Rules tables a module writes under a key: ``config.<key> = table`` (a config builder),
+    ``<key>: T = table`` / ``<key> = table`` in a class body (a dataclass default), and
+    ``{"<key>": table}`` dict entries (``scopes``, ``calls``: those of one top-level statement)."""
+    out: list[dict] = []
+    for _, scope in scopes:
+        consts = facts.consts_for(scope)
+        if scope.kind == "function":
+            for target, stmt in scope.stores:
+                value = getattr(stmt, "value", None)
+                if isinstance(target, ast.Attribute) and value is not None:
+                    _add(out, target.attr, literal(value, consts), target)
+                elif isinstance(target, ast.Subscript) and value is not None \
+                        and isinstance(target.slice, ast.Constant) \
+                        and isinstance(target.slice.value, str):
+                    _add(out, target.slice.value, literal(value, consts), target)
+        elif scope.kind == "class":
+            for name, values in scope.bindings.items():
+                if len(values) == 1 and isinstance(values[0], ast.expr):
+                    _add(out, name, literal(_field_default(facts, values[0]), consts), values[0])
+    for c in calls:  # `ConfigDict({"logical_axis_rules": ...})`, `dict(rules=...)`
+        for kw in c.node.keywords:
+            if kw.arg is not None and isinstance(kw.value, (ast.Tuple, ast.List)):
+                _add(out, kw.arg, literal(kw.value, facts.consts_for(c.scope)), kw.value)
+        for a in c.node.args:
+            if isinstance(a, ast.Dict):
+                _dict_tables(facts, a, c, out)
+    for _, scope in scopes:  # dict literals assigned in a function: `data = {"rules": ...}`
+        if scope.kind != "function":
+            continue
+        for values in scope.assigned.values():
+            for a in values:
+                if isinstance(a.value, ast.Dict) and not a.index:
+                    _dict_tables(facts, a.value, _In(scope), out)
+    return out
+
+
+class _In:
+    """Where a dict literal sits, for :func:`_dict_tables` (a call's or an assignment's scope)."""
+
+    def __init__(self, scope):
+        self.scope = scope
+
+
+def _dict_tables(facts: FileFacts, node: ast.Dict, c, out: list[dict]) -> None:
+    for k, v in zip(node.keys, node.values):
+        if isinstance(k, ast.Constant) and isinstance(k.value, str):
+            _add(out, k.value, literal(v, facts.consts_for(c.scope)), v)
+            # `{"rules_for_train": config.logical_axis_rules}`: the same tables under a new key
+            alias = table_key(v) if isinstance(v, (ast.Attribute, ast.Subscript)) else None
+            if alias is not None and alias != k.value and "rules" in alias + k.value:
+                out.append({"key": k.value, "line": getattr(v, "lineno", 0), "alias": alias})
+
+
+def _field_default(facts: FileFacts, value: ast.expr) -> ast.expr:
+    """``dataclasses.field(default=X)`` -> X."""
+    if isinstance(value, ast.Call) and isinstance(value.func, (ast.Name, ast.Attribute)):
+        q = facts.qualify(value.func) or ""
+        if q.endswith("field"):
+            for kw in value.keywords:
+                if kw.arg == "default":
+                    return kw.value
+    return value
+
+
+def _add(out: list[dict], key: str, value, node: ast.AST) -> None:
+    if is_table(value):
+        out.append({"key": key, "line": getattr(node, "lineno", 0), "entries": _entries(value)})
+
+
+def table_key(node: ast.expr | None) -> str | None:
+    """The key a rules expression reads a config table by: ``config.logical_axis_rules``,
+    ``self.cfg.rules``, ``cfg["logical_axis_rules"]``, ``getattr(cfg, "rules")``."""
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
+            and isinstance(node.slice.value, str):
+        return node.slice.value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+            and node.func.id in ("getattr", "get") and len(node.args) >= 2 \
+            and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
+        return node.args[1].value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+            and node.func.attr == "get" and node.args and isinstance(node.args[0], ast.Constant) \
+            and isinstance(node.args[0].value, str):
+        return node.args[0].value
+    return None
