@@ -37,8 +37,9 @@ CACHE_DIR = cache_mod.DIR
 _SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv", ".tox",
               ".nox", ".mypy_cache", ".pytest_cache", ".ruff_cache", CACHE_DIR, "build", "dist",
               "site-packages", ".eggs"}
-# Files that never mention these packages cannot hold a pitfall: skipped before parsing.
-_PREFILTER = re.compile(r"\b(?:jax|flax|optax)\b")
+# Files that never mention these packages cannot hold a pitfall: skipped before parsing. (A
+# config builder that writes `config.logical_axis_rules = ...` without importing jax counts.)
+_PREFILTER = re.compile(r"\b(?:jax|flax|optax)\b|axis_rules")
 
 
 def mentions_jax(text: str) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import os
 from collections.abc import Iterator
 
 from shardlint.rules.base import Finding, Rule, example, register
@@ -62,10 +63,19 @@ mesh either, and only when every mesh of the project has literal axis names. A
 `PARTITION_NAME` is a logical name only when the lifted module boxes its params with
 `nn.with_logical_partitioning`; over `nn.with_partitioning` it is a mesh axis and is not checked.
 
-The rule speaks only when it can see every rules table the project uses: each must be a literal
-(or a module constant holding one, possibly imported from another file) and at least one must
-exist. Rules read from a config file or handed in by a caller keep it silent. Names built at run
-time (function arguments, f-strings) are not checked.
+The rule speaks only when it can see every rules table the project's contexts use (and at
+least one exists). A table is seen when it is a literal, a module constant holding one (possibly
+imported from another file), or read by key from the project's configuration --
+`nn.logical_axis_rules(config.logical_axis_rules)`, `cfg["logical_axis_rules"]`,
+`getattr(cfg, "logical_axis_rules", ())` read every table written under that key: in a YAML
+file of the project (`logical_axis_rules: [['batch', 'data'], ...]`, read as data with the safe
+loader, never executed), an ml_collections `get_config()` (`config.logical_axis_rules =
+(...)`), a dataclass default, or a dict entry -- also when the table reaches the context through
+a local name, a parameter every caller passes one to, or a project helper that rewrites it (taken
+to keep its logical names). The message names the config file and key it read. A table built at
+run time (by a library, from data) keeps it silent; a call's own `rules=` (a box, a conversion)
+applies to that call only. Names built at run time (function arguments, f-strings) are not
+checked.
 """
     why = """
 Linen maps logical names through the rules and treats a name with no rule as unsharded
@@ -84,6 +94,52 @@ A name that should stay replicated gets an explicit `("name", None)` rule.
     fix_safety = "No automatic fix: which mesh axis a name should map to is a design decision."
     versions = "All Flax versions with logical partitioning (Linen) and NNX `out_sharding` metadata."
     VALID = [
+        example({
+            "model.py": """
+                import flax.linen as nn
+
+                class MLP(nn.Module):
+                    @nn.compact
+                    def __call__(self, x):
+                        return nn.with_logical_constraint(x, ("batch", "mlp"))
+            """,
+            "train.py": """
+                import jax
+                import flax.linen as nn
+                from model import MLP
+
+                def train(config, x):
+                    with jax.set_mesh(jax.make_mesh((8,), ("data",))):
+                        with nn.logical_axis_rules(config.logical_axis_rules):
+                            return MLP().init(jax.random.key(0), x)
+            """,
+            "configs/base.yml": """
+                logical_axis_rules: [['batch', 'data'], ['mlp', 'model']]
+            """,
+            "configs/large.yml": """
+                logical_axis_rules: [['batch', ['data', 'fsdp']], ['mlp', 'model']]
+            """,
+        }, title="every YAML table maps the names"),
+        example({
+            "model.py": """
+                import flax.linen as nn
+
+                class MLP(nn.Module):
+                    @nn.compact
+                    def __call__(self, x):
+                        return nn.with_logical_constraint(x, ("batch", "mlp"))
+            """,
+            "train.py": """
+                import jax
+                import flax.linen as nn
+                from rules_lib import build_rules
+                from model import MLP
+
+                def train(config, x):
+                    with nn.logical_axis_rules(build_rules(config)):
+                        return MLP().init(jax.random.key(0), x)
+            """,
+        }, title="a table built at run time by a library: silent"),
         example("""
             import jax
             from flax import linen as ln
@@ -171,6 +227,81 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
         }, title="PARTITION_NAME over mesh-axis boxes (`with_partitioning`) is a mesh axis, not a logical name"),
     ]
     INVALID = [
+        example({
+            "model.py": """
+                import flax.linen as nn
+
+                class MLP(nn.Module):
+                    @nn.compact
+                    def __call__(self, x):
+                        return nn.with_logical_constraint(x, ("batch", "mlp"))  # expect: SHL201
+            """,
+            "train.py": """
+                import jax
+                import flax.linen as nn
+                from model import MLP
+
+                def train(config, x):
+                    mesh = jax.make_mesh((8,), ("data",))
+                    with jax.set_mesh(mesh), nn.logical_axis_rules(config.logical_axis_rules):
+                        return MLP().init(jax.random.key(0), x)
+            """,
+            "configs/base.yml": """
+                model: mlp
+                logical_axis_rules: [
+                    ['batch', 'data'],
+                    ['embed', null],
+                ]
+            """,
+        }, title="the rules live in a YAML config file, read by key"),
+        example({
+            "model.py": """
+                import flax.linen as nn
+
+                class MLP(nn.Module):
+                    @nn.compact
+                    def __call__(self, x):
+                        return nn.with_logical_constraint(x, ("batch", "hidden"))  # expect: SHL201
+            """,
+            "configs.py": """
+                import ml_collections
+
+                def get_config():
+                    config = ml_collections.ConfigDict()
+                    config.logical_axis_rules = (("batch", "data"), ("mlp", "model"))
+                    return config
+            """,
+            "train.py": """
+                import jax
+                import flax.linen as nn
+                from model import MLP
+
+                def train(cfg, x):
+                    with jax.set_mesh(jax.make_mesh((8,), ("data",))):
+                        with nn.logical_axis_rules(cfg["logical_axis_rules"]):
+                            return MLP().init(jax.random.key(0), x)
+            """,
+        }, title="the rules come from an ml_collections get_config()"),
+        example({
+            "model.py": """
+                import dataclasses
+                import flax.linen as nn
+
+                @dataclasses.dataclass
+                class Config:
+                    logical_axis_rules: tuple = (("batch", "data"), ("embed", None))
+
+                class MLP(nn.Module):
+                    @nn.compact
+                    def __call__(self, x):
+                        return nn.with_logical_constraint(x, ("batch", "mpl"))  # expect: SHL201
+
+                def run(config: Config, x):
+                    import jax
+                    with nn.logical_axis_rules(config.logical_axis_rules):
+                        return MLP().init(jax.random.key(0), x)
+            """,
+        }, title="a dataclass default"),
         example("""
             import jax
             from flax import linen as ln
@@ -292,10 +423,23 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
                        f"`(\"{name}\", None)` to replicate that dimension explicitly")
             else:
                 msg = (f"logical axis name '{name}' has no rule in the project's logical axis "
-                       f"rules: Flax treats it as unsharded, so this dimension is silently "
-                       f"replicated on every device{hint}; add a rule for it, or "
-                       f"`(\"{name}\", None)` to make the replication explicit")
+                       f"rules{self._read_from()}: Flax treats it as unsharded, so this "
+                       f"dimension is silently replicated on every device{hint}; add a rule for "
+                       f"it, or `(\"{name}\", None)` to make the replication explicit")
             yield self.finding(node, msg)
+
+    def _read_from(self) -> str:
+        """`` (read from `configs/base.yml` key `logical_axis_rules`, and 2 more tables)``."""
+        sources = self.project.rule_table_sources()[2]
+        if not sources:
+            return ""
+        path, key, line = sources[0]
+        here = os.path.dirname(self.facts.path)
+        shown = os.path.relpath(path, here) if os.path.isabs(path) == os.path.isabs(here) \
+            else path
+        more = f", and {len(sources) - 1} more table{'s' if len(sources) > 2 else ''}" \
+            if len(sources) > 1 else ""
+        return f" (read from `{shown}`:{line} key `{key}`{more})"
 
     def _names(self, c: CallSite) -> list[tuple[str, ast.expr]] | None:
         """The axis names a Linen or NNX annotation call writes; None for other calls."""

@@ -88,6 +88,7 @@ def vsix() -> Path:
         EXT / "bundled" / "tool",
         EXT / "bundled" / "requirements.txt",
         EXT / "bundled" / "requirements-native.txt",
+        EXT / "bundled" / "requirements-python-part.txt",
         EXT / "package.json",
         EXT / "package-lock.json",
         REPO / "shardlint",

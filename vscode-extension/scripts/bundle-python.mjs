@@ -48,6 +48,19 @@ try {
       "-r", path.join(ext, "bundled", "requirements-native.txt"));
     fs.cpSync(dir, libs, { recursive: true, force: true });
   }
+  // 2b. Packages whose compiled part is optional: their Python part only (any platform runs it).
+  {
+    const dir = path.join(tmp, "python-part");
+    pip("install", "--quiet", "--no-deps", "--no-compile", "--only-binary=:all:", "--implementation", "cp",
+      "--python-version", "3.10", "--platform", NATIVE_PLATFORM, "--target", dir,
+      "-r", path.join(ext, "bundled", "requirements-python-part.txt"));
+    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+      if (/\.(so|pyd|dylib)$/.test(e.name)) continue; // the optional accelerator (PyYAML's _yaml)
+      fs.cpSync(path.join(dir, e.name), path.join(libs, e.name), {
+        recursive: true, force: true, filter: (p) => !/\.(so|pyd|dylib)$/.test(p),
+      });
+    }
+  }
   // 3. shardlint itself, built from a copy of this checkout's sources (so the build leaves nothing
   //    in the checkout): a pure-Python wheel.
   const src = path.join(tmp, "src");
