@@ -51,8 +51,8 @@ def mesh_at(facts: FileFacts, project: ProjectIndex, call: CallSite, legacy_coun
     kinds = lexical_contexts(facts, call.node, call.scope)
     if "mesh" in kinds or ("legacy_mesh" in kinds and legacy_counts):
         return MeshAt(PROVIDED)
-    if project.mesh_setter:
-        return MeshAt(PROVIDED)  # a global `jax.set_mesh(m)` somewhere: order unknown
+    if project.setter_base(facts.module) & MESH:
+        return MeshAt(PROVIDED)  # a global `jax.set_mesh(m)` in this program: order unknown
     legacy = "legacy_mesh" in kinds
     if _opaque_context(facts, project, call):
         return MeshAt(UNKNOWN, legacy)

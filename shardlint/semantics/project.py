@@ -290,7 +290,7 @@ class ProjectIndex:
                 for target in self._through_aliases(t, aliases):
                     callers.setdefault(target, []).append((caller, edge.ctx, s.path, edge.line))
         self._callers = callers
-        base = (RULES if self.rules_setter else 0) | (MESH if self.mesh_setter else 0)
+        setters = self._setter_bases()
         ctx: dict[str, int | None] = {}
         for key in callers:
             ctx[key] = ALL  # greatest fixed point: start from "everything" and narrow
@@ -303,6 +303,7 @@ class ProjectIndex:
                 value = ALL
                 for caller, site_ctx, _, _ in sites:
                     mod, _, qual = caller.partition(":")
+                    base = setters.get(mod, 0)
                     if qual == "":
                         outer = base
                     else:
@@ -313,6 +314,95 @@ class ProjectIndex:
                     ctx[key] = value
                     changed = True
         self._ctx = ctx
+
+    # ---- programs: what a module imports, what runs together ----------------------------------------
+    @project_cached
+    def module_imports(self, module: str) -> frozenset[str]:
+        """The project modules ``module`` imports (a name imported from one counts)."""
+        s = self.summaries.get(module)
+        out: set[str] = set()
+        if s is None:
+            return frozenset()
+        pkg = module.split(".")[:-1]
+        prefixes = [""] + [".".join(pkg[:i]) + "." for i in range(len(pkg), 0, -1)]
+        for dotted in s.imports.values():
+            for prefix in prefixes:  # (a script's `from model import X`: its sibling first)
+                found = self._module_of(prefix + dotted)
+                if found is not None:
+                    if found != module:
+                        out.add(found)
+                    break
+        return frozenset(out)
+
+    def _module_of(self, dotted: str) -> str | None:
+        parts = dotted.split(".")
+        for i in range(len(parts), 0, -1):
+            mod = ".".join(parts[:i])
+            if mod in self.summaries:
+                return mod
+        return None
+
+    @project_cached
+    def _setter_bases(self) -> dict[str, int]:
+        """The contexts global setters (``nn.set_logical_axis_rules(...)``, ``jax.set_mesh(m)``
+        as a statement) give each module: a setter counts for the program that executes it --
+        its module and what that imports, transitively -- not for unrelated scripts."""
+        out: dict[str, int] = {}
+        for mod, s in self.summaries.items():
+            flags = (RULES if s.rules_setter else 0) | (MESH if s.mesh_setter else 0)
+            if not flags:
+                continue
+            todo, seen = [mod], set()
+            while todo:
+                m = todo.pop()
+                if m in seen:
+                    continue
+                seen.add(m)
+                out[m] = out.get(m, 0) | flags
+                todo.extend(self.module_imports(m))
+        return out
+
+    @project_cached
+    def _components(self) -> dict[str, int]:
+        """Modules that import one another (in either direction, transitively) share a number:
+        one program, or one library. Two sibling example folders that never import each other
+        get two."""
+        neighbours: dict[str, set[str]] = {m: set() for m in self.summaries}
+        for m in self.summaries:
+            for t in self.module_imports(m):
+                neighbours[m].add(t)
+                neighbours.setdefault(t, set()).add(m)
+        out: dict[str, int] = {}
+        for start in sorted(neighbours):
+            if start in out:
+                continue
+            n = len(set(out.values()))
+            todo = [start]
+            while todo:
+                m = todo.pop()
+                if m in out:
+                    continue
+                out[m] = n
+                todo.extend(neighbours[m])
+        return out
+
+    def provided_in(self, module: str) -> int:
+        """The contexts some module of ``module``'s program (its import component) provides."""
+        return self._provided_by_component().get(self._components().get(module, -1), 0)
+
+    @project_cached
+    def _provided_by_component(self) -> dict[int, int]:
+        comps = self._components()
+        out: dict[int, int] = {}
+        for mod, s in self.summaries.items():
+            c = comps.get(mod, -1)
+            out[c] = out.get(c, 0) | (RULES if s.rules_provider or s.rules_setter else 0) | \
+                (MESH if s.mesh_provider or s.mesh_setter else 0)
+        return out
+
+    def setter_base(self, module: str) -> int:
+        """The contexts a global setter of ``module``'s program gives its code."""
+        return self._setter_bases().get(module, 0)
 
     def _through_aliases(self, key: str, aliases: dict[str, list[str]]) -> list[str]:
         out, todo, seen = [], [key], set()
@@ -330,7 +420,7 @@ class ProjectIndex:
     def context_of(self, module: str, qualname: str) -> int | None:
         """Contexts guaranteed when code in this scope runs; None when unknown."""
         self._ensure()
-        base = (RULES if self.rules_setter else 0) | (MESH if self.mesh_setter else 0)
+        base = self._setter_bases().get(module, 0)
         if qualname == "":
             return base
         # A method or nested function runs when its enclosing function or class is used; look
@@ -454,7 +544,7 @@ class ProjectIndex:
         """
         self._ensure()
         out: list[MissingContext] = []
-        absent = (0 if self.rules_provider else RULES) | (0 if self.mesh_provider else MESH)
+        absent = ALL & ~self.provided_in(module)
         for e in self.entries(module):
             if self._inside_module_class(module, e.scope):
                 continue  # a submodule built or applied by a parent module: not where it runs

@@ -32,7 +32,7 @@ from shardlint.semantics.valueflow import shift as shift_flow
 from shardlint.syntax import nodes as walk_nodes
 
 # Bump when what a summary records changes: cached summaries of another format are dropped.
-FORMAT = 12
+FORMAT = 13
 ENTRY_METHODS = ("init", "init_with_output", "apply")
 _WRAPPERS = frozenset({Role.JIT, Role.PARTIAL, Role.LINEN_LIFT, Role.NNX_LIFT, Role.REMAT})
 _MESH_LIKE = frozenset({"Mesh", "make_mesh", "AbstractMesh"})
@@ -305,7 +305,7 @@ class _Summariser:
         out.jitted = exported_jitted(f)
         out.flags = exported_flags(f)
         out.imports = {name: q for name, q in f.imports.names.items()
-                       if q.partition(".")[0] not in EXTERNAL_PACKAGES and q != name}
+                       if q.partition(".")[0] not in EXTERNAL_PACKAGES}
         return out
 
     def _fragment(self, part) -> _Fragment:

@@ -1,0 +1,192 @@
+"""Contexts as real projects spell them: meshes from helpers, `self.mesh`, parameters; global
+setters scoped to the program that runs them; sibling example folders kept apart.
+
+Each case is a small project; lines that must be flagged end with ``# expect: SHLnnn`` and every
+other line must stay clean for that rule (both directions: found, and the quiet look-alike).
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from helpers import expected_markers, run_example
+
+from shardlint.rules.base import Example
+
+MODEL = """
+    import flax.linen as nn
+
+    class MLP(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.with_logical_constraint(nn.Dense(8)(x), ("batch", "mlp"))
+"""
+
+
+def _case(code: str, files: dict[str, str], id: str):
+    files = {k: textwrap.dedent(v).lstrip("\n") for k, v in files.items()}
+    return pytest.param(code, Example(files), id=f"{code}-{id}")
+
+
+CASES = [
+    # ---- mesh identity through the value-flow layer (SHL101) --------------------------------------
+    _case("SHL101", {
+        "meshes.py": """
+            import jax
+            from jax.sharding import Mesh
+
+            def create_mesh(config):
+                devices = jax.devices()
+                return Mesh(devices, ("data",))
+        """,
+        "train.py": """
+            import jax
+            from meshes import create_mesh
+
+            def main(config):
+                mesh = create_mesh(config)
+                with mesh:  # expect: SHL101
+                    pass
+        """,
+    }, "mesh-from-a-helper-in-another-file"),
+    _case("SHL101", {
+        "train.py": """
+            import jax
+
+            class Trainer:
+                def __init__(self, devices):
+                    self.mesh = jax.make_mesh((len(devices),), ("data",))
+
+                def fit(self, batches):
+                    with self.mesh:  # expect: SHL101
+                        for b in batches:
+                            pass
+        """,
+    }, "mesh-held-on-self"),
+    _case("SHL101", {
+        "train.py": """
+            import jax
+
+            def run(mesh, batches):
+                with mesh:  # expect: SHL101
+                    return list(batches)
+
+            def main():
+                run(jax.make_mesh((8,), ("data",)), [])
+                run(jax.make_mesh((4, 2), ("data", "model")), [])
+        """,
+    }, "every-caller-passes-a-mesh"),
+    _case("SHL101", {
+        "train.py": """
+            import jax
+            import contextlib
+
+            def run(ctx, batches):
+                with ctx:
+                    return list(batches)
+
+            def main():
+                run(jax.make_mesh((8,), ("data",)), [])
+                run(contextlib.nullcontext(), [])
+        """,
+    }, "one-caller-passes-something-else"),
+    _case("SHL101", {
+        "train.py": """
+            import jax
+
+            class Trainer:
+                def __init__(self, mesh):
+                    self.mesh = mesh
+
+                def fit(self):
+                    with self.mesh:
+                        pass
+        """,
+    }, "self-attribute-from-an-unknown-parameter"),
+    _case("SHL101", {
+        "train.py": """
+            import jax
+            from jax.sharding import NamedSharding, PartitionSpec as P
+
+            def shard(x, mesh):
+                with mesh:  # expect: SHL101
+                    return jax.device_put(x, NamedSharding(mesh, P("data")))
+        """,
+    }, "a-name-the-function-hands-to-NamedSharding"),
+    _case("SHL101", {
+        "train.py": """
+            def shard(x, mesh):
+                with mesh:
+                    return x
+        """,
+    }, "a-name-called-mesh-is-not-evidence"),
+    # ---- a global setter counts for the program that executes it (SHL102) -------------------------
+    _case("SHL102", {
+        "model.py": MODEL,
+        "train.py": """
+            import jax
+            from model import MLP
+
+            def main():
+                with jax.set_mesh(jax.make_mesh((8,), ("data",))):
+                    return MLP().init(jax.random.key(0), jax.numpy.ones((8, 4)))  # expect: SHL102
+
+            if __name__ == "__main__":
+                main()
+        """,
+        "tools/convert_checkpoint.py": """
+            import flax.linen as nn
+
+            nn.set_logical_axis_rules([("batch", "data"), ("mlp", "model")])
+            print("converting")
+        """,
+    }, "a-standalone-script-sets-the-rules-for-itself-only"),
+    _case("SHL102", {
+        "model.py": MODEL,
+        "train.py": """
+            import jax
+            import flax.linen as nn
+            from model import MLP
+
+            nn.set_logical_axis_rules([("batch", "data"), ("mlp", "model")])
+
+            def main():
+                with jax.set_mesh(jax.make_mesh((8,), ("data",))):
+                    return MLP().init(jax.random.key(0), jax.numpy.ones((8, 4)))
+
+            if __name__ == "__main__":
+                main()
+        """,
+    }, "the-program-that-runs-the-setter"),
+    # ---- sibling example folders with the same module names (SHL102) ------------------------------
+    _case("SHL102", {
+        "examples/a/model.py": MODEL,
+        "examples/a/train.py": """
+            import jax
+            import flax.linen as nn
+            from model import MLP
+
+            def train_and_evaluate(config):
+                rules = (("batch", "data"), ("mlp", "model"))
+                with jax.set_mesh(jax.make_mesh((8,), ("data",))), nn.logical_axis_rules(rules):
+                    return MLP().init(jax.random.key(0), jax.numpy.ones((8, 4)))
+        """,
+        "examples/b/model.py": MODEL,
+        "examples/b/train.py": """
+            import jax
+            from model import MLP
+
+            def train_and_evaluate(config):
+                with jax.set_mesh(jax.make_mesh((8,), ("data",))):
+                    return MLP().init(jax.random.key(0), jax.numpy.ones((8, 4)))  # expect: SHL102
+        """,
+    }, "one-example-s-rules-do-not-hide-the-other-s-missing-ones"),
+]
+
+
+@pytest.mark.parametrize("code,ex", CASES)
+def test_case(tmp_path, code, ex):
+    found = {f for f in run_example(tmp_path, ex, code) if f[2] == code}
+    expected = {e for e in expected_markers(ex.files) if e[2] == code}
+    assert found == expected
