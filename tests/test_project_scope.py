@@ -190,3 +190,53 @@ def test_case(tmp_path, code, ex):
     found = {f for f in run_example(tmp_path, ex, code) if f[2] == code}
     expected = {e for e in expected_markers(ex.files) if e[2] == code}
     assert found == expected
+
+
+# ---- SHL101: severity by what runs under the `with`, fix safety -----------------------------------
+def _lint(tmp_path, files: dict[str, str], code: str):
+    from helpers import lint_files
+
+    files = {k: textwrap.dedent(v).lstrip("\n") for k, v in files.items()}
+    return [f for f in lint_files(tmp_path, files, select=(code,)) if f.code == code]
+
+
+def test_shl101_is_an_error_only_where_a_linen_constraint_runs_under_it(tmp_path):
+    [constrained, plain] = _lint(tmp_path, {"model.py": MODEL, "train.py": """
+        import jax
+        from model import MLP
+
+        mesh = jax.make_mesh((8,), ("data",))
+        with mesh:
+            MLP().init(jax.random.key(0), jax.numpy.ones((8, 4)))
+        with mesh:
+            y = jax.numpy.ones(4) * 2
+    """}, "SHL101")
+    assert constrained.severity == "error" and "`MLP` runs under it" in constrained.message
+    assert plain.severity == "warning" and "deprecated since jax 0.10.1" in plain.message
+    assert constrained.fix is not None and constrained.fix.applicability == "safe"
+
+
+def test_shl101_fix_is_unsafe_when_the_project_reads_the_legacy_environment(tmp_path):
+    [f] = _lint(tmp_path, {"train.py": """
+        import jax
+        mesh = jax.make_mesh((8,), ("data",))
+        with mesh:
+            pass
+    """, "helpers.py": """
+        from jax.interpreters import pxla
+
+        def current_mesh():
+            return pxla.thread_resources.env.physical_mesh
+    """}, "SHL101")
+    assert f.fix is not None and f.fix.applicability == "unsafe"
+
+
+def test_shl101_next_to_set_mesh_is_a_warning_without_a_fix(tmp_path):
+    [f] = _lint(tmp_path, {"train.py": """
+        import jax
+        mesh = jax.make_mesh((8,), ("data",))
+        with jax.set_mesh(mesh), mesh:
+            pass
+    """}, "SHL101")
+    assert f.severity == "warning" and f.fix is None
+    assert "legacy resource environment" in f.message

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import ast
+
 from shardlint.rules.base import Edit, Fix, Rule, example, register
+from shardlint.semantics.api import Role
+from shardlint.semantics.facts import RULES
 from shardlint.semantics.mesh_values import is_mesh
+from shardlint.semantics.summary import reference
 
 
 @register
@@ -14,9 +19,21 @@ class LegacyMeshContext(Rule):
     summary = "`with mesh:` no longer activates Flax constraints (flax >= 0.12.2); use `jax.set_mesh(mesh)`."
     what = """
 Flags a `with` statement that enters a `jax.sharding.Mesh` object directly (`with mesh:`,
-`with nn.logical_axis_rules(rules), mesh:`, `with Mesh(devices, names):`). The mesh must be
-resolved to a `Mesh(...)`, `jax.make_mesh(...)` or `AbstractMesh(...)` binding, or to a parameter
-annotated as a `Mesh`; a variable that merely happens to be called `mesh` is not flagged.
+`with nn.logical_axis_rules(rules), mesh:`, `with Mesh(devices, names):`, `with self.mesh:`).
+The value must be known to be a mesh through the value-flow layer: built by `Mesh(...)`,
+`jax.make_mesh(...)` or `AbstractMesh(...)`, returned by a project function that returns one
+(any file; a `-> Mesh` annotation counts), a parameter annotated `Mesh` (or `Mesh | None`) or one
+every caller in the project passes a mesh to, an attribute of `self` that the class only sets
+from a mesh, or a name the same function also hands to `NamedSharding`/`jax.set_mesh`/
+`shard_map`. A variable that merely happens to be called `mesh` is not flagged.
+
+Severity says what happens. **Error** (flax >= 0.12.2) when a Linen logical constraint or a
+logically partitioned parameter is traced under the `with` -- the model initialised or applied
+there, or a function called there, reaches one: each is then a no-op. **Warning** otherwise: the
+statement is only deprecated (jax 0.10.1), and `pjit` and `lax.with_sharding_constraint` with a
+bare `PartitionSpec` still read it. A legacy mesh entered next to `jax.set_mesh(mesh)` in the
+same `with` (`with jax.set_mesh(m), m:`) only sets the legacy resource environment for code that
+reads it: a warning without a fix.
 """
     why = """
 Since flax 0.12.2 Flax decides whether a mesh is defined from `jax.sharding.get_abstract_mesh()`
@@ -32,11 +49,21 @@ with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
 ```
 """
     fix_safety = """
-Safe: `jax.set_mesh(mesh)` sets both the concrete and the abstract mesh, so everything the
-legacy context did still happens, and Flax constraints start to apply.
+Safe when nothing in the project reads the legacy resource environment: `jax.set_mesh(mesh)`
+sets the concrete and the abstract mesh, so `jax.jit`, Flax, `pjit` and `with_sharding_constraint`
+all see it. Unsafe when some module reads `pxla.thread_resources` (a helper that shards inputs from
+`thread_resources.env.physical_mesh`, a `shard_map` wrapper): `jax.set_mesh` does not set that
+environment, so such code silently loses its mesh after the fix. No fix next to `jax.set_mesh`.
 """
-    versions = "Error with flax >= 0.12.2 when the project uses Flax partitioning; a deprecation warning with jax >= 0.10.1 otherwise."
+    versions = ("Error with flax >= 0.12.2 when a Linen logical constraint or partitioned "
+                "parameter runs under it; a deprecation warning with jax >= 0.10.1 otherwise.")
     VALID = [
+        example("""
+            import jax
+            mesh = jax.make_mesh((4,), ("data",))
+            with jax.set_mesh(mesh):
+                y = jax.jit(lambda x: x * 2)(jax.numpy.ones(4))
+        """, title="the mesh entered with jax.set_mesh"),
         example("""
             import jax
             mesh = jax.make_mesh((2,), ("data",))
@@ -65,6 +92,20 @@ legacy context did still happens, and Flax constraints start to apply.
         """),
     ]
     INVALID = [
+        example("""
+            import jax
+            import flax.linen as nn
+
+            class MLP(nn.Module):
+                @nn.compact
+                def __call__(self, x):
+                    init = nn.with_logical_partitioning(nn.initializers.lecun_normal(), ("embed", "mlp"))
+                    return nn.Dense(512, kernel_init=init)(x)
+
+            mesh = jax.make_mesh((8,), ("data",))
+            with nn.logical_axis_rules((("embed", None), ("mlp", "data"))), mesh:  # expect: SHL101
+                variables = MLP().init(jax.random.key(0), jax.numpy.ones((8, 4)))
+        """, title="an error: the model's partitioned params are no-ops under it"),
         example("""
             import jax
             import flax.linen as nn
@@ -102,24 +143,65 @@ legacy context did still happens, and Flax constraints start to apply.
         deprecated = versions.at_least("jax", "0.10.1")
         if not (flax_noop or deprecated):
             return
-        uses_flax_constraints = flax_noop and self.facts.uses_flax
         items = [w for w in self.facts.with_items if w.kind == "legacy_mesh"]
         # A mesh from a helper, `self.mesh`, a parameter: the value-flow layer decides.
         items += [w for w in self.facts.other_withs
                   if is_mesh(self.facts, self.project, w.expr, w.scope)]
         for item in sorted(items, key=lambda w: (w.expr.lineno, w.expr.col_offset)):
             text = self.text(item.expr)
-            if flax_noop and uses_flax_constraints:
-                msg = (f"`with {text}:` does not activate Flax constraints since flax 0.12.2: "
-                       f"under it every logical constraint and partitioned parameter is a "
-                       f"no-op; use `with jax.set_mesh({text}):`")
-                severity = "error"
+            beside = self._set_mesh_beside(item)
+            silenced = self._silenced(item) if flax_noop and beside is None else None
+            if beside is not None:
+                msg = (f"`{text}` next to `{self.text(beside)}` only sets the legacy resource "
+                       f"environment (`pxla.thread_resources`), which `with mesh:` is deprecated "
+                       f"for since jax 0.10.1; the mesh jax and Flax read is already set: keep it "
+                       f"only while something reads that environment")
+                severity, fix = "warning", None
+            elif silenced is not None:
+                msg = (f"`with {text}:` does not activate Flax constraints since flax 0.12.2, and "
+                       f"{silenced} runs under it: every logical constraint and logically "
+                       f"partitioned parameter there is a no-op (the values stay unsharded); use "
+                       f"`with jax.set_mesh({text}):`")
+                severity, fix = "error", self._fix(item.expr, text)
             else:
-                msg = (f"`with {text}:` is deprecated since jax 0.10.1 and does not set the "
-                       f"abstract mesh Flax reads; use `with jax.set_mesh({text}):`")
-                severity = "warning"
-            yield self.finding(item.expr, msg, severity=severity, fix=self._fix(item.expr, text),
-                               tags=("deprecated",))
+                msg = (f"`with {text}:` is deprecated since jax 0.10.1: it sets only the legacy "
+                       f"resource environment, which `pjit` and `with_sharding_constraint` still "
+                       f"read but `jax.jit` and Flax do not (since flax 0.12.2); use "
+                       f"`with jax.set_mesh({text}):`")
+                severity, fix = "warning", self._fix(item.expr, text)
+            yield self.finding(item.expr, msg, severity=severity, fix=fix, tags=("deprecated",))
+
+    def _set_mesh_beside(self, item):
+        """The ``jax.set_mesh(...)`` item of the same ``with`` (``with jax.set_mesh(m), m:``)."""
+        for other in self.facts.with_items:
+            if other.stmt is item.stmt and other.kind == "mesh":
+                return other.expr
+        return None
+
+    def _silenced(self, item) -> str | None:
+        """What runs under the ``with`` that a legacy mesh leaves unsharded: a Linen logical
+        constraint or logically partitioned parameter, directly or through the model or
+        function called there (None when nothing does: then it is only deprecated)."""
+        stmt = item.stmt
+        first = stmt.body[0].lineno if stmt.body else stmt.lineno
+        last = stmt.end_lineno or stmt.lineno
+        module = self.facts.module
+        for e in self.project.entries(module):
+            if e.scope == item.scope.qualname and first <= e.line <= last:
+                model = self.project.resolve(e.model, module)
+                if model is not None and self.project.needs(model) & RULES:
+                    return f"`{model.partition(':')[2]}`"
+        for c in self.facts.calls:
+            if c.scope is not item.scope or not (first <= c.node.lineno <= last):
+                continue
+            if c.api is not None and c.api.role in _LOGICAL:
+                return f"`{self.text(c.node.func)}`"
+            if c.api is None and isinstance(c.node.func, (ast.Name, ast.Attribute)):
+                ref = reference(self.facts, c.node.func, c.scope)
+                key = self.project.resolve(ref, module) if ref is not None else None
+                if key is not None and self.project.needs(key) & RULES:
+                    return f"`{self.text(c.node.func)}`"
+        return None
 
     def _fix(self, expr, text: str) -> Fix | None:
         jax_name = next((local for local, q in self.facts.imports.names.items() if q == "jax"), None)
@@ -128,5 +210,10 @@ legacy context did still happens, and Flax constraints start to apply.
         call = f"{jax_name}.set_mesh" if jax_name else set_mesh
         if call is None:
             return None
-        return Fix(f"Replace `{text}` with `{call}({text})`", "safe",
+        # `jax.set_mesh` does not set the legacy environment: code that reads it would lose it.
+        safety = "unsafe" if self.project.reads_legacy_env else "safe"
+        return Fix(f"Replace `{text}` with `{call}({text})`", safety,
                    (Edit(self.span(expr), f"{call}({text})"),))
+
+
+_LOGICAL = (Role.LOGICAL_CONSTRAINT, Role.LOGICAL_PARTITIONING)

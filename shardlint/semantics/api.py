@@ -42,6 +42,7 @@ class Role(str, Enum):
     APPLY_UPDATES = "apply_updates"  # optax.apply_updates(params, updates)
     TRAIN_STATE = "train_state"
     REMAT = "remat"
+    LEGACY_ENV = "legacy_env"  # reads the legacy resource environment (pxla.thread_resources)
     OTHER = "other"
 
 

@@ -269,6 +269,13 @@ class ProjectIndex:
     def mesh_provider(self) -> bool:
         return any(s.mesh_provider for s in self.summaries.values()) or self.mesh_setter
 
+    @property
+    @project_cached
+    def reads_legacy_env(self) -> bool:
+        """Some module reads the legacy resource environment (``pxla.thread_resources``), which
+        only ``with mesh:`` sets: replacing that with ``jax.set_mesh`` changes what it reads."""
+        return any(s.legacy_env for s in self.summaries.values())
+
     def _compute_contexts(self) -> None:
         """ctx(F) = AND over the calls of F of (context at the call | ctx(caller)).
 

@@ -32,7 +32,7 @@ from shardlint.semantics.valueflow import shift as shift_flow
 from shardlint.syntax import nodes as walk_nodes
 
 # Bump when what a summary records changes: cached summaries of another format are dropped.
-FORMAT = 13
+FORMAT = 14
 ENTRY_METHODS = ("init", "init_with_output", "apply")
 _WRAPPERS = frozenset({Role.JIT, Role.PARTIAL, Role.LINEN_LIFT, Role.NNX_LIFT, Role.REMAT})
 _MESH_LIKE = frozenset({"Mesh", "make_mesh", "AbstractMesh"})
@@ -104,6 +104,7 @@ class ModuleSummary:
     symbols: dict[str, Symbol] = field(default_factory=dict)
     calls: list[CallEdge] = field(default_factory=list)
     entries: list[Entry] = field(default_factory=list)
+    legacy_env: bool = False  # reads pxla.thread_resources (what `with mesh:` sets)
     rules_setter: bool = False  # nn.set_logical_axis_rules(...) somewhere
     mesh_setter: bool = False  # jax.set_mesh(m) as a statement somewhere
     rules_provider: bool = False  # any rules context, setter or rules= argument
@@ -138,6 +139,7 @@ class ModuleSummary:
         }
         s.calls = [CallEdge(**c) for c in data["calls"]]
         s.entries = [Entry(**e) for e in data["entries"]]
+        s.legacy_env = data.get("legacy_env", False)
         for key in ("rules_setter", "mesh_setter", "rules_provider", "mesh_provider",
                     "rule_tables", "rule_table_refs", "mesh_axes", "constants"):
             setattr(s, key, data[key])
@@ -304,6 +306,7 @@ class _Summariser:
         out.mesh_kinds = [axis_kind(f, m) for m in f.meshes if m.call is not None]
         out.jitted = exported_jitted(f)
         out.flags = exported_flags(f)
+        out.legacy_env = Role.LEGACY_ENV in f.roles
         out.imports = {name: q for name, q in f.imports.names.items()
                        if q.partition(".")[0] not in EXTERNAL_PACKAGES}
         return out

@@ -563,6 +563,8 @@ class FactsBuilder:
                 known = api.lookup(q) if q else None
                 if known is not None:
                     self._role(known.role)
+                elif q is not None and "thread_resources" in parts and q.startswith("jax."):
+                    self._role(Role.LEGACY_ENV)  # `pxla.thread_resources.env.physical_mesh`
                 if known is not None and (known.deprecated or known.removed):
                     self.facts.references.append(Reference(node, q, known, self.scope))  # type: ignore[arg-type]
             return
