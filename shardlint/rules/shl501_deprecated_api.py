@@ -183,7 +183,6 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
 
     # ---- messages --------------------------------------------------------------------------------
     def _message(self, use: MoveUse) -> str:
-        have = self.ctx.versions.jax if use.package == "jax" else self.ctx.versions.flax
         if use.kind == "keyword":
             owner = self.text(use.call.func) if use.call is not None else "the call"
             return (f"`{use.old}=` of `{owner}` is deprecated since {use.package} {use.version} "
@@ -194,8 +193,8 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
         instead = f"; use `{use.new}`" if use.new else ""
         note = f" ({use.note})" if use.note else ""
         if use.removed:
-            return (f"`{use.old}` was removed in {use.package} {use.version} (project: {have})"
-                    f"{instead}{note}")
+            return (f"`{use.old}` was removed in {use.package} {use.version} (judged for "
+                    f"{self.ctx.versions.describe(use.package)}){instead}{note}")
         return f"`{use.old}` is deprecated since {use.package} {use.version}{instead}{note}"
 
     # ---- fixes -----------------------------------------------------------------------------------

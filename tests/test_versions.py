@@ -1,0 +1,104 @@
+"""Which jax/flax versions a project runs on: pins read as ranges, lock files, the project's own
+environment, and what each finding says it judged."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from shardlint.semantics import versions as V
+
+
+def project(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        p = root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text).lstrip("\n"))
+    return root
+
+
+@pytest.mark.parametrize("files,jax,why", [
+    ({"pyproject.toml": """
+        [project]
+        name = "x"
+        dependencies = ["jax>=0.6,<0.11.1", "flax"]
+     """}, "0.11.0", "the newest release that `jax>=0.6,<0.11.1` (pyproject.toml) allows"),
+    ({"requirements.txt": "jax[cuda12]==0.4.35\n"}, "0.4.35", "pinned in `requirements.txt`"),
+    ({"training/requirements-gpu.txt": "jax<0.8  # the TPU image lags\n"}, "0.7.2",
+     "`jax<0.8` (training/requirements-gpu.txt)"),
+    ({"pyproject.toml": """
+        [tool.poetry.dependencies]
+        python = "^3.11"
+        jax = "^0.4.30"
+     """}, "0.4.38", "`jax>=0.4.30,<0.5`"),
+    ({"setup.py": """
+        from setuptools import setup
+        setup(name="x", install_requires=["jax>=0.5.0,<0.6", "numpy"])
+     """}, "0.5.3", "(setup.py)"),
+    ({"pyproject.toml": """
+        [project]
+        name = "x"
+        dependencies = ["jax>=0.4"]
+     """, "uv.lock": """
+        version = 1
+        [[package]]
+        name = "jax"
+        version = "0.9.2"
+     """}, "0.9.2", "locked in `uv.lock`"),
+])
+def test_pins_read_as_ranges(tmp_path, monkeypatch, files, jax, why):
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    v = V.detect(project(tmp_path, files))
+    assert v.jax == jax
+    assert why in v.describe("jax")
+
+
+def test_the_environment_shardlint_happens_to_run_in_does_not_win_over_pins(tmp_path, monkeypatch):
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    monkeypatch.setattr(V, "_installed", lambda pkg: "0.12.0.1")
+    v = V.detect(project(tmp_path, {"requirements.txt": "jax>=0.6,<0.8\n"}))
+    assert v.jax == "0.7.2"
+
+
+def test_the_project_environment_wins(tmp_path, monkeypatch):
+    monkeypatch.setattr(V, "_installed", lambda pkg: "0.10.2")
+    monkeypatch.setenv("VIRTUAL_ENV", str(tmp_path / ".env"))
+    v = V.detect(project(tmp_path, {"requirements.txt": "jax>=0.6,<0.8\n"}))
+    assert v.jax == "0.10.2" and "project's environment" in v.describe("jax")
+
+
+def test_a_project_venv_wins(tmp_path, monkeypatch):
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    (tmp_path / ".venv/lib/python3.12/site-packages/jax-0.9.1.dist-info").mkdir(parents=True)
+    v = V.detect(project(tmp_path, {"requirements.txt": "jax==0.6.0\n"}))
+    assert v.jax == "0.9.1" and "`.venv`" in v.describe("jax")
+
+
+def test_no_pin_falls_back_to_the_environment_then_the_newest(tmp_path, monkeypatch):
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    monkeypatch.setattr(V, "_installed", lambda pkg: None)
+    v = V.detect(tmp_path)
+    assert v.jax == V.CURRENT["jax"] and "assumed" in v.describe("jax")
+    monkeypatch.setattr(V, "_installed", lambda pkg: "0.8.3")
+    assert V.detect(tmp_path).jax == "0.8.3"
+
+
+def test_overrides_win(tmp_path):
+    v = V.detect(project(tmp_path, {"requirements.txt": "jax==0.6.0\n"}), {"jax": "0.4.30"})
+    assert v.jax == "0.4.30" and "[tool.shardlint]" in v.describe("jax")
+
+
+def test_the_removal_message_says_which_version_it_judged(tmp_path, monkeypatch):
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    files = {"pyproject.toml": '[project]\nname = "x"\ndependencies = ["jax>=0.6,<0.11.1"]\n',
+             "model.py": "import jax\nleaves = jax.tree_leaves({'a': 1})\n"}
+    from shardlint.config import Config
+    from shardlint.engine import Engine
+
+    project(tmp_path, files)
+    engine = Engine(Config(root=tmp_path), use_cache=False)
+    [f] = [f for f in engine.lint_paths([tmp_path / "model.py"]) if f.code == "SHL501"]
+    assert "jax 0.11.0, the newest release that `jax>=0.6,<0.11.1` (pyproject.toml) allows" \
+        in f.message
