@@ -240,3 +240,14 @@ def test_shl101_next_to_set_mesh_is_a_warning_without_a_fix(tmp_path):
     """}, "SHL101")
     assert f.severity == "warning" and f.fix is None
     assert "legacy resource environment" in f.message
+
+
+def test_shl101_fix_is_unsafe_when_a_library_runs_under_the_with(tmp_path):
+    [f] = _lint(tmp_path, {"train.py": """
+        import jax
+        from eformer import escale as es
+        mesh = jax.make_mesh((8,), ("data",))
+        with mesh:
+            sharding = es.get_corrected_named_sharding((8, 4), None)
+    """}, "SHL101")
+    assert f.fix is not None and f.fix.applicability == "unsafe"

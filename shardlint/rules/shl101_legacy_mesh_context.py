@@ -162,13 +162,13 @@ environment, so such code silently loses its mesh after the fix. No fix next to 
                        f"{silenced} runs under it: every logical constraint and logically "
                        f"partitioned parameter there is a no-op (the values stay unsharded); use "
                        f"`with jax.set_mesh({text}):`")
-                severity, fix = "error", self._fix(item.expr, text)
+                severity, fix = "error", self._fix(item, text)
             else:
                 msg = (f"`with {text}:` is deprecated since jax 0.10.1: it sets only the legacy "
                        f"resource environment, which `pjit` and `with_sharding_constraint` still "
                        f"read but `jax.jit` and Flax do not (since flax 0.12.2); use "
                        f"`with jax.set_mesh({text}):`")
-                severity, fix = "warning", self._fix(item.expr, text)
+                severity, fix = "warning", self._fix(item, text)
             yield self.finding(item.expr, msg, severity=severity, fix=fix, tags=("deprecated",))
 
     def _set_mesh_beside(self, item):
@@ -203,17 +203,41 @@ environment, so such code silently loses its mesh after the fix. No fix next to 
                     return f"`{self.text(c.node.func)}`"
         return None
 
-    def _fix(self, expr, text: str) -> Fix | None:
+    def _fix(self, item, text: str) -> Fix | None:
+        expr = item.expr
         jax_name = next((local for local, q in self.facts.imports.names.items() if q == "jax"), None)
         set_mesh = next((local for local, q in self.facts.imports.names.items()
                          if q in ("jax.set_mesh", "jax.sharding.set_mesh")), None)
         call = f"{jax_name}.set_mesh" if jax_name else set_mesh
         if call is None:
             return None
-        # `jax.set_mesh` does not set the legacy environment: code that reads it would lose it.
-        safety = "unsafe" if self.project.reads_legacy_env else "safe"
+        # `jax.set_mesh` does not set the legacy environment: code that reads it would lose it
+        # (the project's own, or a library called under the `with` that shardlint cannot read).
+        safety = "unsafe" if self.project.reads_legacy_env or self._calls_a_library(item) \
+            else "safe"
         return Fix(f"Replace `{text}` with `{call}({text})`", safety,
                    (Edit(self.span(expr), f"{call}({text})"),))
 
+    def _calls_a_library(self, item) -> bool:
+        """A call under the ``with`` of a package shardlint cannot read (``es.get_corrected_
+        named_sharding``): it may read the legacy environment the ``with`` sets."""
+        stmt = item.stmt
+        first = stmt.body[0].lineno if stmt.body else stmt.lineno
+        last = stmt.end_lineno or stmt.lineno
+        for c in self.facts.calls:
+            if c.scope is not item.scope or not (first <= c.node.lineno <= last):
+                continue
+            q = c.qualified
+            if q is not None and q.partition(".")[0] not in _READABLE:
+                ref = reference(self.facts, c.node.func, c.scope) \
+                    if isinstance(c.node.func, (ast.Name, ast.Attribute)) else None
+                if ref is None or self.project.resolve(ref, self.facts.module) is None:
+                    return True
+        return False
+
 
 _LOGICAL = (Role.LOGICAL_CONSTRAINT, Role.LOGICAL_PARTITIONING)
+# Packages whose calls are known not to read the legacy environment (jax's own readers are the
+# APIs that honour `with mesh:` on purpose: pjit, with_sharding_constraint).
+_READABLE = frozenset({"jax", "flax", "optax", "numpy", "math", "functools", "itertools",
+                       "collections", "logging", "builtins", "typing", "dataclasses"})
