@@ -10,6 +10,7 @@ import gc
 import hashlib
 import os
 import re
+import sys
 import threading
 import traceback
 from dataclasses import dataclass, field
@@ -346,6 +347,33 @@ class Engine:
             cell, line = nb.locate(f.span.line)
             f.cell = (cell, f.span.line - line)
 
+    def _newer_grammar(self) -> str | None:
+        """The project's ``requires-python`` when the running Python does not satisfy it (a file
+        may then use syntax this interpreter cannot parse: PEP 695 aliases, PEP 701 f-strings)."""
+        found = self.__dict__.get("_requires_python", False)
+        if found is False:
+            found = None
+            try:
+                import tomllib as toml
+            except ImportError:  # pragma: no cover
+                import tomli as toml  # type: ignore[no-redef]
+            try:
+                data = toml.loads((self.root / "pyproject.toml").read_text(encoding="utf-8"))
+                spec = data.get("project", {}).get("requires-python")
+                if isinstance(spec, str):
+                    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+                    running = ".".join(map(str, sys.version_info[:3]))
+                    try:
+                        if running not in SpecifierSet(spec):
+                            found = spec
+                    except InvalidSpecifier:
+                        pass
+            except (OSError, ValueError, AttributeError):
+                pass
+            self.__dict__["_requires_python"] = found
+        return found
+
     def _syntax_error(self, path: str, source: SourceText, exc: SyntaxError) -> Finding:
         line = exc.lineno or 1
         # SyntaxError.offset is 1-based in characters; findings carry UTF-8 columns.
@@ -357,6 +385,15 @@ class Engine:
         end_col = len(source.line_text(end_line)[:end_char].encode("utf-8"))
         if end_line == line and end_col <= col:
             end_col = col
+        newer = self._newer_grammar()
+        if newer is not None:
+            # Likely valid for the project's own Python: say so once, not an error per file.
+            running = ".".join(map(str, sys.version_info[:2]))
+            return Finding(
+                "SHL000", "syntax-error", "info",
+                f"cannot parse with Python {running} ({exc.msg}); the project requires Python "
+                f"{newer}: run shardlint with an interpreter that satisfies it (or select one in "
+                f"your editor) to check this file", path, Span(line, col, end_line, end_col))
         return Finding("SHL000", "syntax-error", "error", f"cannot parse: {exc.msg}", path,
                        Span(line, col, end_line, end_col))
 
@@ -388,6 +425,13 @@ class Engine:
             else:
                 findings = self._lint_serial(targets)
         findings.sort(key=Finding.sort_key)
+        # A project that needs a newer Python than this one: its files' parse failures are one
+        # fact about the run, reported once.
+        grammar = [f for f in findings if f.code == "SHL000" and f.severity == "info"]
+        if len(grammar) > 1:
+            first = grammar[0]
+            first.message += f" ({len(grammar) - 1} more files fail the same way)"
+            findings = [f for f in findings if f not in grammar[1:]]
         return findings
 
     def _read_text(self, path: Path) -> str | None:

@@ -102,3 +102,30 @@ def test_the_removal_message_says_which_version_it_judged(tmp_path, monkeypatch)
     [f] = [f for f in engine.lint_paths([tmp_path / "model.py"]) if f.code == "SHL501"]
     assert "jax 0.11.0, the newest release that `jax>=0.6,<0.11.1` (pyproject.toml) allows" \
         in f.message
+
+
+def test_files_of_a_project_needing_a_newer_python_get_one_info(tmp_path):
+    from shardlint.config import Config
+    from shardlint.engine import Engine
+
+    project(tmp_path, {
+        "pyproject.toml": '[project]\nname = "x"\nrequires-python = ">=3.99"\n',
+        "a.py": "import jax\ntype Params = dict[str, jax.Array]\nx = (\n",
+        "b.py": "import jax\nmatch jax:\n  case 1 2: pass\n",
+        "c.py": "import jax\nleaves = jax.tree.leaves({})\n",
+    })
+    found = Engine(Config(root=tmp_path), use_cache=False).lint_paths([tmp_path])
+    syntax = [f for f in found if f.code == "SHL000"]
+    assert len(syntax) == 1 and syntax[0].severity == "info"
+    assert "the project requires Python >=3.99" in syntax[0].message
+    assert "1 more files fail the same way" in syntax[0].message
+
+
+def test_a_broken_file_is_still_an_error_where_the_python_fits(tmp_path):
+    from shardlint.config import Config
+    from shardlint.engine import Engine
+
+    project(tmp_path, {"pyproject.toml": '[project]\nname = "x"\nrequires-python = ">=3.8"\n',
+                       "a.py": "import jax\nx = (\n"})
+    [f] = Engine(Config(root=tmp_path), use_cache=False).lint_paths([tmp_path])
+    assert f.code == "SHL000" and f.severity == "error"

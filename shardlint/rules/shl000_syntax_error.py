@@ -14,6 +14,11 @@ class SyntaxErrorRule(Rule):
     what = """
 The engine reports one finding at the position the Python parser gives, with the parser's
 message. The other files of the project are still linted.
+
+When the project's `requires-python` (pyproject.toml) excludes the Python shardlint runs on, a
+parse failure is most likely newer syntax (PEP 695 `type` aliases, PEP 701 f-strings), not a
+broken file: it is then one `info` for the whole run, naming the Python the project requires
+and how many files failed the same way, instead of an `error` per file.
 """
     why = """
 A file that does not parse cannot be analysed; without this finding it would silently pass.
