@@ -81,6 +81,14 @@ per_host_batch = global_batch // jax.process_count()               # local count
         """, title="hosts x local devices is all the devices"),
         example("""
             import jax
+            import numpy as np
+            from jax.sharding import Mesh
+            jax.distributed.initialize()
+            grid = np.array(jax.devices()).reshape(jax.process_count(), jax.local_device_count())
+            mesh = Mesh(grid, ("hosts", "devices"))
+        """, title="every device, arranged as hosts x local devices: a global mesh"),
+        example("""
+            import jax
             from jax.experimental import mesh_utils
             from jax.sharding import Mesh
 
@@ -147,8 +155,14 @@ per_host_batch = global_batch // jax.process_count()               # local count
         is_global = calls_api(facts, *GLOBAL)
         stop = is_construction(facts)
         severity = "warning" if multi_process(self.project) else "info"
+        devices_only = calls_api(facts, "jax.devices")
         for con in constructions(facts):
             found = reaches(facts, con.devices, con.scope, local, stop)
+            if found is not None and reaches(facts, con.devices, con.scope, devices_only,
+                                             stop) is not None:
+                # `np.array(jax.devices()).reshape(jax.process_count(), jax.local_device_count())`:
+                # every device, arranged hosts x local devices -- a global mesh.
+                found = None
             kind = "devices"
             if found is None and con.shape is not None and \
                     reaches(facts, con.shape, con.scope, is_global, stop) is None:
