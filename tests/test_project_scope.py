@@ -121,6 +121,41 @@ CASES = [
                     return x
         """,
     }, "a-name-called-mesh-is-not-evidence"),
+    # ---- SHL104: pjit honours a legacy mesh, also one a helper in another file builds -------------
+    _case("SHL104", {
+        "meshes.py": """
+            import jax
+
+            def make_mesh():
+                return jax.make_mesh((8,), ("data",))
+        """,
+        "train.py": """
+            import jax
+            from jax.experimental.pjit import pjit
+            from jax.sharding import PartitionSpec as P
+            from meshes import make_mesh
+
+            def main(x):
+                mesh = make_mesh()
+                step = pjit(lambda a: a * 2, in_shardings=P("data"), out_shardings=P("data"))
+                with mesh:
+                    return step(x)
+        """,
+    }, "pjit-under-a-legacy-mesh-from-a-helper"),
+    _case("SHL104", {
+        "train.py": """
+            import jax
+            from jax.sharding import PartitionSpec as P
+
+            mesh = jax.make_mesh((8,), ("data",))
+            step = jax.jit(lambda a: a * 2, out_shardings=P("data"))  # expect: SHL104
+
+            def main(x):
+                return step(x)  # no mesh anywhere
+
+            main(jax.numpy.ones(8))
+        """,
+    }, "jax-jit-with-a-bare-spec-and-no-mesh-stays-reported-at-the-spec"),
     # ---- a global setter counts for the program that executes it (SHL102) -------------------------
     _case("SHL102", {
         "model.py": MODEL,

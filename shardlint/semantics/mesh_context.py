@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from shardlint.semantics.bindings import enclosing
 from shardlint.semantics.execution import execution_of
 from shardlint.semantics.facts import MESH, CallSite, FileFacts, Scope
+from shardlint.semantics.mesh_values import is_mesh
 from shardlint.semantics.partitioning import symbol_ref
 from shardlint.semantics.project import ProjectIndex
 from shardlint.semantics.usage import has_mesh, plain_context
@@ -33,22 +34,31 @@ class MeshAt:
     callers: list[tuple[str, int]] = field(default_factory=list)  # (path, line) of callers lacking it
 
 
-def lexical_contexts(facts: FileFacts, node: ast.AST, scope: Scope) -> set[str]:
-    """Kinds ("mesh", "legacy_mesh") of the ``with`` items of ``scope`` around ``node``."""
+def lexical_contexts(facts: FileFacts, node: ast.AST, scope: Scope,
+                     project: ProjectIndex | None = None) -> set[str]:
+    """Kinds ("mesh", "legacy_mesh") of the ``with`` items of ``scope`` around ``node`` (with
+    ``project``, also a legacy ``with mesh:`` of a mesh the value-flow layer knows)."""
     line = getattr(node, "lineno", 0)
     out: set[str] = set()
-    for item in facts.with_items:
-        if item.scope is not scope or item.kind not in ("mesh", "legacy_mesh"):
-            continue
+
+    def around(item) -> bool:
         stmt = item.stmt
         first = stmt.body[0].lineno if stmt.body else stmt.lineno
-        if first <= line <= (stmt.end_lineno or stmt.lineno):
+        return first <= line <= (stmt.end_lineno or stmt.lineno)
+
+    for item in facts.with_items:
+        if item.scope is scope and item.kind in ("mesh", "legacy_mesh") and around(item):
             out.add(item.kind)
+    if project is not None:
+        for item in facts.other_withs:
+            if item.scope is scope and around(item) and \
+                    is_mesh(facts, project, item.expr, item.scope):
+                out.add("legacy_mesh")
     return out
 
 
 def mesh_at(facts: FileFacts, project: ProjectIndex, call: CallSite, legacy_counts: bool) -> MeshAt:
-    kinds = lexical_contexts(facts, call.node, call.scope)
+    kinds = lexical_contexts(facts, call.node, call.scope, project)
     if "mesh" in kinds or ("legacy_mesh" in kinds and legacy_counts):
         return MeshAt(PROVIDED)
     if project.setter_base(facts.module) & MESH:

@@ -267,7 +267,9 @@ class ProjectIndex:
     @property
     @project_cached
     def mesh_provider(self) -> bool:
-        return any(s.mesh_provider for s in self.summaries.values()) or self.mesh_setter
+        return any(s.mesh_provider for s in self.summaries.values()) or self.mesh_setter \
+            or any(self.flows.terms_mesh(terms, where) for s in self.summaries.values()
+                   for where, terms in s.with_mesh_terms)
 
     @property
     @project_cached

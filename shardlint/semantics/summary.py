@@ -32,7 +32,7 @@ from shardlint.semantics.valueflow import shift as shift_flow
 from shardlint.syntax import nodes as walk_nodes
 
 # Bump when what a summary records changes: cached summaries of another format are dropped.
-FORMAT = 14
+FORMAT = 15
 ENTRY_METHODS = ("init", "init_with_output", "apply")
 _WRAPPERS = frozenset({Role.JIT, Role.PARTIAL, Role.LINEN_LIFT, Role.NNX_LIFT, Role.REMAT})
 _MESH_LIKE = frozenset({"Mesh", "make_mesh", "AbstractMesh"})
@@ -125,6 +125,8 @@ class ModuleSummary:
     config_tables: list[dict] = field(default_factory=list)
     rule_table_keys: list[str] = field(default_factory=list)  # tables read by key: `cfg.rules`
     rule_table_terms: list[list] = field(default_factory=list)  # [where, kind terms]: valueflow
+    # `with x:` items of no known context whose value may be a mesh: [where, kind terms]
+    with_mesh_terms: list[list] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -152,6 +154,7 @@ class ModuleSummary:
         s.config_tables = data.get("config_tables", [])
         s.rule_table_keys = data.get("rule_table_keys", [])
         s.rule_table_terms = data.get("rule_table_terms", [])
+        s.with_mesh_terms = data.get("with_mesh_terms", [])
         return s
 
 
@@ -573,6 +576,12 @@ class _Summariser:
         out.mesh_setter = bool(provides & _MESH_SETTER)
         if any(w.kind == "legacy_mesh" for w in f.with_items):
             out.mesh_provider = True
+        for w in f.other_withs:  # `with mesh:` of a mesh from a helper: the layer decides
+            s = w.scope
+            terms = kind_terms(f, s, w.expr, self.ref, None,
+                               assigned=s.assigned if s.kind == "function" else None)
+            if terms and any(t[0] in ("mesh", "c", "p", "a") for t in terms):
+                out.with_mesh_terms.append([f"{f.module}:{s.qualname}", terms])
         for t in f.rule_tables:
             if t.entries is not None:
                 out.rule_tables.append([list(e) for e in t.entries])
