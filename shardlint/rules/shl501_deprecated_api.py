@@ -32,7 +32,14 @@ moves live in one data table (`shardlint/semantics/api.py`, read through
 | use | replacement | changed in |
 |---|---|---|
 | `jax.tree_map`, `jax.tree_flatten`, `jax.tree_leaves`, ... | `jax.tree.map`, ... | deprecated jax 0.4.26, removed 0.6.0 |
-| `jax.experimental.maps.xmap` | `jax.shard_map` | removed jax 0.4.31 |
+| `jax.experimental.maps.xmap` (and the `jax.experimental.maps` module) | `jax.shard_map` | removed jax 0.4.31 |
+| `jax.sharding.XLACompatibleSharding` | `jax.sharding.Sharding` | removed jax 0.4.34 |
+| `jax.clear_backends`, `jax.lib.xla_client.Device` | `jax.extend.backend.clear_backends`, `jax.Device` | removed jax 0.4.36, 0.5.0 |
+| `jax.sharding.PositionalSharding` | `jax.sharding.NamedSharding` | removed jax 0.7.0 |
+| `jax.experimental.layout.DeviceLocalLayout` | `jax.experimental.layout.Layout` | removed jax 0.7.0 |
+| `jax.interpreters.pxla.thread_resources` | `jax.sharding.get_abstract_mesh` | deprecated jax 0.8.2 |
+| `jax.sharding.GSPMDSharding`, `AxisTypes`, `jax.lib.xla_client.OpSharding`/`HloSharding`, old `PartitionSpec`/`Mesh`/`with_sharding_constraint` paths under `jax.experimental`/`jax.interpreters.pxla` | `NamedSharding`, `AxisType`, `jax.sharding.*` | gone by jax 0.12.0 |
+| `nnx.vars_as` | `nnx.with_vars` | deprecated flax 0.12.8 |
 | `jax.experimental.shard` (`reshard`, `auto_axes`, `explicit_axes`) | `jax.sharding.*` | removed jax 0.7.0 |
 | `jax.sharding.use_mesh` | `jax.set_mesh` | removed jax 0.7.1 |
 | `jax.experimental.pjit.pjit` | `jax.jit` | deprecated jax 0.8.0 |
@@ -44,7 +51,10 @@ moves live in one data table (`shardlint/semantics/api.py`, read through
 Uses are attribute chains under any import alias (`import jax as j; j.tree_map`) and
 `from ... import` lines. Not reported: a project-local function that happens to share a name
 (`tree_map = ...`), `nnx.with_partitioning(init, sharding=...)` (there `sharding` is the current
-argument name), and any API the project's pinned versions still provide unchanged. `with mesh:`
+argument name), any API the project's versions still provide unchanged, and compatibility code:
+the branches of an `if` that tests `jax.__version__`/`__version_info__` and the body of a `try`
+whose handler catches `ImportError` or `AttributeError`. A removal the changelog does not date
+says "gone by" the first release known without it. `with mesh:`
 and `jax.make_mesh` without `axis_types` are behaviour changes with rules of their own (SHL101,
 SHL105).
 """
@@ -88,6 +98,22 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
     VALID = [
         example("""
             import jax
+
+            if jax.__version_info__ >= (0, 6, 3):
+                from jax.experimental.layout import Layout as DLL
+            else:
+                from jax.experimental.layout import DeviceLocalLayout as DLL
+        """, title="compatibility code gated by the jax version"),
+        example("""
+            import jax
+
+            try:
+                from jax.sharding import PositionalSharding
+            except ImportError:
+                PositionalSharding = None
+        """, title="an import guarded by ImportError"),
+        example("""
+            import jax
             params = jax.tree.map(lambda p: p * 2, {"w": 1.0})
             leaves = jax.tree_util.tree_leaves(params)
         """, title="the current spellings"),
@@ -126,6 +152,19 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
         """, title="flax 0.12.3 still takes sharding_names silently", flax="0.12.3"),
     ]
     INVALID = [
+        example("""
+            import jax
+            import numpy as np
+            from jax.sharding import PositionalSharding  # expect: SHL501
+
+            sharding = PositionalSharding(np.array(jax.devices()))
+        """, title="PositionalSharding was removed in jax 0.7.0: the import itself fails"),
+        example("""
+            import jax
+            import jax.experimental.maps  # expect: SHL501
+
+            out = jax.experimental.maps.xmap(lambda x: x, in_axes=["i"], out_axes=["i"])  # expect: SHL501
+        """, title="a removed module: at the import line and at the use"),
         example("""
             import jax
             params = jax.tree_map(lambda p: p * 2, {"w": 1.0})  # expect: SHL501
@@ -176,7 +215,13 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
     def check(self):
         text = self.ctx.source.text
         reads = any(m.attribute and f".{m.keyword}" in text for m in KEYWORD_MOVES)
-        for use in api_moves(self.facts, self.ctx.versions, attribute_reads=reads):
+        uses = api_moves(self.facts, self.ctx.versions, attribute_reads=reads)
+        guarded = version_guarded(self.facts.tree) if uses and (
+            "__version" in text or "ImportError" in text or "AttributeError" in text) else []
+        for use in uses:
+            line = getattr(use.node, "lineno", 0)
+            if any(a <= line <= b for a, b in guarded):
+                continue  # compatibility code: the old spelling for the versions that have it
             yield self.finding(use.node, self._message(use),
                                severity="error" if use.removed else "warning",
                                fix=self._fix(use), tags=("deprecated",))
@@ -193,7 +238,10 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
         instead = f"; use `{use.new}`" if use.new else ""
         note = f" ({use.note})" if use.note else ""
         if use.removed:
-            return (f"`{use.old}` was removed in {use.package} {use.version} (judged for "
+            when = f"is gone by {use.package} {use.version} (the changelog does not say in " \
+                f"which release)" if use.api is not None and use.api.removed_by else \
+                f"was removed in {use.package} {use.version}"
+            return (f"`{use.old}` {when} (judged for "
                     f"{self.ctx.versions.describe(use.package)}){instead}{note}")
         return f"`{use.old}` is deprecated since {use.package} {use.version}{instead}{note}"
 
@@ -332,3 +380,31 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
                 return Span(line, 0, line + 1, 0)
             return Span(line, col, end_line, len(raw))
         return Span(line, col, end_line, len(raw) - len(stripped))
+
+
+_GUARD_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "AttributeError", "Exception"})
+
+
+def version_guarded(tree: ast.Module) -> list[tuple[int, int]]:
+    """Line ranges of compatibility code: the branches of an ``if`` that tests a version
+    (``jax.__version_info__ >= (0, 6, 3)``, ``version.parse(jax.__version__) < ...``), and the
+    body of a ``try`` whose handler catches ``ImportError``/``AttributeError`` (or everything)."""
+    out: list[tuple[int, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and any(
+                isinstance(n, ast.Attribute) and n.attr in ("__version__", "__version_info__")
+                for n in ast.walk(node.test)):
+            out.append((node.lineno, node.end_lineno or node.lineno))
+        elif isinstance(node, ast.Try):
+            caught = set()
+            for h in node.handlers:
+                if h.type is None:
+                    caught.add("Exception")
+                for n in ast.walk(h.type) if h.type is not None else ():
+                    if isinstance(n, ast.Name):
+                        caught.add(n.id)
+                    elif isinstance(n, ast.Attribute):
+                        caught.add(n.attr)
+            if caught & _GUARD_ERRORS and node.body:
+                out.append((node.body[0].lineno, node.body[-1].end_lineno or node.lineno))
+    return out

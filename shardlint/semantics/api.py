@@ -56,6 +56,8 @@ class Api:
     removed: str | None = None
     replacement: str | None = None
     note: str = ""
+    # `removed` is only a bound: gone by that release, the changelog does not say which one
+    removed_by: bool = False
 
     @property
     def package(self) -> str:
@@ -71,7 +73,7 @@ R = Role
 APIS: tuple[Api, ...] = (
     # --- compilation ---------------------------------------------------------------------------
     _a("jax.jit", R.JIT),
-    _a("jax.experimental.pjit.pjit", R.JIT, "jax.pjit", deprecated="0.8.0",
+    _a("jax.experimental.pjit.pjit", R.JIT, deprecated="0.8.0",
        replacement="jax.jit", note="same in_shardings/out_shardings keywords"),
     _a("flax.nnx.jit", R.JIT, "flax.nnx.transforms.compilation.jit"),
     _a("flax.linen.jit", R.JIT, "flax.linen.transforms.jit"),
@@ -89,12 +91,11 @@ APIS: tuple[Api, ...] = (
        replacement="jax.set_mesh"),
     _a("jax.sharding.use_abstract_mesh", R.MESH_CONTEXT),
     # --- meshes and specs ----------------------------------------------------------------------
-    _a("jax.sharding.Mesh", R.MESH, "jax.experimental.maps.Mesh", "jax.interpreters.pxla.Mesh"),
+    _a("jax.sharding.Mesh", R.MESH),
     _a("jax.make_mesh", R.MESH, added="0.4.35"),
     _a("jax.sharding.AbstractMesh", R.ABSTRACT_MESH),
     _a("jax.experimental.mesh_utils.create_device_mesh", R.DEVICE_MESH),
-    _a("jax.sharding.PartitionSpec", R.PARTITION_SPEC, "jax.P", "jax.experimental.PartitionSpec",
-       "jax.interpreters.pxla.PartitionSpec", "jax.experimental.pjit.PartitionSpec"),
+    _a("jax.sharding.PartitionSpec", R.PARTITION_SPEC, "jax.P"),
     _a("jax.sharding.NamedSharding", R.NAMED_SHARDING, "jax.NamedSharding"),
     _a("jax.sharding.AxisType", R.OTHER),
     # --- partitioning and constraints ------------------------------------------------------------
@@ -108,8 +109,7 @@ APIS: tuple[Api, ...] = (
     _a("flax.linen.partitioning.param_with_axes", R.LOGICAL_PARTITIONING),
     _a("flax.linen.with_partitioning", R.MESH_PARTITIONING, "flax.core.meta.with_partitioning"),
     _a("flax.linen.Partitioned", R.MESH_PARTITIONING, "flax.core.meta.Partitioned"),
-    _a("jax.lax.with_sharding_constraint", R.SHARDING_CONSTRAINT,
-       "jax.experimental.pjit.with_sharding_constraint"),
+    _a("jax.lax.with_sharding_constraint", R.SHARDING_CONSTRAINT),
     _a("flax.nnx.with_partitioning", R.NNX_PARTITIONING, "flax.nnx.spmd.with_partitioning"),
     _a("flax.nnx.Param", R.NNX_PARAM, "flax.nnx.variablelib.Param"),
     _a("flax.nnx.Variable", R.NNX_PARAM, "flax.nnx.variablelib.Variable"),
@@ -162,7 +162,73 @@ APIS: tuple[Api, ...] = (
        replacement="jax.device_put", note="pass a NamedSharding with PartitionSpec()"),
     _a("jax.sharding.PmapSharding", R.OTHER, removed="0.10.0",
        replacement="jax.sharding.NamedSharding"),
-    _a("jax.experimental.maps.xmap", R.OTHER, removed="0.4.31", replacement="jax.shard_map"),
+    _a("jax.experimental.maps.xmap", R.OTHER, deprecated="0.4.26", removed="0.4.31",
+       replacement="jax.shard_map"),
+    # Old spellings of sharding and mesh APIs: their roles still tell rules what they are.
+    _a("jax.experimental.maps.Mesh", R.MESH, removed="0.4.11", replacement="jax.sharding.Mesh"),
+    _a("jax.interpreters.pxla.Mesh", R.MESH, removed="0.12.0", removed_by=True,
+       replacement="jax.sharding.Mesh"),
+    _a("jax.experimental.PartitionSpec", R.PARTITION_SPEC, removed="0.12.0", removed_by=True,
+       replacement="jax.sharding.PartitionSpec"),
+    _a("jax.interpreters.pxla.PartitionSpec", R.PARTITION_SPEC, removed="0.12.0",
+       removed_by=True, replacement="jax.sharding.PartitionSpec"),
+    _a("jax.experimental.pjit.PartitionSpec", R.PARTITION_SPEC, removed="0.12.0",
+       removed_by=True, replacement="jax.sharding.PartitionSpec"),
+    _a("jax.experimental.pjit.with_sharding_constraint", R.SHARDING_CONSTRAINT, removed="0.12.0",
+       removed_by=True, replacement="jax.lax.with_sharding_constraint"),
+    _a("jax.pjit", R.JIT, removed="0.12.0", removed_by=True, replacement="jax.jit"),
+    _a("jax.ad_checkpoint.checkpoint", R.REMAT, removed="0.12.0", removed_by=True,
+       replacement="jax.checkpoint"),
+    _a("jax.experimental.maps", R.OTHER, deprecated="0.4.26", removed="0.12.0", removed_by=True,
+       replacement="jax.shard_map", note="xmap and the maps module are gone"),
+    # Shardings, devices and low-level moves (jax changelog; verified against jax 0.12.0.1).
+    _a("jax.sharding.PositionalSharding", R.OTHER, deprecated="0.6.0", removed="0.7.0",
+       replacement="jax.sharding.NamedSharding",
+       note="build a Mesh and a PartitionSpec for the same layout"),
+    _a("jax.sharding.GSPMDSharding", R.OTHER, removed="0.12.0", removed_by=True,
+       replacement="jax.sharding.NamedSharding",
+       note="jax.extend.sharding.GSPMDSharding remains for low-level use"),
+    _a("jax.sharding.XLACompatibleSharding", R.OTHER, deprecated="0.4.29", removed="0.4.34",
+       replacement="jax.sharding.Sharding"),
+    _a("jax.sharding.AxisTypes", R.OTHER, removed="0.12.0", removed_by=True,
+       replacement="jax.sharding.AxisType"),
+    _a("jax.interpreters.pxla.thread_resources", R.LEGACY_ENV, deprecated="0.8.2",
+       replacement="jax.sharding.get_abstract_mesh",
+       note="it is what the legacy `with mesh:` sets; read the mesh `jax.set_mesh` sets"),
+    _a("jax.interpreters.pxla.MeshComputation", R.OTHER, deprecated="0.8.2"),
+    _a("jax.interpreters.pxla.global_avals_to_results_handler", R.OTHER, deprecated="0.8.2"),
+    _a("jax.lib.xla_client.Device", R.OTHER, deprecated="0.4.34", removed="0.5.0",
+       replacement="jax.Device"),
+    _a("jax.lib.xla_client.OpSharding", R.OTHER, deprecated="0.6.0", removed="0.12.0",
+       removed_by=True),
+    _a("jax.lib.xla_client.HloSharding", R.OTHER, deprecated="0.6.0", removed="0.12.0",
+       removed_by=True),
+    _a("jax.lib.xla_client.DeviceAssignment", R.OTHER, deprecated="0.6.0", removed="0.12.0",
+       removed_by=True),
+    _a("jax.lib.xla_client.get_topology_for_devices", R.OTHER, deprecated="0.6.0",
+       removed="0.12.0", removed_by=True),
+    _a("jax.clear_backends", R.OTHER, deprecated="0.4.26", removed="0.4.36",
+       replacement="jax.extend.backend.clear_backends"),
+    _a("jax.host_ids", R.OTHER, deprecated="0.2.13", replacement="jax.process_indices"),
+    _a("jax.extend.core.primitives.pjit_p", R.OTHER, removed="0.7.0",
+       replacement="jax.extend.core.primitives.jit_p"),
+    _a("jax.experimental.layout.DeviceLocalLayout", R.OTHER, removed="0.7.0",
+       replacement="jax.experimental.layout.Layout",
+       note="in 0.7.0 the old `Layout` became `Format` and `DeviceLocalLayout` became `Layout`"),
+    # Tree utilities.
+    _a("jax.treedef_is_leaf", R.OTHER, removed="0.6.0",
+       replacement="jax.tree_util.treedef_is_leaf"),
+    _a("jax.tree_util.build_tree", R.OTHER, deprecated="0.6.0", removed="0.12.0",
+       removed_by=True, replacement="jax.tree.unflatten", note="arguments in another order"),
+    _a("jax.tree_util.register_keypaths", R.OTHER, removed="0.4.24",
+       note="key paths are built in: register with `register_pytree_with_keys`"),
+    _a("jax.tree_util.AttributeKeyPathEntry", R.OTHER, removed="0.4.24",
+       replacement="jax.tree_util.GetAttrKey"),
+    _a("jax.tree_util.GetItemKeyPathEntry", R.OTHER, removed="0.4.24",
+       note="use jax.tree_util.SequenceKey or DictKey"),
+    # Flax NNX.
+    _a("flax.nnx.vars_as", R.OTHER, deprecated="0.12.8", replacement="flax.nnx.with_vars",
+       note="the keywords differ (`is_mutable` is now `mutable`)"),
     _a("flax.nnx.with_sharding_constraint", R.OTHER, removed="0.11.2",
        replacement="jax.lax.with_sharding_constraint"),
     # --- devices, placement, boxes (SHL104, SHL204, SHL205, SHL206, SHL304) --------------------
@@ -209,7 +275,7 @@ APIS: tuple[Api, ...] = (
     _a("jax.lax.scan", R.OTHER),
     _a("jax.config.update", R.OTHER),
     _a("flax.config.update", R.OTHER),
-    _a("jax.ad_checkpoint.checkpoint", R.REMAT),
+
     _a("jax.ad_checkpoint.checkpoint_name", R.OTHER),  # names values for a remat policy
     _a("flax.linen.remat_scan", R.REMAT),
 )
@@ -279,6 +345,13 @@ MOVE_FIXES: dict[str, MoveFix] = {
     **{f"jax.tree_{n}": MoveFix("rename") for n in (
         "map", "flatten", "unflatten", "leaves", "structure", "transpose", "reduce", "all")},
     "jax.sharding.use_mesh": MoveFix("rename"),
+    **{name: MoveFix("rename") for name in (
+        "jax.sharding.XLACompatibleSharding", "jax.sharding.AxisTypes", "jax.lib.xla_client.Device",
+        "jax.clear_backends", "jax.treedef_is_leaf", "jax.host_ids",
+        "jax.experimental.layout.DeviceLocalLayout", "jax.experimental.maps.Mesh",
+        "jax.interpreters.pxla.Mesh", "jax.experimental.PartitionSpec",
+        "jax.interpreters.pxla.PartitionSpec", "jax.experimental.pjit.PartitionSpec",
+        "jax.experimental.pjit.with_sharding_constraint", "jax.ad_checkpoint.checkpoint")},
     "jax.experimental.shard": MoveFix("rename"),
     "jax.experimental.shard.reshard": MoveFix("rename"),
     "jax.experimental.pjit.pjit": MoveFix(

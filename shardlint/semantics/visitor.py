@@ -139,7 +139,9 @@ class FactsBuilder:
                     self.facts.references.append(Reference(alias, q, known, self.scope))
             elif isinstance(node, ast.Import):
                 self._note_package(alias.name)
-                known = api.lookup(alias.name.rsplit(".", 1)[0]) if "." in alias.name else None
+                known = api.lookup(alias.name)  # `import jax.experimental.maps`
+                if known is not None and (known.deprecated or known.removed):
+                    self.facts.references.append(Reference(alias, alias.name, known, self.scope))
         if self.scope.kind != "module":
             for alias in node.names:
                 self._bind(alias.asname or alias.name.split(".", 1)[0], OPAQUE)
