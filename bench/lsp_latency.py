@@ -186,12 +186,39 @@ EDITS = {
     "newline": "insert and delete an empty line in the middle (the statements after it move)",
     "constant": "type and delete a letter in the RULES table at the top (a module-level name "
                 "other statements read)",
+    "type": "type a statement character by character into the body of the longest method of "
+            "a class (then delete the line and type it again)",
 }
+STATEMENT = "h = jnp.einsum('bd,df->bf', x, self.kernel) * scale  # typed"
+
+
+def method_line(text: str) -> tuple[int, int]:
+    """(0-based line, indent) of the first body line of the longest method of a class."""
+    import ast
+
+    best = None
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    size = item.end_lineno - item.lineno
+                    first = item.body[0]
+                    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+                            and len(item.body) > 1:
+                        first = item.body[1]  # after the docstring
+                    if best is None or size > best[0]:
+                        best = (size, first.lineno - 1, first.col_offset)
+    if best is None:
+        raise SystemExit("no method in a class to type into")
+    return best[1], best[2]
 
 
 def edits(text: str, n: int, kind: str = "body"):
     """``n`` alternating edits of one kind (see ``EDITS``): (range, new text) changes."""
     lines = text.splitlines()
+    if kind == "type":
+        yield from typing(text, n)
+        return
     line = len(lines) // 2
     if kind == "constant":
         line = next(i for i, t in enumerate(lines) if t.startswith("RULES = "))
@@ -207,6 +234,26 @@ def edits(text: str, n: int, kind: str = "body"):
             yield types.Range(types.Position(line, col), types.Position(line, col + 1)), ""
 
 
+def typing(text: str, n: int):
+    """A new line before the first statement of the longest method, then ``STATEMENT`` typed
+    into it one character at a time; the line is deleted and retyped until ``n`` changes."""
+    line, indent = method_line(text)
+    done = 0
+    while True:
+        yield types.Range(types.Position(line, 0), types.Position(line, 0)), " " * indent + "\n"
+        done += 1
+        for k, ch in enumerate(STATEMENT):
+            if done >= n:
+                return
+            col = indent + k
+            yield types.Range(types.Position(line, col), types.Position(line, col)), ch
+            done += 1
+        if done >= n:
+            return
+        yield types.Range(types.Position(line, 0), types.Position(line + 1, 0)), ""
+        done += 1
+
+
 def apply(text: str, rng: types.Range, new: str) -> str:
     """An LSP change applied to ASCII text (characters are UTF-16 code units)."""
     lines = text.split("\n")
@@ -217,10 +264,13 @@ def apply(text: str, rng: types.Range, new: str) -> str:
     return text[:offset(rng.start)] + new + text[offset(rng.end):]
 
 
-async def latency(root: Path, text: str, n: int, pull: bool, kind: str) -> list[float]:
+async def latency(root: Path, text: str, n: int, pull: bool, kind: str, whole: bool = False,
+                  path: Path | None = None) -> list[float]:
     client = Client()
     await client.start(root, pull, {"shardlint": {"debounceMs": 0}})
-    path = root / "model.py"
+    while client.progress_end is None:  # typing starts once the workspace is indexed
+        await asyncio.sleep(0.01)
+    path = path or root / "model.py"
     uri = path.as_uri()
     client.lsp.text_document_did_open(types.DidOpenTextDocumentParams(
         types.TextDocumentItem(uri, "python", 1, text)))
@@ -231,10 +281,12 @@ async def latency(root: Path, text: str, n: int, pull: bool, kind: str) -> list[
         await client.published_for(uri, 1)
     out = []
     for version, (rng, new) in enumerate(edits(text, n, kind), start=2):
+        text = apply(text, rng, new)
+        change = (types.TextDocumentContentChangeWholeDocument(text) if whole
+                  else types.TextDocumentContentChangePartial(rng, new))
         t0 = time.perf_counter()
         client.lsp.text_document_did_change(types.DidChangeTextDocumentParams(
-            types.VersionedTextDocumentIdentifier(version, uri),
-            [types.TextDocumentContentChangePartial(rng, new)]))
+            types.VersionedTextDocumentIdentifier(version, uri), [change]))
         if pull:
             await client.lsp.text_document_diagnostic_async(types.DocumentDiagnosticParams(ident))
             t1 = time.perf_counter()
@@ -246,13 +298,13 @@ async def latency(root: Path, text: str, n: int, pull: bool, kind: str) -> list[
     return out[3:]  # the first edits warm caches
 
 
-def engine_alone(root: Path, text: str, n: int, kind: str) -> list[float]:
+def engine_alone(root: Path, text: str, n: int, kind: str, path: Path | None = None) -> list[float]:
     """The same edits through ``Analyzer.lint`` in this process: what the server adds is the
     difference."""
     from shardlint.lsp.analyzer import Analyzer
 
     analyzer = Analyzer()
-    path = root / "model.py"
+    path = path or root / "model.py"
     analyzer.lint(path, text)
     out = []
     for rng, new in edits(text, n, kind):
@@ -295,6 +347,33 @@ async def index_time(root: Path) -> float:
     return seconds
 
 
+REPO = Path(__file__).resolve().parent.parent
+# The benchmark corpus' model files with the largest classes (maxtext 0.2.5: RoutedMoE 3,901
+# lines, AttentionOp 2,816, NNXDecoder 2,363), typed into within their whole package.
+REAL = [("maxtext", "maxtext/layers/moe.py"), ("maxtext", "maxtext/layers/attention_op.py"),
+        ("maxtext", "maxtext/layers/nnx_decoders.py")]
+
+
+async def real_files(n: int) -> int:
+    sys.path.insert(0, str(REPO / "bench"))
+    from lint_speed import fetch
+
+    src = fetch(sorted({pkg for pkg, _ in REAL}))
+    cases = [(REPO / "examples" / "seed_ensemble", REPO / "examples/seed_ensemble/original.py")]
+    cases += [(src / pkg, src / pkg / rel) for pkg, rel in REAL]
+    print(f"typing {STATEMENT!r} one character at a time into the longest method of a class "
+          f"({n} changes), didChange -> publishDiagnostics, debounce excluded")
+    for root, path in cases:
+        text = path.read_text(encoding="utf-8")
+        line, _ = method_line(text)
+        name = path.relative_to(root.parent) if root != path.parent else path.name
+        print(f"{name} ({len(text.splitlines())} lines, at line {line + 1})")
+        print(f"  incremental changes: {percentiles(await latency(root, text, n, False, 'type', False, path))}")
+        print(f"  whole-text changes:  {percentiles(await latency(root, text, n, False, 'type', True, path))}")
+        print(f"  engine alone:        {percentiles(engine_alone(root, text, n, 'type', path))}")
+    return 0
+
+
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -303,7 +382,13 @@ async def main() -> int:
     parser.add_argument("--lines", type=int, default=2000, help="length of the edited model file")
     parser.add_argument("--edit", choices=sorted(EDITS), default="body",
                         help="what the typist does: " + "; ".join(f"{k}: {v}" for k, v in EDITS.items()))
+    parser.add_argument("--real", action="store_true",
+                        help="instead: type a statement into the seed example and the three real "
+                             "model files of the benchmark corpus with the largest classes, in "
+                             "their whole package (incremental and whole-text changes)")
     args = parser.parse_args()
+    if args.real:
+        return await real_files(args.edits)
     with tempfile.TemporaryDirectory(prefix="shardlint-lsp-bench-") as tmp:
         root = Path(tmp) / "model"
         text = model_file(args.lines)

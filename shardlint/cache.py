@@ -41,15 +41,18 @@ def finding_to_json(f: Finding) -> dict:
         "related": [[r.path, _span(r.span), r.message] for r in f.related],
         "fix": None if f.fix is None else {
             "description": f.fix.description, "applicability": f.fix.applicability,
-            "edits": [[_span(e.span), e.text] for e in f.fix.edits]},
+            "edits": [[_span(e.span), e.text] for e in f.fix.edits],
+            "recipe": list(f.fix.recipe) if f.fix.recipe is not None else None},
     }
 
 
 def finding_from_json(d: dict) -> Finding:
     fix = None
     if d["fix"] is not None:
+        recipe = d["fix"].get("recipe")
         fix = Fix(d["fix"]["description"], d["fix"]["applicability"],
-                  tuple(Edit(Span(*s), t) for s, t in d["fix"]["edits"]))
+                  tuple(Edit(Span(*s), t) for s, t in d["fix"]["edits"]),
+                  tuple(recipe) if recipe is not None else None)
     return Finding(d["code"], d["name"], d["severity"], d["message"], d["path"], Span(*d["span"]),
                    fix, tuple(Related(p, Span(*s), m) for p, s, m in d["related"]),
                    tuple(d["tags"]), d["symbol"], tuple(d["cell"]) if d["cell"] else None)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from shardlint.rules.base import Edit, Finding
+from shardlint.rules.base import Edit, Finding, Fix
 
 APPLICABILITY = {"safe": 0, "unsafe": 1, "display-only": 2}
 
@@ -31,8 +31,32 @@ def _offsets(text: str) -> list[int]:
     return starts
 
 
+def resolve(fix: Fix | None, text: str) -> tuple[Edit, ...]:
+    """The edits of a fix, building those of a recipe against the file's ``text`` (remembered
+    for the same text: a client may ask for the same code action again)."""
+    if fix is None:
+        return ()
+    if fix.edits or fix.recipe is None:
+        return fix.edits
+    key = (fix.recipe, hash(text), len(text))
+    found = _BUILT.get(key)
+    if found is None:
+        kind, *args = fix.recipe
+        built = wrap_in_with(text, *args) if kind == "wrap_in_with" else None
+        found = (built,) if built is not None else ()
+        if len(_BUILT) > 64:
+            _BUILT.clear()
+        _BUILT[key] = found
+    return found
+
+
+_BUILT: dict[tuple, tuple[Edit, ...]] = {}
+
+
 def fixable(f: Finding, unsafe: bool) -> bool:
-    if f.fix is None or not f.fix.edits:
+    """Whether ``f`` has a fix to apply at this level (a recipe counts: it is built when
+    applied, and skipped then if it cannot be)."""
+    if f.fix is None or not (f.fix.edits or f.fix.recipe is not None):
         return False
     level = APPLICABILITY.get(f.fix.applicability, 2)
     return level == 0 or (unsafe and level == 1)
@@ -51,8 +75,11 @@ def apply_fixes(text: str, findings: list[Finding], unsafe: bool = False) -> Fix
     taken: list[tuple[int, int]] = []
     applied: list[Finding] = []
     for f in sorted((f for f in findings if fixable(f, unsafe)), key=Finding.sort_key):
+        edits = resolve(f.fix, text)
+        if not edits:
+            continue
         spans = [(offset(e.span.line, e.span.col), offset(e.span.end_line, e.span.end_col), e)
-                 for e in f.fix.edits]  # type: ignore[union-attr]
+                 for e in edits]
         if any(not (end <= a or start >= b) or (start == end == a == b)
                for start, end, _ in spans for a, b in taken):
             continue  # overlaps an edit already chosen

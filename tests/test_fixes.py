@@ -97,3 +97,32 @@ def test_fixes_of_several_rules_compose_and_skip_suppressed_lines(tmp_path):
         "    a = jax.tree.map(lambda p: p, {})",
         "    b = jax.tree_map(lambda p: p, {})  # shardlint: ignore[SHL501]",
     ]
+
+
+def test_a_costly_fix_is_built_only_when_asked_for(tmp_path):
+    """SHL102's fix rewrites the statement with libcst: the finding carries a recipe, not the
+    edit, so linting (every keystroke in the editor) never runs libcst; applying builds it."""
+    import shardlint.fixes as fixes
+
+    rule = next(r for r in all_rules() if r.code == "SHL102")
+    ex = next(e for e in rule.INVALID
+              if any(f.code == "SHL102" and f.fix is not None
+                     for f in lint_files(tmp_path / "probe", e.files, select=("SHL102",),
+                                         versions=e.versions)))
+    calls = []
+    fixes._BUILT.clear()
+    real = fixes.wrap_in_with
+    fixes.wrap_in_with = lambda *a: calls.append(a) or real(*a)
+    try:
+        found = [f for f in lint_files(tmp_path / "p", ex.files, select=("SHL102",),
+                                       versions=ex.versions) if f.fix is not None]
+        assert found and calls == []
+        assert all(f.fix.recipe is not None and f.fix.edits == () for f in found)
+        text = Path(found[0].path).read_text(encoding="utf-8")
+        edits = fixes.resolve(found[0].fix, text)
+        assert len(edits) == 1 and len(calls) == 1
+        assert "with " in edits[0].text
+        fixes.resolve(found[0].fix, text)
+        assert len(calls) == 1  # (remembered for the same text)
+    finally:
+        fixes.wrap_in_with = real

@@ -286,3 +286,25 @@ def test_shl101_fix_is_unsafe_when_a_library_runs_under_the_with(tmp_path):
             sharding = es.get_corrected_named_sharding((8, 4), None)
     """}, "SHL101")
     assert f.fix is not None and f.fix.applicability == "unsafe"
+
+
+def test_a_long_rebinding_chain_keeps_summaries_small():
+    """``x = layer_i(x)`` rebinding chains (a decoder's forward pass) once made the kinds of the
+    arguments a call passes exponential in the chain's length: each ``x`` re-read every binding
+    of ``x``. A name already being read on the way adds nothing, so the summary stays small and
+    still says what the last call passes."""
+    import ast
+    import json
+
+    from shardlint.semantics.summary import summarise
+    from shardlint.semantics.visitor import build_facts
+    from shardlint.semantics.wrappers import Wrappers
+
+    layers = "".join(f"def layer{i}(x):\n    return x\n\n\n" for i in range(6))
+    chain = "".join(f"    x = layer{i}(x)\n" for i in range(6))
+    src = f"import jax\n\n\n{layers}def use(x):\n    return x\n\n\ndef run(x):\n{chain}" \
+          "    return use(x)\n"
+    facts = build_facts("m.py", "m", ast.parse(src), False, Wrappers())
+    text = json.dumps(summarise(facts).to_json())
+    assert len(text) < 20_000, len(text)
+    assert '"m:layer5"' in text  # (what `use` is passed: what `layer5` returns)

@@ -16,6 +16,7 @@ from lsprotocol import types
 from shardlint.lsp.client import ClientFeatures
 from shardlint.lsp.convert import SOURCE, to_range
 from shardlint.lsp.result import Result, View
+from shardlint.fixes import resolve
 from shardlint.rules.base import Finding, Fix
 from shardlint.source import SourceText, Span
 from shardlint.suppress import parse as parse_suppressions
@@ -90,11 +91,12 @@ def _quick_fixes(res: Result, view: View, rng: types.Range,
 def fix_all(res: Result, view: View, features: ClientFeatures) -> types.CodeAction | None:
     taken: list[Span] = []
     edits: list[types.TextEdit] = []
+    text = res.source.text
     fixes = [f for f, _ in res.items(view.uri)
-             if f.fix is not None and f.fix.applicability == "safe" and f.fix.edits]
-    fixes.sort(key=lambda f: min((e.span.line, e.span.col) for e in f.fix.edits))  # type: ignore[union-attr]
+             if f.fix is not None and f.fix.applicability == "safe" and resolve(f.fix, text)]
+    fixes.sort(key=lambda f: min((e.span.line, e.span.col) for e in resolve(f.fix, text)))
     for f in fixes:
-        spans = [e.span for e in f.fix.edits]  # type: ignore[union-attr]
+        spans = [e.span for e in resolve(f.fix, text)]
         if any(_spans_overlap(s, t) for s in spans for t in taken):
             continue  # the next run fixes it
         converted = _fix_edits(f.fix, res.source, view, features.encoding)
@@ -113,10 +115,13 @@ def _spans_overlap(a: Span, b: Span) -> bool:
 
 def _fix_edits(fix: Fix | None, source: SourceText, view: View,
                encoding: str) -> list[types.TextEdit] | None:
-    if fix is None or fix.applicability == "display-only" or not fix.edits:
+    if fix is None or fix.applicability == "display-only":
+        return None
+    edits = resolve(fix, source.text)  # (a recipe is built here, when the client asks)
+    if not edits:
         return None
     out = []
-    for e in fix.edits:
+    for e in edits:
         if not view.holds(e.span.line, e.span.end_line):
             return None  # an edit outside this document (or cell): not offered here
         out.append(types.TextEdit(to_range(source, e.span, encoding, view.shift), e.text))

@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from shardlint.fixes import resolve
 from shardlint.rules.base import Finding
 from shardlint.source import SourceText
 
@@ -57,7 +58,7 @@ def _fix_json(f: Finding, sources: dict[str, SourceText]) -> dict | None:
     src = sources.get(f.path)
     shift = f.cell[1] if f.cell is not None else 0
     edits = []
-    for e in f.fix.edits:
+    for e in resolve(f.fix, src.text if src is not None else ""):
         s = e.span
         c = (src.char_col(s.line, s.col) if src else s.col) + 1
         ec = (src.char_col(s.end_line, s.end_col) if src else s.end_col) + 1

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from shardlint import __version__
 from shardlint.fingerprint import fingerprints
+from shardlint.fixes import resolve
 from shardlint.report.formats import Located, relative_uri
 from shardlint.rules.base import Rule
 from shardlint.source import SourceText
@@ -49,9 +50,9 @@ def to_sarif(located: list[Located], sources: dict[str, SourceText], rules: list
                     "region": {"startLine": r.span.line, "startColumn": r.span.col + 1}}}
                 for i, r in enumerate(f.related)
             ]
-        if f.fix is not None and f.fix.edits and src is not None:
+        if f.fix is not None and src is not None and resolve(f.fix, src.text):
             replacements = []
-            for e in f.fix.edits:
+            for e in resolve(f.fix, src.text):
                 s = e.span
                 replacements.append({
                     "deletedRegion": {"startLine": s.line, "startColumn": src.char_col(s.line, s.col) + 1,

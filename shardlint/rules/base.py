@@ -32,6 +32,10 @@ class Fix:
     description: str
     applicability: str  # "safe" | "unsafe" | "display-only"
     edits: tuple[Edit, ...] = ()
+    # A fix whose edit is costly to build (libcst) carries what it needs instead, and is built
+    # only when asked for -- a code action, `--fix`, a report with edits (``fixes.resolve``):
+    # ("wrap_in_with", line, context)
+    recipe: tuple | None = None
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shardlint.fixes import wrap_in_with
+import importlib.util
 from shardlint.rules._context import missing_context_findings
 from shardlint.rules.base import Fix, Rule, example, register
 from shardlint.semantics.facts import RULES
@@ -18,6 +18,9 @@ class MLP(nn.Module):
         y = nn.Dense(512, kernel_init=init)(x)
         return nn.with_logical_constraint(y, ("batch", "mlp"))
 """
+
+
+_LIBCST = importlib.util.find_spec("libcst") is not None
 
 
 @register
@@ -175,8 +178,9 @@ with jax.set_mesh(mesh):
             None)
         if manager is None:
             return None
-        context = f"{manager}({tables[0]})" if "." in manager else f"{manager}({tables[0]})"
-        edit = wrap_in_with(self.ctx.source.text, m.entry.line, context)
-        if edit is None:
-            return None
-        return Fix(f"Wrap the statement in `with {context}:`", "unsafe", (edit,))
+        context = f"{manager}({tables[0]})"
+        if not _LIBCST:
+            return None  # (a bundled server without libcst's compiled parser: no fix)
+        # Built with libcst only when someone asks for it (fixes.resolve), not on every lint.
+        return Fix(f"Wrap the statement in `with {context}:`", "unsafe",
+                   recipe=("wrap_in_with", m.entry.line, context))

@@ -245,9 +245,11 @@ def mesh_params(facts: FileFacts, scope: Scope, calls) -> list[str]:
 
 def kind_terms(facts: FileFacts, scope: Scope, expr: ast.expr | None, ref: RefFn,
                flow: LocalFlow | None, index: tuple[int, ...] = (), depth: int = 0,
-               assigned: dict | None = None) -> list[list]:
+               assigned: dict | None = None, seen: frozenset = frozenset()) -> list[list]:
     """What kind of value ``expr`` (item ``index`` of it) is, as kind terms (``assigned``: the
-    function's local names, when there is no ``flow``)."""
+    function's local names, when there is no ``flow``; ``seen``: the local names being read
+    on the way here -- ``x = layer(x)`` does not say more about ``x`` by reading it again, and
+    rereading it made a long rebinding chain cost exponential time)."""
     if expr is None or depth > 8:
         return []
     if flow is not None:
@@ -259,7 +261,7 @@ def kind_terms(facts: FileFacts, scope: Scope, expr: ast.expr | None, ref: RefFn
         if index and index[0] < len(expr.elts) and not any(
                 isinstance(e, ast.Starred) for e in expr.elts):
             return kind_terms(facts, scope, expr.elts[index[0]], ref, flow, index[1:], depth + 1,
-                              assigned)
+                              assigned, seen)
         if not index:
             value = literal(expr, facts.consts_for(scope))
             if isinstance(value, (tuple, list)) and (not value or is_table(value)):
@@ -267,8 +269,9 @@ def kind_terms(facts: FileFacts, scope: Scope, expr: ast.expr | None, ref: RefFn
                                    for e in value]]]
         return [["other"]] if not index else []
     if isinstance(expr, ast.IfExp):
-        return [*kind_terms(facts, scope, expr.body, ref, flow, index, depth + 1, assigned),
-                *kind_terms(facts, scope, expr.orelse, ref, flow, index, depth + 1, assigned)]
+        return [*kind_terms(facts, scope, expr.body, ref, flow, index, depth + 1, assigned, seen),
+                *kind_terms(facts, scope, expr.orelse, ref, flow, index, depth + 1, assigned,
+                            seen)]
     if isinstance(expr, ast.Call):
         if index:
             c = Resolver(facts, scope, ref)(expr)
@@ -285,7 +288,7 @@ def kind_terms(facts: FileFacts, scope: Scope, expr: ast.expr | None, ref: RefFn
             return []
         # (what its first argument is: a project function of a rules table is taken to keep
         # that table's logical names; see FlowIndex.tables)
-        first = kind_terms(facts, scope, expr.args[0], ref, flow, (), depth + 1, assigned) \
+        first = kind_terms(facts, scope, expr.args[0], ref, flow, (), depth + 1, assigned, seen) \
             if expr.args and not isinstance(expr.args[0], ast.Starred) else []
         first = [t for t in first if t[0] in ("table", "key", "p", "a", "c")]
         return [["c", c.ref, c.bound, c.via_attr, [], first]] if first else \
@@ -302,11 +305,15 @@ def kind_terms(facts: FileFacts, scope: Scope, expr: ast.expr | None, ref: RefFn
             else:
                 out = [["p", expr.id]]
         if values:
+            key = (id(scope), expr.id)
+            if key in seen:
+                return out
+            inner = seen | {key}
             for a in values:
                 if a.value is None:
                     return []  # a value shardlint cannot see makes the name unknown
                 out.extend(kind_terms(facts, scope, a.value, ref, flow, (*a.index, *index),
-                                      depth + 1, assigned))
+                                      depth + 1, assigned, inner))
             return out
         if out:
             return out
@@ -315,7 +322,7 @@ def kind_terms(facts: FileFacts, scope: Scope, expr: ast.expr | None, ref: RefFn
             owner, values = found
             if owner.kind == "function":  # a closure reads the enclosing function's binding
                 return kind_terms(facts, owner, expr, ref, None, (), depth + 1,
-                                  owner.assigned)
+                                  owner.assigned, seen)
             if owner.kind == "module" and len(values) == 1 and isinstance(values[0], ast.expr) \
                     and type(values[0]).__name__ != "Opaque":
                 return kind_terms(facts, owner, values[0], ref, None, (), depth + 1)
