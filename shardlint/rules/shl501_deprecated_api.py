@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import bisect
 
 from shardlint.rules.base import Edit, Fix, Rule, example, register
 from shardlint.semantics.api import KEYWORD_MOVES, MOVE_FIXES, MoveFix
@@ -216,7 +217,8 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
         text = self.ctx.source.text
         reads = any(m.attribute and f".{m.keyword}" in text for m in KEYWORD_MOVES)
         uses = api_moves(self.facts, self.ctx.versions, attribute_reads=reads)
-        guarded = version_guarded(self.facts.tree) if uses and (
+        guarded = version_guarded(self.facts.tree,
+                                  [getattr(u.node, "lineno", 0) for u in uses]) if uses and (
             "__version" in text or "ImportError" in text or "AttributeError" in text) else []
         for use in uses:
             line = getattr(use.node, "lineno", 0)
@@ -382,20 +384,34 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
         return Span(line, col, end_line, len(raw) - len(stripped))
 
 
+_TRY = (ast.Try, ast.TryStar) if hasattr(ast, "TryStar") else (ast.Try,)  # (3.11+)
 _GUARD_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "AttributeError", "Exception"})
 
 
-def version_guarded(tree: ast.Module) -> list[tuple[int, int]]:
+def version_guarded(tree: ast.Module, lines: list[int] | None = None) -> list[tuple[int, int]]:
     """Line ranges of compatibility code: the branches of an ``if`` that tests a version
     (``jax.__version_info__ >= (0, 6, 3)``, ``version.parse(jax.__version__) < ...``), and the
-    body of a ``try`` whose handler catches ``ImportError``/``AttributeError`` (or everything)."""
+    body of a ``try`` whose handler catches ``ImportError``/``AttributeError`` (or everything).
+    ``lines``: only the statements around these lines are looked at (a keystroke's lint does
+    not walk a 5,000-line file for two uses)."""
     out: list[tuple[int, int]] = []
-    for node in ast.walk(tree):
+    wanted = sorted(set(lines)) if lines is not None else None
+
+    def holds(node) -> bool:
+        if wanted is None:
+            return True
+        a, b = node.lineno, node.end_lineno or node.lineno
+        k = bisect.bisect_left(wanted, a)
+        return k < len(wanted) and wanted[k] <= b
+
+    stack: list = [tree]
+    while stack:
+        node = stack.pop()
         if isinstance(node, ast.If) and any(
                 isinstance(n, ast.Attribute) and n.attr in ("__version__", "__version_info__")
                 for n in ast.walk(node.test)):
             out.append((node.lineno, node.end_lineno or node.lineno))
-        elif isinstance(node, ast.Try):
+        elif isinstance(node, _TRY):
             caught = set()
             for h in node.handlers:
                 if h.type is None:
@@ -407,4 +423,11 @@ def version_guarded(tree: ast.Module) -> list[tuple[int, int]]:
                         caught.add(n.attr)
             if caught & _GUARD_ERRORS and node.body:
                 out.append((node.body[0].lineno, node.body[-1].end_lineno or node.lineno))
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            for child in getattr(node, field, None) or ():
+                if isinstance(child, ast.match_case):
+                    stack.extend(c for c in child.body if holds(c))
+                elif isinstance(child, (ast.stmt, ast.excepthandler)) and holds(child):
+                    stack.append(child)
+    out.sort()
     return out
