@@ -2,9 +2,9 @@
 
 Two things are kept, both keyed by the file's content hash:
 - each file's :class:`ModuleSummary` (what it contributes to the project index);
-- each file's findings, valid only for the same *project digest* (the hashes of every file in
+- each file's findings, valid only for the same *project digest* (the hashes of every summary in
   the index, the configuration, the versions and the rule selection), because a finding in
-  ``model.py`` can depend on ``train.py``.
+  ``model.py`` can depend on what ``train.py`` contributes to the index.
 The whole cache is one JSON file, replaced atomically (write a temporary file, then rename), so
 concurrent runs never read half a file; the last writer wins.
 """
@@ -23,6 +23,27 @@ from shardlint.source import Span
 
 DIR = ".shardlint_cache"
 FILE = "index-v2.json"
+
+
+_STAMP: list[str] = []
+
+
+def code_stamp() -> str:
+    """What identifies this copy of shardlint's code beyond its version: the size and time of
+    each of its source files (an editable install, or a reinstall of the same version, must
+    not reuse findings the old code made). Taken once per process."""
+    if not _STAMP:
+        h = hashlib.sha1()
+        package = Path(__file__).resolve().parent
+        for p in sorted(package.rglob("*.py")):
+            try:
+                st = p.stat()
+            except OSError:
+                continue
+            h.update(f"{p.relative_to(package).as_posix()}\0{st.st_size}\0{st.st_mtime_ns}\n"
+                     .encode())
+        _STAMP.append(h.hexdigest()[:16])
+    return _STAMP[0]
 
 
 def digest(text: str) -> str:
@@ -63,7 +84,8 @@ class Cache:
     root: Path
     key: str  # shardlint version + what in the config changes the analysis
     enabled: bool = True
-    summaries: dict[str, list] = field(default_factory=dict)  # rel -> [digest, summary json]
+    # rel -> [digest, summary json (or ModuleSummary, until saved), summary digest (once known)]
+    summaries: dict[str, list] = field(default_factory=dict)
     findings: dict[str, list] = field(default_factory=dict)  # rel -> [digest, project, [...]]
     dirty: bool = False
     _loaded: bool = False
@@ -97,6 +119,22 @@ class Cache:
         self.summaries[rel] = [file_digest, summary]
         self.dirty = True
 
+    def summary_digest(self, rel: str) -> str | None:
+        """A hash of what ``rel`` contributes to the project index (its summary), remembered
+        with it: other files' findings depend on this, not on every byte of the file (a comment
+        or an edit the summary does not see keeps them). None: no summary held for ``rel``."""
+        entry = self.summaries.get(rel)
+        if entry is None:
+            return None
+        if len(entry) > 2:
+            return entry[2]
+        value = entry[1]
+        if hasattr(value, "to_json"):
+            value = entry[1] = value.to_json()
+        text = json.dumps(value, separators=(",", ":"))
+        entry.append(hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest())
+        return entry[2]
+
     def get_findings(self, rel: str, file_digest: str, project: str) -> list[Finding] | None:
         entry = self.findings.get(rel)
         if entry is None or entry[0] != file_digest or entry[1] != project:
@@ -120,8 +158,8 @@ class Cache:
             if not gitignore.exists():
                 gitignore.write_text("# created by shardlint\n*\n", encoding="utf-8")
             fd, tmp = tempfile.mkstemp(dir=folder, prefix=".index-", suffix=".tmp")
-            files = {rel: [d, v.to_json() if hasattr(v, "to_json") else v]
-                     for rel, (d, v) in self.summaries.items()}
+            files = {rel: [e[0], e[1].to_json() if hasattr(e[1], "to_json") else e[1], *e[2:]]
+                     for rel, e in self.summaries.items()}
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump({"key": self.key, "files": files, "findings": self.findings}, fh)
             os.replace(tmp, self.path)

@@ -18,12 +18,14 @@ from shardlint.rules.base import Finding, all_rules
 from shardlint.source import SourceText
 
 
-def _config(args: argparse.Namespace, paths: list[Path], stdin: bool) -> Config:
+def _config(args: argparse.Namespace, paths: list[Path], stdin: bool,
+            start: Path | None = None) -> Config:
     if args.config and not args.config.is_file():
         raise UsageError(f"{args.config}: no such file")
-    start = args.config if args.config else (
-        Path(args.stdin_filename) if stdin and args.stdin_filename else
-        (paths[0] if paths else Path.cwd()))
+    if start is None:
+        start = args.config if args.config else (
+            Path(args.stdin_filename) if stdin and args.stdin_filename else
+            (paths[0] if paths else Path.cwd()))
     cfg = config_mod.load(start)
     known = {r.code for r in all_rules()} | {"SHL000", "SHL900"}
     for code in (args.select or []) + (args.ignore or []) + (args.extend_select or []):
@@ -36,6 +38,19 @@ def _config(args: argparse.Namespace, paths: list[Path], stdin: bool) -> Config:
         cfg = replace(cfg, jax_version=args.jax_version or cfg.jax_version,
                       flax_version=args.flax_version or cfg.flax_version)
     return cfg
+
+
+def _projects(args: argparse.Namespace, paths: list[Path]) -> list[tuple[Config, list[Path]]]:
+    """The paths grouped by the project each belongs to (its root and configuration), in the
+    order given: ``shardlint check libA libB`` lints each with its own index, configuration
+    and versions, as two runs would (one index over both would mix two ``utils`` modules)."""
+    if args.config or len(paths) <= 1:
+        return [(_config(args, paths, False), paths)]
+    groups: dict[tuple, tuple[Config, list[Path]]] = {}
+    for p in paths:
+        cfg = _config(args, paths, False, start=p)
+        groups.setdefault((cfg.root, cfg.path), (cfg, []))[1].append(p)
+    return list(groups.values())
 
 
 def _read(path: str) -> SourceText | None:
@@ -56,11 +71,15 @@ def run_check(args: argparse.Namespace) -> int:
         for p in paths:
             if not p.exists():
                 raise UsageError(f"{p}: no such file or folder")
-    cfg = _config(args, paths, stdin)
+    projects = [(_config(args, paths, stdin), paths)] if stdin else _projects(args, paths)
+    cfg = projects[0][0]
+    if len(projects) > 1:  # (reports name paths from the folder the projects share)
+        cfg = replace(cfg, root=Path(os.path.commonpath([str(c.root) for c, _ in projects])))
     jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
     if jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    engine = Engine(cfg, use_cache=not args.no_cache)
+    engine = Engine(projects[0][0], use_cache=not args.no_cache)
+    errors = engine.errors
     sources: dict[str, SourceText] = {}
     fixing = args.fix or args.diff
     changed = 0
@@ -80,13 +99,21 @@ def run_check(args: argparse.Namespace) -> int:
         sources[name] = SourceText(name, text)
         files = [name]
     else:
-        targets = engine.expand(paths or [cfg.root])
-        files = [str(p) for p in targets]
-        findings = engine.lint_paths(targets, jobs=jobs)
-        if fixing:
-            findings, changed = _fix_files(engine, targets, findings, args)
-            if args.diff:
-                return 1 if changed else 0
+        findings, files = [], []
+        for i, (project_cfg, project_paths) in enumerate(projects):
+            if i:
+                engine = Engine(project_cfg, use_cache=not args.no_cache)
+                engine.errors = errors
+            targets = engine.expand(project_paths or [project_cfg.root])
+            files.extend(str(p) for p in targets)
+            found = engine.lint_paths(targets, jobs=jobs)
+            if fixing:
+                found, fixed = _fix_files(engine, targets, found, args)
+                changed += fixed
+            findings.extend(found)
+        if fixing and args.diff:
+            return 1 if changed else 0
+        findings.sort(key=Finding.sort_key)
         for f in findings:
             if f.path not in sources:
                 src = _read(f.path)
@@ -102,7 +129,7 @@ def run_check(args: argparse.Namespace) -> int:
                 if src is not None:
                     sources[f.path] = src
 
-    for err in engine.errors:
+    for err in errors:
         print(f"shardlint: error: {formats.display_path(err.path)}: {err.message}", file=sys.stderr)
 
     if args.write_baseline is not None:
@@ -110,7 +137,7 @@ def run_check(args: argparse.Namespace) -> int:
 
         baseline.write(args.write_baseline, findings, sources, cfg.root)
         print(f"wrote {len(findings)} finding(s) to {args.write_baseline}", file=sys.stderr)
-        return 2 if engine.errors else 0
+        return 2 if errors else 0
     if args.baseline is not None:
         from shardlint import baseline
 
@@ -118,7 +145,7 @@ def run_check(args: argparse.Namespace) -> int:
         findings = baseline.new_findings(findings, sources, cfg.root, known)
 
     _emit(args, cfg, findings, sources, files, changed)
-    if engine.errors:
+    if errors:
         return 2
     if findings and not args.exit_zero:
         return 1

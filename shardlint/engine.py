@@ -85,21 +85,26 @@ def _summarise_worker(item: tuple[str, str, str]) -> tuple[str, str, dict | None
     return rel, digest, summary.to_json() if summary is not None else None
 
 
-def _lint_worker(paths: list[str]) -> tuple[list[Finding], list[InternalError]]:
+def _lint_worker(items: list[tuple[str, str, str]]) -> list[tuple[str, str, list[Finding],
+                                                                  list[InternalError]]]:
+    """Rules on each ``(path, rel, digest)`` against the index the worker was handed: per file,
+    (rel, digest, findings, errors) -- a file whose rules failed is not cached."""
     engine = _WORKER
     assert engine is not None
-    engine.errors = []
-    found: list[Finding] = []
-    for p in paths:
+    out = []
+    for p, rel, digest in items:
+        engine.errors = []
         text = engine._read_text(Path(p))
         if text is None or not mentions_jax(text):
+            out.append((rel, digest, [], engine.errors))
             continue
         # The index already holds this file's summary: do not invalidate it per file.
         item = engine._prepare(Path(p), text, add_to_index=False)
-        found.extend(engine._run_rules(*item))
+        found = engine._run_rules(*item)
         if item[3] is not None:
             item[3].release()
-    return found, engine.errors
+        out.append((rel, digest, found, engine.errors))
+    return out
 
 
 @contextlib.contextmanager
@@ -144,7 +149,9 @@ class Engine:
         self.wrappers = Wrappers(c.jit_wrappers, c.constraint_wrappers, c.rules_contexts,
                                  c.mesh_contexts)
         self.cache = cache_mod.Cache(
-            self.root, f"{__version__}|{SUMMARY_FORMAT}|{c.fingerprint}", self.use_cache)
+            self.root, f"{__version__}|{cache_mod.code_stamp()}|{SUMMARY_FORMAT}|{c.fingerprint}"
+                       f"|{os.path.abspath(self.root)}",  # (summaries name files by full path)
+            self.use_cache)
 
     # ---- files of the project ---------------------------------------------------------------------
     @property
@@ -226,6 +233,7 @@ class Engine:
             return None
         facts = build_facts(str(path), module, tree, is_package, self.wrappers)
         summary = summarise(facts)
+        summary.path = os.path.abspath(path)  # (one name for the file however it was reached)
         facts.release()
         if self.use_cache:
             self.cache.put_summary(key, digest, summary)
@@ -307,6 +315,7 @@ class Engine:
         if not add_to_index:
             return spath, text, source, facts, None
         summary = summarise(facts)
+        summary.path = os.path.abspath(spath)
         self.index.add(summary)
         key = self._rel(path)
         digest = cache_mod.digest(text)
@@ -494,55 +503,86 @@ class Engine:
         return findings
 
     def _project_digest(self) -> str:
-        """What every file's findings may depend on: all summaries, config, versions, rules."""
+        """What every file's findings may depend on: all summaries (by content: an edit that
+        leaves a file's summary as it was keeps the other files' findings), config, versions,
+        rules."""
         h = hashlib.sha1()
         for rel in sorted(self._digests):
-            h.update(f"{rel}\0{self._digests[rel]}\n".encode("utf-8", "surrogatepass"))
+            held = self.cache.summary_digest(rel) if self.use_cache else None
+            h.update(f"{rel}\0{held or self._digests[rel]}\n".encode("utf-8", "surrogatepass"))
         h.update(repr((self.cache.key, self.versions, self.config.select, self.config.ignore,
                        self.config.extend_select, self.config.per_file_ignores,
                        self.config.severity)).encode())
         return h.hexdigest()
 
     def _lint_parallel(self, targets: list[Path], jobs: int) -> list[Finding]:
+        """The batch on ``jobs`` processes, with the same cache as the serial path: summaries
+        the cache lacks are made in a pool, the index is built here, then the rules run in a
+        pool on the files whose findings the cache does not hold for this project digest
+        (a warm run starts no pool at all)."""
+        self.cache.load()
+        # 1. Summaries of every project file and target the cache does not hold, in parallel.
+        wanted = {p.resolve(): p for p in [*self.project_files(), *targets]}
+        is_target = set(targets)
+        missing: list[tuple[str, str, str]] = []
+        texts: dict[Path, tuple[str, str]] = {}  # target -> (rel, digest)
+        for path in wanted.values():
+            text = self._read_text(path) if path in is_target else _quiet_read(path)
+            if text is None or not mentions_jax(text):
+                continue
+            rel, digest = self._rel(path), cache_mod.digest(text)
+            if path in is_target:
+                texts[path] = (rel, digest)
+            if not self.cache.summary(rel, digest)[0]:
+                missing.append((str(path), rel, digest))
+        if len(missing) >= _MIN_FILES_PER_JOB * 2:
+            with self._pool(jobs) as pool:
+                chunk = max(1, len(missing) // (jobs * 4))
+                for rel, digest, summary in pool.map(_summarise_worker, missing, chunksize=chunk):
+                    self.cache.summaries[rel] = [digest, summary]  # in memory even with no cache
+                    self.cache.dirty = True
+        self.build_index()  # (summarises here what is still missing)
+        self.index._ensure()
+        # 2. Rules against the finished index, for the files the cache holds no findings of.
+        project = self._project_digest() if self.use_cache else ""
+        findings: list[Finding] = []
+        todo: list[tuple[str, str, str]] = []
+        for path, (rel, digest) in texts.items():
+            reused = self.cache.get_findings(rel, digest, project) if self.use_cache else None
+            if reused is not None:
+                findings.extend(reused)
+            else:
+                todo.append((str(path), rel, digest))
+        if len(todo) >= _MIN_FILES_PER_JOB * 2:
+            size = max(_MIN_FILES_PER_JOB, len(todo) // (jobs * 4) + 1)
+            chunks = [todo[i:i + size] for i in range(0, len(todo), size)]
+            with self._pool(jobs) as pool:
+                results = [r for part in pool.map(_lint_worker, chunks) for r in part]
+        else:  # a few files: here, not worth starting processes for
+            global _WORKER
+            _WORKER = self
+            try:
+                results = _lint_worker(todo)
+            finally:
+                _WORKER = None
+        for rel, digest, found, errors in results:
+            findings.extend(found)
+            self.errors.extend(errors)
+            if not errors:
+                self.cache.put_findings(rel, digest, project, found)
+        self.cache.save()
+        return findings
+
+    def _pool(self, jobs: int):
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        self.cache.load()
         # fork is cheapest, but unsafe once threads exist (a language server, a test runner).
         methods = multiprocessing.get_all_start_methods()
         method = "fork" if "fork" in methods and threading.active_count() == 1 else \
             "forkserver" if "forkserver" in methods else "spawn"
-        context = multiprocessing.get_context(method)
-        # 1. Summaries of every project file and target the cache does not hold, in parallel.
-        wanted = {p.resolve(): p for p in [*self.project_files(), *targets]}
-        missing: list[tuple[str, str, str]] = []
-        for path in wanted.values():
-            text = self._read_text(path) if path in targets else _quiet_read(path)
-            if text is None or not mentions_jax(text):
-                continue
-            digest = cache_mod.digest(text)
-            if not self.cache.summary(self._rel(path), digest)[0]:
-                missing.append((str(path), self._rel(path), digest))
-        with ProcessPoolExecutor(jobs, mp_context=context, initializer=_init_worker,
-                                 initargs=(self,)) as pool:
-            chunk = max(1, len(missing) // (jobs * 4))
-            for rel, digest, summary in pool.map(_summarise_worker, missing, chunksize=chunk):
-                self.cache.summaries[rel] = [digest, summary]  # in memory even with no cache
-                self.cache.dirty = True
-        self.build_index()
-        self.index._ensure()
-        self.cache.save()
-        # 2. Rules, in parallel, against the finished index.
-        findings: list[Finding] = []
-        names = [str(p) for p in targets]
-        size = max(_MIN_FILES_PER_JOB, len(names) // (jobs * 4) + 1)
-        chunks = [names[i:i + size] for i in range(0, len(names), size)]
-        with ProcessPoolExecutor(jobs, mp_context=context, initializer=_init_worker,
-                                 initargs=(self,)) as pool:
-            for found, errors in pool.map(_lint_worker, chunks):
-                findings.extend(found)
-                self.errors.extend(errors)
-        return findings
+        return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context(method),
+                                   initializer=_init_worker, initargs=(self,))
 
     def expand(self, paths: list[Path]) -> list[Path]:
         out: list[Path] = []

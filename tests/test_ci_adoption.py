@@ -191,3 +191,51 @@ def test_cached_findings_follow_other_files(tmp_path, capsys, monkeypatch):
     assert codes() == ["SHL102"]  # warm: from the cache
     model.write_text(model.read_text().replace("nn.with_logical_constraint(x, ('batch',))", "x"))
     assert codes() == []
+
+
+def test_a_parallel_warm_run_reuses_the_cache(tmp_path, capsys, monkeypatch):
+    """``--jobs 2`` reads and writes the findings cache as ``--jobs 1`` does: a second run lints
+    nothing again, and after an edit its summary does not see (a comment) only that file."""
+    from shardlint.engine import Engine
+
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 't'\n")
+    for i in range(24):
+        (tmp_path / f"m{i}.py").write_text(PITFALLS if i % 3 == 0 else "import jax\nx = 1\n")
+    monkeypatch.chdir(tmp_path)
+    linted: list[str] = []
+    real = Engine._run_rules
+
+    def counting(self, spath, *rest):
+        linted.append(Path(spath).name)
+        return real(self, spath, *rest)
+
+    def run() -> list[dict]:
+        assert main(["check", ".", "--format", "json", "--jobs", "2"]) == 1
+        return json.loads(capsys.readouterr()[0])
+
+    cold = run()  # (the rules ran in worker processes)
+    monkeypatch.setattr(Engine, "_run_rules", counting)
+    assert run() == cold and linted == []
+    with open(tmp_path / "m3.py", "a") as fh:
+        fh.write("# a comment at the end\n")
+    again = run()
+    assert again == cold and linted == ["m3.py"]
+
+
+def test_paths_of_two_projects_are_linted_apart(tmp_path, capsys):
+    """``shardlint check a b`` with two projects: each with its own index, as two runs (both
+    have a ``utils`` module; one index over both would keep only one of them)."""
+    for name, body in (("a", "    return jax.make_mesh((1,), ('data',))\n"),
+                       ("b", "    return None\n")):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "pyproject.toml").write_text(f"[project]\nname = '{name}'\n")
+        (d / "utils.py").write_text(f"import jax\n\n\ndef make():\n{body}")
+        (d / "train.py").write_text("import jax\nfrom utils import make\n\nmesh = make()\n"
+                                    "with mesh:\n    jax.jit(lambda x: x)(1)\n")
+    _, both, _ = check(capsys, str(tmp_path / "a"), str(tmp_path / "b"))
+    _, a, _ = check(capsys, str(tmp_path / "a"))
+    _, b, _ = check(capsys, str(tmp_path / "b"))
+    key = lambda items: sorted((i["path"], i["line"], i["code"], i["message"]) for i in items)
+    assert key(both) == key(a + b)
+    assert [i["code"] for i in a] == ["SHL101"] and b == []

@@ -90,6 +90,20 @@ environment, so such code silently loses its mesh after the fix. No fix next to 
                 with mesh:
                     pass
         """),
+        example({
+            "scene.py": """
+                def make():
+                    return open("scene.obj")   # a file, not a mesh
+            """,
+            "train.py": """
+                import jax
+                from scene import make
+
+                mesh = make()
+                with mesh:
+                    pass
+            """,
+        }, title="a module-level name from a helper that returns no mesh"),
     ]
     INVALID = [
         example("""
@@ -135,6 +149,23 @@ environment, so such code silently loses its mesh after the fix. No fix next to 
             with shd.Mesh(jax.devices(), ("x",)):  # expect: SHL101
                 pass
         """),
+        example({
+            "meshes.py": """
+                import jax
+
+                def make():
+                    return jax.make_mesh((1,), ("data",))
+            """,
+            "train.py": """
+                import jax
+                from meshes import make
+
+                mesh = make()
+                if __name__ == "__main__":
+                    with mesh:  # expect: SHL101
+                        jax.jit(lambda x: x)(1)
+            """,
+        }, title="a module-level mesh from a helper in another file"),
     ]
 
     def check(self):

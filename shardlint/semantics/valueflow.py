@@ -318,14 +318,19 @@ def kind_terms(facts: FileFacts, scope: Scope, expr: ast.expr | None, ref: RefFn
         if out:
             return out
         found = scope.lookup(expr.id) if not index else None
-        if found is not None and found[0] is not scope:
+        if found is not None:
             owner, values = found
-            if owner.kind == "function":  # a closure reads the enclosing function's binding
+            if owner is not scope and owner.kind == "function":
+                # a closure reads the enclosing function's binding
                 return kind_terms(facts, owner, expr, ref, None, (), depth + 1,
                                   owner.assigned, seen)
+            key = (id(owner), expr.id)
+            # a module-level name bound once (`mesh = make_mesh()`), read at module level or in
+            # a function
             if owner.kind == "module" and len(values) == 1 and isinstance(values[0], ast.expr) \
-                    and type(values[0]).__name__ != "Opaque":
-                return kind_terms(facts, owner, values[0], ref, None, (), depth + 1)
+                    and type(values[0]).__name__ != "Opaque" and key not in seen:
+                return kind_terms(facts, owner, values[0], ref, None, (), depth + 1,
+                                  seen=seen | {key})
         return []
     if isinstance(expr, ast.Attribute) and not index and isinstance(expr.value, ast.Name) \
             and expr.value.id == "self":
