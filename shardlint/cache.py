@@ -160,8 +160,11 @@ class Cache:
             fd, tmp = tempfile.mkstemp(dir=folder, prefix=".index-", suffix=".tmp")
             files = {rel: [e[0], e[1].to_json() if hasattr(e[1], "to_json") else e[1], *e[2:]]
                      for rel, e in self.summaries.items()}
+            # (dumps, not dump: one call of the C encoder instead of Python's chunked one)
+            text = json.dumps({"key": self.key, "files": files, "findings": self.findings},
+                              separators=(",", ":"))
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"key": self.key, "files": files, "findings": self.findings}, fh)
+                fh.write(text)
             os.replace(tmp, self.path)
             self.dirty = False
         except OSError:

@@ -196,7 +196,9 @@ class Engine:
         return ".".join(parts) or "__main__", is_package
 
     # ---- the project index ------------------------------------------------------------------------
-    def build_index(self, skip: set[Path] | None = None) -> ProjectIndex:
+    def build_index(self, skip: set[Path] | None = None, save: bool = True) -> ProjectIndex:
+        """Summaries of every project file into the index (``save``: write the cache now; a
+        batch run saves once, at its end)."""
         if self._indexed:
             return self.index
         self.cache.load()
@@ -214,7 +216,8 @@ class Engine:
             if summary is not None:
                 self.index.add(summary)
         self._indexed = True
-        self.cache.save()
+        if save:
+            self.cache.save()
         return self.index
 
     def summary_for(self, path: Path, text: str) -> ModuleSummary | None:
@@ -481,7 +484,7 @@ class Engine:
                     self.index.add(_summary(cached))  # type: ignore[arg-type]
             else:
                 prepared[path] = self._prepare(path, text)
-        self.build_index(skip={p.resolve() for p in texts})
+        self.build_index(skip={p.resolve() for p in texts}, save=False)
         project = self._project_digest()
         findings: list[Finding] = []
         for path, text in texts.items():
@@ -541,7 +544,7 @@ class Engine:
                 for rel, digest, summary in pool.map(_summarise_worker, missing, chunksize=chunk):
                     self.cache.summaries[rel] = [digest, summary]  # in memory even with no cache
                     self.cache.dirty = True
-        self.build_index()  # (summarises here what is still missing)
+        self.build_index(save=False)  # (summarises here what is still missing)
         self.index._ensure()
         # 2. Rules against the finished index, for the files the cache holds no findings of.
         project = self._project_digest() if self.use_cache else ""

@@ -6,7 +6,6 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import pytest
 
 from shardlint.cli import main
 

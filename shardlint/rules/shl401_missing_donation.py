@@ -28,7 +28,7 @@ from shardlint.semantics.donation import (
     same_sharding,
 )
 from shardlint.semantics.execution import Execution, execution_of
-from shardlint.semantics.facts import CallSite, JitSite, Scope
+from shardlint.semantics.facts import CallSite, JitSite
 from shardlint.semantics.valueflow import Flowing
 from shardlint.semantics.liveness import chain, use_after
 from shardlint.source import Span

@@ -10,7 +10,7 @@ imported names, which the index resolves against the other modules.
 from __future__ import annotations
 
 import ast
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 
 from shardlint.semantics.api import Role
 from shardlint.semantics.config_flags import exported_flags
@@ -129,7 +129,17 @@ class ModuleSummary:
     with_mesh_terms: list[list] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        return asdict(self)
+        """The summary as JSON data (what ``from_json`` reads back). Made by hand: ``asdict``
+        deep-copies every nested list of the flow summaries, the largest part (nothing changes
+        a summary once made, so those are shared)."""
+        out = dict(vars(self))
+        out["symbols"] = {
+            k: {"kind": v.kind, "needs": v.needs, "refs": v.refs, "bases": v.bases,
+                "sites": [vars(x) for x in v.sites], "line": v.line, "flow": v.flow}
+            for k, v in self.symbols.items()}
+        out["calls"] = [vars(c) for c in self.calls]
+        out["entries"] = [vars(e) for e in self.entries]
+        return out
 
     @classmethod
     def from_json(cls, data: dict) -> ModuleSummary:
