@@ -313,6 +313,8 @@ class Engine:
             parser.memo = None  # a build that fails leaves nothing half-made to replay
             facts, parser.memo = rebuild_facts(spath, module, tree, is_package, self.wrappers,
                                                previous)
+            if facts.reuse is not None:  # (where the edit is: summary.py reuses the rest)
+                facts.reuse.edited = parser.changed  # type: ignore[attr-defined]
         else:
             facts = build_facts(spath, module, tree, is_package, self.wrappers)
         if not add_to_index:

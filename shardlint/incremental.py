@@ -88,15 +88,21 @@ class IncrementalParser:
         self._positioned: dict[ast.stmt, list[ast.AST]] = {}  # of statements shifted before
         self.reparsed = 0  # statements parsed by the last call (for tests and benchmarks)
         self.full = True  # whether the last call parsed the whole text
+        # The lines the last call's edit spans in the new text (first, last, 1-based) and how
+        # many lines it added: text outside them is the previous version's, ``delta`` lines
+        # further down after them. None after a full parse.
+        self.changed: tuple[int, int, int] | None = None
         # What a caller derived from the last tree and wants back with the next one (the engine
         # keeps its per-statement facts here: ``semantics.replay``).
         self.memo: object = None
 
     def parse(self, text: str, filename: str) -> ast.Module:
         """The tree of ``text``; raises ``SyntaxError``/``ValueError`` as ``ast.parse`` does."""
+        self.changed = None
         tree = self._incremental(text, filename)
         if tree is None:
             # On an error the last version that parsed stays the base for the next edit.
+            self.changed = None
             self.full, self.reparsed = True, 0
             tree = parse(text, filename)
             self.reparsed = len(tree.body)
@@ -112,7 +118,7 @@ class IncrementalParser:
         if old is None or tree is None or not tree.body or "\r" in text or "\r" in old:
             return None
         if old == text:
-            self.full, self.reparsed = False, 0
+            self.full, self.reparsed, self.changed = False, 0, (0, -1, 0)
             return tree
         p = _common_prefix(old, text)
         s = _common_suffix(old, text, min(len(old), len(text)) - p)
@@ -144,4 +150,5 @@ class IncrementalParser:
         if delta:
             _shift(after, delta, self._positioned)
         self.full, self.reparsed = False, len(part.body)
+        self.changed = (first, text.count("\n", 0, len(text) - s) + 1, delta)
         return ast.Module(body=[*tree.body[:i], *part.body, *after], type_ignores=[])

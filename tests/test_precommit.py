@@ -20,7 +20,7 @@ from jax.sharding import Mesh
 
 mesh = Mesh(jax.devices(), ("data",))
 with nn.logical_axis_rules((("batch", "data"),)), mesh:
-    pass
+    y = nn.with_logical_constraint(jax.numpy.ones((8,)), ("batch",))
 """
 
 

@@ -55,6 +55,9 @@ class Reuse:
     # Module-level names bound differently than in the previous build (with the names whose
     # values mention them); None: everything changed (no previous build, other imports).
     changed: frozenset[str] | None = None
+    # The lines of the edit since the previous build, as the incremental parser saw it
+    # (first, last, lines added); None: not known (summary.py then reuses no class member).
+    edited: tuple[int, int, int] | None = None
 
     def valid(self, log) -> bool:
         """Whether the previous build's results for a statement still hold."""

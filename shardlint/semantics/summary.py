@@ -27,6 +27,7 @@ from shardlint.semantics.valueflow import (
     class_attributes,
     function_flow,
     kind_terms,
+    method_attributes,
 )
 from shardlint.semantics.valueflow import shift as shift_flow
 from shardlint.syntax import nodes as walk_nodes
@@ -235,6 +236,160 @@ def _at(log, frag: _Fragment) -> _Fragment:
         [{**t, "line": t["line"] + d} for t in frag.config_tables])  # (shifted lines)
 
 
+@dataclass(eq=False)
+class _Member:
+    """What one method of a class adds to its statement's fragment (see ``_Members``)."""
+
+    start: int  # its first line (decorators included) and last line when made
+    end: int
+    kept: bool  # from the previous build (moved to where it is now)
+    symbols: dict[str, Symbol] = field(default_factory=dict)  # its scope and those inside it
+    calls: list[tuple] = field(default_factory=list)  # per call: (edges, entries, provides,
+    # unknown), in order
+    attrs: dict[str, list] | None = None  # what it sets on self (valueflow.method_attributes)
+    replayed: int = 0  # calls handed back so far in this build
+
+    def moved(self, start: int, end: int) -> _Member:
+        d = start - self.start
+        if d == 0:
+            return _Member(start, end, True, self.symbols, self.calls, self.attrs)
+        symbols = {q: _shift_symbol(s, d) for q, s in self.symbols.items()}
+        calls = [([replace(e, line=e.line + d) for e in edges],
+                  [replace(e, line=e.line + d, end_line=e.end_line + d) for e in entries],
+                  provides, unknown)
+                 for edges, entries, provides, unknown in self.calls]
+        return _Member(start, end, True, symbols, calls, self.attrs)
+
+
+def _shift_symbol(sym: Symbol, d: int) -> Symbol:
+    return Symbol(sym.kind, sym.needs, sym.refs, sym.bases,
+                  [Site(x.line + d, x.col, x.end_line + d, x.end_col, x.needs, x.api)
+                   for x in sym.sites], sym.line + d,
+                  shift_flow(sym.flow, d) if sym.flow is not None else None)
+
+
+class _Members:
+    """The methods of a class statement whose text the edit since the previous build did not
+    touch, and what each added then.
+
+    What a method adds depends on its own text and position, on the module's environment (its
+    imports and module-level bindings: ``reuse.changed`` empty says they are as before) and on
+    the names its class binds; a method outside the edited lines, of a class that binds the same
+    names, at the same place or moved by the lines the edit added, adds what it added before,
+    moved as far. Anything else is made again (and remembered for the next build)."""
+
+    RESULTS = "summary:members"
+
+    def __init__(self, facts: FileFacts, cls: ast.ClassDef, names: tuple,
+                 carried: dict, edited: tuple[int, int, int]):
+        self.facts = facts
+        self.cls = cls
+        first, last, delta = edited
+        self.members: dict[str, _Member] = {}
+        store: dict = facts.reuse.results.setdefault(self.RESULTS, {})  # type: ignore[union-attr]
+        store[("class", cls.name)] = names
+        counts: dict[str, int] = {}
+        for item in cls.body:
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                counts[item.name] = counts.get(item.name, 0) + 1
+        same = carried.get(("class", cls.name)) == names
+        for item in cls.body:
+            if not isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                    or counts[item.name] > 1:
+                continue  # (a name defined twice: left to the plain path)
+            qual = f"{cls.name}.{item.name}"
+            start = min([item.lineno, *(d.lineno for d in item.decorator_list)])
+            end = item.end_lineno or item.lineno
+            old = None
+            if same and end < first:
+                old = carried.get((qual, start, end))
+            elif same and start > last:
+                old = carried.get((qual, start - delta, end - delta))
+            member = old.moved(start, end) if old is not None else _Member(start, end, False)
+            self.members[qual] = member
+            store[(qual, start, end)] = member
+
+    @classmethod
+    def of(cls, facts: FileFacts, part) -> _Members | None:
+        """For a class statement in the language server, after an edit the parser placed."""
+        reuse = facts.reuse
+        node = getattr(part, "node", None)
+        if reuse is None or not isinstance(node, ast.ClassDef):
+            return None
+        edited = getattr(reuse, "edited", None)
+        carried = reuse.carried.get(cls.RESULTS, {})  # type: ignore[union-attr]
+        if edited is None or reuse.changed != frozenset():  # type: ignore[union-attr]
+            carried = {}
+            edited = (0, 1 << 30, 0)  # (nothing is kept; this build's are remembered)
+        scope = facts.scopes.get(node.name)
+        if scope is None or scope.node is not node:
+            return None
+        # What the class binds (the values of its plain attributes too: ``consts_for`` reads
+        # them), which its methods' results may read.
+        names = (tuple(sorted(scope.bindings)), tuple(sorted(scope.children)),
+                 tuple(sorted(scope.annotations)),
+                 tuple(ast.dump(v) for _, values in sorted(scope.bindings.items())
+                       for v in values if isinstance(v, ast.expr)))
+        members = cls(facts, node, names, carried, edited)
+        members._check(part)
+        return members
+
+    def _check(self, part) -> None:
+        """A kept method must have the same scopes and as many calls as when it was made (it
+        has, its text being the same): one that does not is made again."""
+        calls: dict[str, int] = {}
+        quals: dict[str, set[str]] = {}
+        for c in part.calls:
+            m = self.member(c.scope.qualname)
+            if m is not None and m.kept:
+                key = self._key(c.scope.qualname)
+                calls[key] = calls.get(key, 0) + 1
+        for qual, _ in part.scopes:
+            m = self.member(qual)
+            if m is not None and m.kept:
+                quals.setdefault(self._key(qual), set()).add(qual)
+        store: dict = self.facts.reuse.results[self.RESULTS]  # type: ignore[union-attr]
+        for key, m in list(self.members.items()):
+            if m.kept and (calls.get(key, 0) != len(m.calls) or quals.get(key, set())
+                           != set(m.symbols)):
+                fresh = self.members[key] = _Member(m.start, m.end, False)
+                store[(key, m.start, m.end)] = fresh
+
+    def _key(self, qual: str) -> str:
+        head, _, rest = qual.partition(".")
+        return f"{head}.{rest.partition('.')[0]}"
+
+    def member(self, qual: str) -> _Member | None:
+        head, _, rest = qual.partition(".")
+        if head != self.cls.name or not rest:
+            return None
+        return self.members.get(self._key(qual))
+
+    def kept(self, qual: str) -> _Member | None:
+        m = self.member(qual)
+        return m if m is not None and m.kept and qual in m.symbols else None
+
+    def attributes(self, summariser: _Summariser):
+        """``class_attributes``' ``of_method``: a kept method's, or made and remembered."""
+        def of_method(method: Scope) -> dict[str, list]:
+            m = self.members.get(method.qualname)
+            if m is not None and m.kept and m.attrs is not None:
+                return m.attrs
+            found = method_attributes(self.facts, method, summariser.ref)
+            if m is not None:
+                m.attrs = found
+            return found
+        return of_method
+
+    def finish(self, symbols: dict[str, Symbol]) -> None:
+        """Remember the symbols each method made in this build (complete now: its calls have
+        added their constraint sites)."""
+        for qual, sym in symbols.items():
+            m = self.member(qual)
+            if m is not None and not m.kept:
+                m.symbols[qual] = sym
+
+
 class _Summariser:
     def __init__(self, facts: FileFacts):
         self.f = facts
@@ -326,9 +481,14 @@ class _Summariser:
 
     def _fragment(self, part) -> _Fragment:
         """What one top-level statement adds: the symbols of its functions and classes with
-        their constraint sites, and what its calls add (``part``: see reuse.each_statement)."""
+        their constraint sites, and what its calls add (``part``: see reuse.each_statement).
+
+        In the language server a class is one statement of hundreds of lines: what each of its
+        methods adds is kept per method (``_Members``), and an edit in one method makes only
+        that one again."""
         frag = _Fragment(part.node.lineno if part.node is not None else 0)
         symbols = frag.symbols
+        members = _Members.of(self.f, part)
         by_scope: dict[Scope, list[ast.Call]] | None = None
         if self.nnx:  # calls that may change an NNX argument in place (valueflow.py)
             by_scope = {}
@@ -340,20 +500,44 @@ class _Summariser:
             if c.api is not None and c.api.name in MESH_ARGUMENTS:
                 mesh_calls.setdefault(c.scope, []).append(c)
         for qual, scope in part.scopes:  # a redefinition in the statement keeps the last one
+            kept = members.kept(qual) if members is not None else None
+            if kept is not None:
+                symbols[qual] = kept.symbols[qual]
+                continue
             refs, bases = self._scope_refs(scope)
             if scope.kind == "function":
                 flow = function_flow(self.f, scope, self.ref,
                                      by_scope.get(scope) if by_scope is not None else None,
                                      mesh_calls.get(scope, ()))
             else:
-                attrs = class_attributes(self.f, scope, self.ref)
+                of_method = members.attributes(self) if members is not None else None
+                attrs = class_attributes(self.f, scope, self.ref, of_method)
                 flow = {"attrs": attrs} if attrs else None
             symbols[qual] = Symbol(scope.kind, refs=refs, bases=bases,
                                    line=getattr(scope.node, "lineno", 0), flow=flow)
         for c in part.calls:
             if c.api is not None:
                 frag.apis.add(c.api.name)
-            self._call(c, frag)
+            member = members.member(c.scope.qualname) if members is not None else None
+            if member is None:
+                self._call(c, frag)
+            elif member.kept:
+                edges, entries, provides, unknown = member.calls[member.replayed]
+                member.replayed += 1
+                frag.edges.extend(edges)
+                frag.entries.extend(entries)
+                frag.provides |= provides
+                frag.unknown.extend(unknown)
+            else:  # (what this call adds, remembered for the next build)
+                ne, nn, nu, was = len(frag.edges), len(frag.entries), len(frag.unknown), \
+                    frag.provides
+                frag.provides = 0
+                self._call(c, frag)
+                member.calls.append((frag.edges[ne:], frag.entries[nn:], frag.provides,
+                                     frag.unknown[nu:]))
+                frag.provides |= was
+        if members is not None:
+            members.finish(symbols)
         frag.config_tables = python_tables(self.f, part.scopes, part.calls)
         return frag
 

@@ -391,9 +391,12 @@ def _is_mesh_annotation(facts: FileFacts, ann: ast.expr, optional: bool = False)
     return known is not None and known.role in _MESH_ROLES
 
 
-def class_attributes(facts: FileFacts, cls: Scope, ref: RefFn) -> dict[str, list]:
+def class_attributes(facts: FileFacts, cls: Scope, ref: RefFn,
+                     of_method: Callable[[Scope], dict[str, list]] | None = None
+                     ) -> dict[str, list]:
     """Kind terms of the attributes a class's methods set on ``self`` (``self.mesh = mesh``),
-    and of its annotated fields (``mesh: Mesh``)."""
+    and of its annotated fields (``mesh: Mesh``). ``of_method``: what one method sets
+    (default :func:`method_attributes`; the summariser hands back a kept method's)."""
     out: dict[str, list] = {}
     for name, ann in cls.annotations.items():
         if _is_mesh_annotation(facts, ann):
@@ -401,22 +404,32 @@ def class_attributes(facts: FileFacts, cls: Scope, ref: RefFn) -> dict[str, list
     for method in cls.children.values():
         if method.kind != "function" or not method.stores:
             continue
-        flow: LocalFlow | None = None
-        for target, stmt in method.stores:
-            if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
-                    and target.value.id == "self"):
-                continue
-            value = getattr(stmt, "value", None)
-            if isinstance(stmt, ast.AugAssign) or value is None or isinstance(
-                    getattr(stmt, "targets", [None])[0], (ast.Tuple, ast.List)):
-                continue  # (a value shardlint cannot see: it adds nothing)
-            if flow is None:
-                flow = LocalFlow(facts, method)
-            terms = kind_terms(facts, method, value, ref, flow)
-            out.setdefault(target.attr, []).extend(
-                [*t, method.name] if t[0] == "p" else t for t in terms)
+        found = of_method(method) if of_method is not None else \
+            method_attributes(facts, method, ref)
+        for name, terms in found.items():
+            out.setdefault(name, []).extend(terms)
     return {k: _unique_terms(v) for k, v in out.items()
             if any(t[0] in INTERESTING for t in v)}
+
+
+def method_attributes(facts: FileFacts, method: Scope, ref: RefFn) -> dict[str, list]:
+    """Kind terms of what one method sets on ``self``, by attribute, in order."""
+    out: dict[str, list] = {}
+    flow: LocalFlow | None = None
+    for target, stmt in method.stores:
+        if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+                and target.value.id == "self"):
+            continue
+        value = getattr(stmt, "value", None)
+        if isinstance(stmt, ast.AugAssign) or value is None or isinstance(
+                getattr(stmt, "targets", [None])[0], (ast.Tuple, ast.List)):
+            continue  # (a value shardlint cannot see: it adds nothing)
+        if flow is None:
+            flow = LocalFlow(facts, method)
+        terms = kind_terms(facts, method, value, ref, flow)
+        out.setdefault(target.attr, []).extend(
+            [*t, method.name] if t[0] == "p" else t for t in terms)
+    return out
 
 
 def _defaults(facts: FileFacts, scope: Scope, fn: ast.FunctionDef | ast.AsyncFunctionDef
