@@ -12,6 +12,7 @@ from pathlib import Path
 
 from shardlint import __version__
 from shardlint.errors import UsageError
+from shardlint.fsio import write_atomic
 from shardlint.fingerprint import fingerprints, relative
 from shardlint.rules.base import Finding
 from shardlint.source import SourceText
@@ -26,7 +27,7 @@ def write(path: Path, findings: list[Finding], sources: dict[str, SourceText], r
                for f, fp in zip(findings, prints)]
     data = {"shardlint": __version__, "format": FORMAT, "findings": entries}
     try:
-        path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_atomic(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n", newline=None)
     except OSError as exc:
         raise UsageError(f"cannot write baseline {path}: {exc.strerror}") from None
 

@@ -13,6 +13,7 @@ from shardlint.config import Config
 from shardlint.engine import Engine
 from shardlint.errors import ShardlintError, UsageError
 from shardlint.fixes import apply_fixes, fixable, unified_diff
+from shardlint.fsio import write_atomic
 from shardlint.report import formats
 from shardlint.rules.base import Finding, all_rules
 from shardlint.source import SourceText
@@ -178,14 +179,9 @@ def _fix_files(engine: Engine, targets: list[Path], findings: list[Finding],
             sys.stdout.write(unified_diff(formats.display_path(path_s), text, result.text))
             changed.append(path)
             continue
-        # Write to a temporary file beside it and rename: a crash never leaves half a file.
-        tmp = path.with_name(f".{path.name}.shardlint-tmp")
         try:
-            with open(tmp, "w", encoding="utf-8", newline="") as fh:
-                fh.write(result.text)
-            os.replace(tmp, path)
+            write_atomic(path, result.text)
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
             raise UsageError(f"cannot write {path}: {exc.strerror}") from None
         changed.append(path)
     if args.diff or not changed:
@@ -245,7 +241,7 @@ def _emit(args, cfg: Config, findings: list[Finding], sources: dict[str, SourceT
             out += f" ({fixes} with a fix; `--fix` applies the safe ones)." if fixes else "."
     if args.output_file is not None:
         try:
-            args.output_file.write_text(out + "\n", encoding="utf-8")
+            write_atomic(args.output_file, out + "\n", newline=None)
         except OSError as exc:
             raise UsageError(f"cannot write {args.output_file}: {exc.strerror}") from None
     elif out:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shardlint.errors import UsageError
+from shardlint.fsio import write_atomic
 
 
 @dataclass
@@ -113,7 +114,8 @@ def write_fixed(nb: Notebook, fixed: str) -> bool:
         first = raw[2:].split("\n", 1)[0]
         indent = len(first) - len(first.lstrip(" ")) or 1
     out = json.dumps(nb.data, indent=indent, ensure_ascii=False) + ("\n" if raw.endswith("\n") else "")
-    tmp = nb.path.with_name(f".{nb.path.name}.shardlint-tmp")
-    tmp.write_text(out, encoding="utf-8")
-    tmp.replace(nb.path)
+    try:
+        write_atomic(nb.path, out, newline=None)
+    except OSError as exc:
+        raise UsageError(f"cannot write {nb.path}: {exc.strerror}") from None
     return True

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from shardlint.errors import ConfigError, ShardlintError, UsageError
+from shardlint.fsio import write_atomic
 from shardlint.memory.findings import report_findings
 from shardlint.memory.hardware import ACCELERATORS, find_accelerator
 from shardlint.memory.probes import Probe, discover, resolve
@@ -220,7 +221,7 @@ def _run(args: argparse.Namespace) -> int:
         from shardlint.memory.render_html import render_html
 
         try:
-            Path(args.html).write_text(render_html(report, findings), encoding="utf-8")
+            write_atomic(args.html, render_html(report, findings), newline=None)
         except OSError as exc:
             raise UsageError(f"--html: cannot write {args.html}: {exc}") from None
         if not args.quiet:

@@ -1,0 +1,62 @@
+"""Every file shardlint writes goes through :func:`write_atomic`.
+
+The text goes to a temporary file in the same folder, is flushed to disk, and is renamed over the
+target (``os.replace`` is atomic on POSIX and Windows within one file system): a reader, or a
+process killed at any instant, sees the old file or the new one, never half of it. A file that
+existed keeps its permission bits (the temporary file would otherwise carry mkstemp's 0600).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+# Temporary files are named ``.<name>.<random>.shardlint-tmp``: hidden, and with a suffix no
+# linted file has, so a run killed mid-write leaves nothing a later run would read as source.
+TMP_SUFFIX = ".shardlint-tmp"
+
+
+def write_atomic(path: Path | str, data: str | bytes, *, encoding: str = "utf-8",
+                 newline: str | None = "") -> None:
+    """Replace ``path`` with ``data`` atomically. ``newline=""`` writes line endings as they are
+    in ``data`` (what fixes need: a CRLF file stays CRLF). Raises OSError; the temporary file is
+    removed whenever the write does not complete, including on KeyboardInterrupt."""
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        mode = None
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
+    try:
+        if isinstance(data, bytes):
+            fh = os.fdopen(fd, "wb")
+        else:
+            fh = os.fdopen(fd, "w", encoding=encoding, newline=newline)
+        with fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        else:
+            os.chmod(tmp, 0o666 & ~_UMASK)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    """The process umask (read by setting and restoring it, once, at import: there is no getter,
+    and setting it later could race with another thread creating a file)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _umask()
