@@ -232,10 +232,10 @@ class Engine:
         module, is_package = self.module_name(path)
         try:
             tree = parse_module(text, str(path))
-        except (SyntaxError, ValueError):
-            return None
-        facts = build_facts(str(path), module, tree, is_package, self.wrappers)
-        summary = summarise(facts)
+            facts = build_facts(str(path), module, tree, is_package, self.wrappers)
+            summary = summarise(facts)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None  # (linted on its own, the file gets its SHL000)
         summary.path = os.path.abspath(path)  # (one name for the file however it was reached)
         facts.release()
         if self.use_cache:
@@ -307,6 +307,20 @@ class Engine:
         except ValueError as exc:  # null bytes
             return spath, text, source, None, Finding(
                 "SHL000", "syntax-error", "error", f"cannot parse: {exc}", spath, Span(1, 0, 1, 0))
+        except (RecursionError, MemoryError):  # Python's own parser gives up: it cannot run either
+            return spath, text, source, None, Finding(
+                "SHL000", "syntax-error", "error",
+                "cannot parse: the code nests too deeply for Python's parser", spath,
+                Span(1, 0, 1, 0))
+        try:
+            return self._prepared(path, spath, text, source, tree, add_to_index, parser)
+        except RecursionError:
+            if parser is not None:
+                parser.memo = None
+            return spath, text, source, None, _too_deep(spath)
+
+    def _prepared(self, path: Path, spath: str, text: str, source: SourceText, tree,
+                  add_to_index: bool, parser: IncrementalParser | None):
         module, is_package = self.module_name(path)
         if parser is not None:  # the next version of an open file: replay what did not change
             previous = parser.memo if isinstance(parser.memo, FactsMemo) else None
@@ -339,6 +353,8 @@ class Engine:
                 continue
             try:
                 findings.extend(cls(ctx).check())
+            except RecursionError:
+                return self._filter([_too_deep(spath)], text, spath)
             except Exception:  # a broken rule must not take the other rules down
                 self.errors.append(InternalError(
                     spath, f"rule {cls.code} failed: {traceback.format_exc(limit=-3)}"))
@@ -600,3 +616,12 @@ class Engine:
                     seen.add(key)
                     out.append(f)
         return out
+
+
+def _too_deep(path: str) -> Finding:
+    """The one finding of a file that parses but nests deeper than the analysis follows (its
+    recursion would pass Python's limit: a generated sum of thousands of terms, say). Not an
+    error in the user's code, and nothing else is reported for the file."""
+    return Finding("SHL000", "syntax-error", "info",
+                   "not analysed: the code nests deeper than shardlint follows (Python's "
+                   "recursion limit); no other rule ran on this file", path, Span(1, 0, 1, 0))

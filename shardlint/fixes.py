@@ -99,6 +99,15 @@ def unified_diff(path: str, before: str, after: str) -> str:
 
 
 def wrap_in_with(text: str, line: int, context: str) -> Edit | None:
+    """An edit that wraps the simple statement holding ``line`` in ``with <context>:`` (None when
+    libcst cannot build one: no libcst, or code nested past Python's recursion limit)."""
+    try:
+        return _wrap_in_with(text, line, context)
+    except RecursionError:
+        return None
+
+
+def _wrap_in_with(text: str, line: int, context: str) -> Edit | None:
     """An edit that wraps the simple statement holding ``line`` in ``with <context>:``.
 
     Restructuring code is libcst's job: it keeps comments, formatting and multi-line strings

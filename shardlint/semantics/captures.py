@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import math
+from collections import ChainMap
 from dataclasses import dataclass
 
 from shardlint.semantics.execution import compiled_function
@@ -82,8 +83,7 @@ def array_source(facts: FileFacts, expr: ast.expr, scope: Scope,
     q = facts.qualify(expr.func)
     if q is None:
         return None
-    consts = dict(facts.consts_for(scope))
-    consts.update(_literal_defaults(scope))
+    consts = ChainMap(_literal_defaults(scope), facts.consts_for(scope))  # (defaults first)
 
     def lit(node: ast.expr | None):
         value = literal_or_unknown(node, consts) if node is not None else None

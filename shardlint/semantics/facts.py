@@ -7,7 +7,7 @@ Built by one pass over the ``ast`` (``semantics.visitor``). Rules query these re
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from shardlint.semantics import api
@@ -264,24 +264,12 @@ class FileFacts:
             cache = self.derived.setdefault("consts", {})
             found = cache.get(id(scope))  # type: ignore[union-attr]
             if found is None:
-                found = cache[id(scope)] = self._consts_for(scope)  # type: ignore[index]
-            return found
+                found = cache[id(scope)] = ScopeConsts(scope)  # type: ignore[index]
+            return found  # type: ignore[return-value]
         return self._consts_for(scope)
 
     def _consts_for(self, scope: Scope) -> dict[str, ast.expr]:
-        out: dict[str, ast.expr] = {}
-        chain = []
-        s: Scope | None = scope
-        while s is not None:
-            chain.append(s)
-            s = s.parent
-        for s in reversed(chain):
-            for k, v in s.bindings.items():
-                if len(v) == 1:
-                    out[k] = v[0]
-                else:
-                    out.pop(k, None)
-        return out
+        return _snapshot(_chain(scope))
 
     def literal(self, node: ast.expr | None, scope: Scope):
         return literal(node, self.consts_for(scope))
@@ -316,18 +304,18 @@ class FileFacts:
 
     def symbol_at(self, line: int) -> str:
         """Qualified name of the innermost function or class whose body holds ``line``."""
-        spans = self.derived.get("symbol_spans")
-        if spans is None:
-            spans = self.derived["symbol_spans"] = sorted(
+        owners = self.derived.get("symbol_lines")
+        if owners is None:
+            # One entry per line (a table: rules ask for every finding and every jit site, and
+            # a scan of all scopes per question is quadratic in a generated 50,000-line file).
+            spans = sorted(
                 (s.node.lineno, s.node.end_lineno or s.node.lineno, q)  # type: ignore[attr-defined]
                 for q, s in self.scopes.items() if q)
-        best = ""
-        for start, end, qual in spans:  # type: ignore[attr-defined]
-            if start > line:
-                break
-            if line <= end:
-                best = qual  # later starts are nested deeper
-        return best
+            owners = [""] * (max((end for _, end, _ in spans), default=0) + 2)
+            for start, end, qual in spans:  # later starts are nested deeper: they overwrite
+                owners[start:end + 1] = [qual] * (end + 1 - start)
+            self.derived["symbol_lines"] = owners
+        return owners[line] if 0 <= line < len(owners) else ""  # type: ignore[index]
 
     def release(self) -> None:
         """Break the reference cycles of these facts once nothing reads them again (scopes and
@@ -343,3 +331,69 @@ class FileFacts:
 
     def function_scopes(self) -> Iterator[Scope]:
         return (s for s in self.scopes.values() if s.kind == "function")
+
+
+def _chain(scope: Scope | None) -> list[Scope]:
+    """``scope`` and its parents, innermost first."""
+    out = []
+    while scope is not None:
+        out.append(scope)
+        scope = scope.parent
+    return out
+
+
+def _snapshot(chain: list[Scope]) -> dict[str, ast.expr]:
+    out: dict[str, ast.expr] = {}
+    for s in reversed(chain):
+        for k, v in s.bindings.items():
+            if len(v) == 1:
+                out[k] = v[0]
+            else:
+                out.pop(k, None)
+    return out
+
+
+class ScopeConsts(Mapping):
+    """The names bound exactly once that ``scope`` sees, looked up through its parents on
+    demand: the innermost scope binding a name decides (once: its value; more: unknown). The
+    same mapping as a copied dict, without copying every module name into every scope."""
+
+    __slots__ = ("_chain", "_full")
+
+    def __init__(self, scope: Scope):
+        self._chain = _chain(scope)
+        self._full: dict[str, ast.expr] | None = None
+
+    def __getitem__(self, name: str) -> ast.expr:
+        for s in self._chain:
+            values = s.bindings.get(name)
+            if values is not None:
+                if len(values) == 1:
+                    return values[0]
+                break
+        raise KeyError(name)
+
+    def __contains__(self, name: object) -> bool:
+        for s in self._chain:
+            values = s.bindings.get(name)  # type: ignore[call-overload]
+            if values is not None:
+                return len(values) == 1
+        return False
+
+    def get(self, name, default=None):
+        for s in self._chain:
+            values = s.bindings.get(name)
+            if values is not None:
+                return values[0] if len(values) == 1 else default
+        return default
+
+    def _all(self) -> dict[str, ast.expr]:
+        if self._full is None:
+            self._full = _snapshot(self._chain)
+        return self._full
+
+    def __iter__(self):
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
