@@ -3,6 +3,8 @@
 One worker process per device count (the count is fixed before JAX starts), running that count's
 probes one after another to pay the jax import once. A probe that hangs or exhausts memory gets
 its worker killed (the whole process group) and the remaining probes continue in a fresh worker.
+However a worker ends, its process group is killed once it is done with, so nothing a probe
+started outlives it (see `process.stop` for what can still escape).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -23,7 +26,16 @@ from typing import Any
 
 from shardlint.errors import UsageError
 from shardlint.memory.probes import Probe
-from shardlint.memory.process import HAS_PROC, describe_exit, kill, rss, worker_env
+from shardlint.memory.process import (
+    HAS_PROC,
+    MARKER_VAR,
+    describe_exit,
+    exited,
+    group_options,
+    rss,
+    stop,
+    worker_env,
+)
 from shardlint.memory.units import format_bytes
 
 WORKER = Path(__file__).with_name("worker.py")
@@ -108,15 +120,19 @@ class _Session:
         self.current_stage = "start"
         self.peak_rss = 0
         self._offset = 0
+        # Inherited by everything the worker starts: how `stop` finds those that left its group.
+        self.marker = uuid.uuid4().hex
+        env = worker_env(devices, options.platform)
+        env[MARKER_VAR] = self.marker
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(
                 [options.python, str(WORKER), str(request), str(self.events_path)],
                 cwd=options.cwd,
-                env=worker_env(devices, options.platform),
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                start_new_session=True,
+                **group_options(),  # a group of its own; what escapes it: process module doc
             )
 
     def log_tail(self) -> str:
@@ -179,22 +195,32 @@ class _Session:
                     progress(probe, self.devices, "done" if run.facts else "failed")
 
     def wait(self, progress: Progress | None, cancel: threading.Event | None) -> ProbeError | None:
-        """Run to the end; the error is for the probe in flight when the worker was stopped."""
+        """Run to the end; the error is for the probe in flight when the worker was stopped.
+
+        However it returns or raises, the worker's whole process group is killed and the worker
+        reaped: after a limit or a cancel, and also after a crash or a normal end, which may
+        leave running what the probe started."""
+        try:
+            return self._watch(progress, cancel)
+        finally:
+            stop(self.proc, self.marker)
+
+    def _watch(
+        self, progress: Progress | None, cancel: threading.Event | None
+    ) -> ProbeError | None:
         started = time.monotonic()
         limit = self.options.memory_limit
         if progress:
             progress(None, self.devices, "starting")
         while True:
             self._read_events(progress)
-            if self.proc.poll() is not None:
+            if exited(self.proc):  # not reaped yet: `stop` still kills its group safely
                 self._read_events(progress)
                 return None
             now = time.monotonic()
             if cancel is not None and cancel.is_set():
-                kill(self.proc)
                 return ProbeError("cancelled", "cancelled")
             if self.current is not None and now - self.current_started > self.options.timeout:
-                kill(self.proc)
                 return ProbeError(
                     "timeout",
                     f"the probe did not finish within {self.options.timeout:g} s "
@@ -203,7 +229,6 @@ class _Session:
                 )
             start_limit = max(self.options.timeout, _START_TIMEOUT)
             if self.current is None and not self.environment and now - started > start_limit:
-                kill(self.proc)
                 return ProbeError(
                     "timeout",
                     f"the worker did not import jax within {start_limit:g} s",
@@ -212,7 +237,6 @@ class _Session:
             used = rss(self.proc.pid) if limit or HAS_PROC else None
             self.peak_rss = max(self.peak_rss, used or 0)
             if limit and used is not None and used > limit:
-                kill(self.proc)
                 return ProbeError(
                     "memory-limit",
                     f"the worker used {format_bytes(used)} of host memory, over the limit of "

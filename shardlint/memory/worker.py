@@ -7,8 +7,9 @@ library until jax. (`python -m shardlint.memory.worker` works too where shardlin
 
 Protocol: the request is a JSON file; events are JSON lines appended to EVENTS.jsonl, never
 written to stdout, because user code may print there. The parent fixes the device count
-(XLA_FLAGS / JAX_PLATFORMS) before this process starts, enforces the time and memory limits and
-kills the process group to cancel.
+(XLA_FLAGS / JAX_PLATFORMS) before this process starts, enforces the time and memory limits, and
+kills this process's group (its session) to cancel and whenever this process has ended, so that
+nothing a probe started outlives it; if the parent dies first, this process does that itself.
 
 Events: hello (jax imported) | fatal (nothing can run: no jax, wrong device count) |
 begin / stage / result (one probe) | end (reason "done", or "fresh-process" when the next probe
@@ -24,6 +25,7 @@ import io
 import json
 import os
 import platform
+import signal
 import sys
 import threading
 import time
@@ -269,13 +271,27 @@ def run_probe(
 
 
 def _exit_with_parent() -> None:
-    """Exit when shardlint goes away (an editor crash, a killed terminal): never run orphaned."""
+    """Exit when shardlint goes away (an editor crash, a killed terminal): never run orphaned,
+    and leave nothing the probe started running either, since no parent is left to clean up."""
     parent = os.getppid()
+    try:  # read before user code runs, which may change os.environ
+        process = _load_sibling("process")
+        marker = os.environ.get(process.MARKER_VAR)
+    except Exception:  # noqa: BLE001 - still exit with the parent, just without the sweep
+        process, marker = None, None
 
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(1.0)
-        os._exit(4)
+        try:
+            if process is not None and marker:
+                process.sweep(marker, skip=os.getpid())  # those that left the group (Linux)
+            if hasattr(os, "killpg") and os.getpgrp() == os.getpid():
+                # Our own group (the parent started us with a new session): us and what the
+                # probe started. Not when run by hand inside someone else's group.
+                os.killpg(os.getpid(), signal.SIGKILL)
+        finally:
+            os._exit(4)
 
     threading.Thread(target=watch, name="shardlint-parent-watch", daemon=True).start()
 
