@@ -48,3 +48,26 @@ def nodes(root: ast.AST) -> list[ast.AST]:
 
 def calls(root: ast.AST) -> list[ast.Call]:
     return [n for n in nodes(root) if type(n) is ast.Call]
+
+
+def walk_body(node: ast.AST):
+    """``ast.walk(node)`` without ``node``'s own decorators (they run in the enclosing scope:
+    a function's analysis reads its body, and a stack of decorators, each of them a jit site of
+    the same function, would otherwise be read once per site)."""
+    if not getattr(node, "decorator_list", None):
+        yield from ast.walk(node)
+        return
+    yield node
+    todo: list[ast.AST] = []
+    for name in node._fields:
+        if name == "decorator_list":
+            continue
+        value = getattr(node, name, None)
+        if isinstance(value, ast.AST):
+            todo.append(value)
+        elif isinstance(value, list):
+            todo.extend(v for v in value if isinstance(v, ast.AST))
+    while todo:
+        n = todo.pop()
+        yield n
+        todo.extend(ast.iter_child_nodes(n))

@@ -16,6 +16,7 @@ from shardlint.semantics.models import (
     project_uses_mesh,
     project_uses_partitioning,
 )
+from shardlint.syntax import walk_body
 
 INIT_METHODS = ("init", "init_with_output")
 # Keywords that place the outputs (`out_axis_resources`: pjit before jax 0.4.x).
@@ -281,7 +282,7 @@ init = partial(jax.jit, keep_unused=True)(Ensemble().init)  # expect: SHL302
     def _places_outputs(self, node: ast.AST) -> bool:
         """The body constrains or places values itself, also inside a lambda it maps over the
         tree (`jax.tree.map(lambda p, s: with_sharding_constraint(p, ...), ...)`)."""
-        for n in ast.walk(node):
+        for n in walk_body(node):
             if not isinstance(n, ast.Call) or not isinstance(n.func, (ast.Name, ast.Attribute)):
                 continue
             known = self.facts.resolve(n.func)

@@ -22,6 +22,7 @@ from shardlint.semantics.execution import compiled_function
 from shardlint.semantics.facts import FileFacts, JitSite, Scope
 from shardlint.semantics.liveness import METADATA
 from shardlint.semantics.names import call_arg, is_unknown, literal_or_unknown
+from shardlint.syntax import walk_body
 
 _CONSTRUCTORS = frozenset({
     "array", "asarray", "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
@@ -190,13 +191,9 @@ def _bound_inside(node: ast.AST) -> set[str]:
     assignment and loop targets, comprehension variables, nested defs, imports)."""
     bound: set[str] = set()
     outer: set[str] = set()  # `global` / `nonlocal`: they name the enclosing binding
-    for n in ast.walk(node):
+    for n in walk_body(node):  # (not its own decorators: they bind nothing inside)
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            a = n.args
-            bound.update(x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs])
-            bound.update(x.arg for x in (a.vararg, a.kwarg) if x is not None)
-            if not isinstance(n, ast.Lambda) and n is not node:
-                bound.add(n.name)
+            _bind_function(n, bound, top=n is node)
         elif isinstance(n, ast.ClassDef):
             bound.add(n.name)
         elif isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
@@ -208,6 +205,14 @@ def _bound_inside(node: ast.AST) -> set[str]:
         elif isinstance(n, ast.ExceptHandler) and n.name:
             bound.add(n.name)
     return bound - outer
+
+
+def _bind_function(n: ast.AST, bound: set[str], top: bool) -> None:
+    a = n.args  # type: ignore[attr-defined]
+    bound.update(x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs])
+    bound.update(x.arg for x in (a.vararg, a.kwarg) if x is not None)
+    if not isinstance(n, ast.Lambda) and not top:
+        bound.add(n.name)  # type: ignore[attr-defined]
 
 
 def _metadata_reads(node: ast.AST) -> set[int]:

@@ -61,13 +61,26 @@ _AT_METHODS = frozenset({"set", "add", "multiply", "mul", "divide", "power", "mi
 
 
 def own_nodes(node: ast.AST) -> Iterator[ast.AST]:
-    """Every node of a body, without entering nested functions, classes or lambdas."""
-    todo = list(ast.iter_child_nodes(node)) if isinstance(node, (*_NESTED, ast.Module)) else [node]
+    """Every node of a body, without entering nested functions, classes or lambdas (nor the
+    decorators of ``node`` itself: they run in the enclosing scope)."""
+    if isinstance(node, (*_NESTED, ast.Module)):
+        todo = [n for name in node._fields if name != "decorator_list"
+                for n in _children(getattr(node, name, None))]
+    else:
+        todo = [node]
     while todo:
         n = todo.pop()
         yield n
         if not isinstance(n, _NESTED):
             todo.extend(ast.iter_child_nodes(n))
+
+
+def _children(value) -> list[ast.AST]:
+    if isinstance(value, ast.AST):
+        return [value]
+    if isinstance(value, list):
+        return [v for v in value if isinstance(v, ast.AST)]
+    return []
 
 
 def positional_params(fn: ast.AST) -> list[str]:
