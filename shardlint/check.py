@@ -16,7 +16,7 @@ from shardlint.fixes import apply_fixes, fixable, unified_diff
 from shardlint.fsio import write_atomic
 from shardlint.report import formats
 from shardlint.rules.base import Finding, all_rules
-from shardlint.source import SourceText
+from shardlint.source import SourceText, decode_source, decoded
 
 
 def _config(args: argparse.Namespace, paths: list[Path], stdin: bool,
@@ -60,8 +60,8 @@ def _read(path: str) -> SourceText | None:
             from shardlint.notebook import load
 
             return SourceText(path, load(Path(path)).text)
-        return SourceText(path, Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ShardlintError):
+        return SourceText(path, decode_source(Path(path).read_bytes()))
+    except (OSError, UnicodeDecodeError, SyntaxError, ShardlintError):
         return None
 
 
@@ -168,19 +168,24 @@ def _fix_files(engine: Engine, targets: list[Path], findings: list[Finding],
                 changed.append(path)
             continue
         try:
-            raw = path.read_bytes()
-            text = raw.decode("utf-8")
-        except (OSError, UnicodeDecodeError):
+            text, encoding = decoded(path.read_bytes())
+        except (OSError, UnicodeDecodeError, SyntaxError):
             continue
         result = apply_fixes(text, items, args.unsafe_fixes)
         if result.text == text:
+            continue
+        try:
+            result.text.encode(encoding)
+        except UnicodeEncodeError:
+            print(f"shardlint: {formats.display_path(path_s)}: the fixed text does not fit its "
+                  f"declared encoding ({encoding}); left unchanged", file=sys.stderr)
             continue
         if args.diff:
             sys.stdout.write(unified_diff(formats.display_path(path_s), text, result.text))
             changed.append(path)
             continue
         try:
-            write_atomic(path, result.text)
+            write_atomic(path, result.text, encoding=encoding)  # (a coding line's encoding kept)
         except OSError as exc:
             raise UsageError(f"cannot write {path}: {exc.strerror}") from None
         changed.append(path)

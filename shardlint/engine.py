@@ -30,7 +30,7 @@ from shardlint.semantics.summary import ModuleSummary, summarise
 from shardlint.semantics.versions import Versions, detect
 from shardlint.semantics.visitor import build_facts, rebuild_facts
 from shardlint.semantics.wrappers import Wrappers
-from shardlint.source import SourceText, Span
+from shardlint.source import SourceText, Span, decode_source
 from shardlint.suppress import parse as parse_suppressions
 from shardlint.syntax import parse as parse_module
 
@@ -66,8 +66,8 @@ def _quiet_read(path: Path) -> str | None:
             from shardlint.notebook import load
 
             return load(path).text
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError, ShardlintError):
+        return decode_source(path.read_bytes())
+    except (OSError, UnicodeDecodeError, SyntaxError, ShardlintError):
         return None
 
 
@@ -480,9 +480,14 @@ class Engine:
             self.errors.append(InternalError(str(path), f"cannot read: {exc.strerror}"))
             return None
         try:
-            return data.decode("utf-8")
+            return decode_source(data)
         except UnicodeDecodeError as exc:
-            self.errors.append(InternalError(str(path), f"not UTF-8 text: {exc.reason}"))
+            self.errors.append(InternalError(
+                str(path), f"not UTF-8 text (nor in the encoding its coding line declares): "
+                f"{exc.reason} at byte {exc.start}"))
+            return None
+        except SyntaxError as exc:  # a coding line naming an encoding Python does not know
+            self.errors.append(InternalError(str(path), f"cannot decode: {exc.msg}"))
             return None
 
     def _lint_serial(self, targets: list[Path]) -> list[Finding]:

@@ -93,3 +93,24 @@ class SourceText:
         end = self.line_text(span.end_line).encode("utf-8")[: span.end_col]
         parts.append(end.decode("utf-8", "replace"))
         return "\n".join(parts)
+
+
+def decode_source(data: bytes) -> str:
+    """A Python file's text as Python reads it: UTF-8 (a BOM is kept, the parser accepts it),
+    or the encoding its PEP 263 cookie declares (``# -*- coding: latin-1 -*-``). Raises
+    UnicodeDecodeError for bytes that are neither (and SyntaxError for an unknown encoding)."""
+    return decoded(data)[0]
+
+
+def decoded(data: bytes) -> tuple[str, str]:
+    """(text, encoding) of a Python file's bytes (see ``decode_source``)."""
+    try:
+        return data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        import io
+        import tokenize
+
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        if encoding in ("utf-8", "utf-8-sig"):
+            raise
+        return data.decode(encoding), encoding

@@ -136,3 +136,17 @@ def test_fix_killed_mid_run_leaves_each_file_old_or_new(tmp_path):
                            "--format", "json", "."], cwd=project, capture_output=True, text=True,
                           timeout=300)
     assert not any(TMP_SUFFIX in f["path"] for f in json.loads(lint.stdout))
+
+
+def test_a_file_in_its_declared_encoding_is_linted_and_fixed_in_it(tmp_path):
+    """PEP 263: `# -*- coding: latin-1 -*-` is valid Python; its fix is written back in latin-1."""
+    path = tmp_path / "train.py"
+    text = "# -*- coding: latin-1 -*-\n# café\n" + BAD.format(i=0)
+    path.write_bytes(text.encode("latin-1"))
+    run = [sys.executable, "-m", "shardlint", "check", "--no-cache"]
+    found = subprocess.run([*run, str(path)], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=120)
+    assert found.returncode == 1 and "SHL101" in found.stdout, found.stdout + found.stderr
+    subprocess.run([*run, "--fix", str(path)], cwd=tmp_path, capture_output=True, timeout=120)
+    fixed = path.read_bytes().decode("latin-1")
+    assert "jax.set_mesh(mesh)" in fixed and "# café\n" in fixed
