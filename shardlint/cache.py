@@ -7,6 +7,11 @@ Two things are kept, both keyed by the file's content hash:
   ``model.py`` can depend on what ``train.py`` contributes to the index.
 The whole cache is one JSON file, replaced atomically (write a temporary file, then rename), so
 concurrent runs never read half a file; the last writer wins.
+
+Where: ``.shardlint_cache/`` of the project root by default (``shardlint check``: the user asked
+for the run). The language server in a workspace its client did not declare trusted writes nothing
+into the workspace: its cache goes to :func:`workspace_cache_dir`, a folder of the user's cache
+directory named after the project root.
 """
 
 from __future__ import annotations
@@ -14,15 +19,38 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
+import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from shardlint.fsio import write_atomic
 from shardlint.rules.base import Edit, Finding, Fix, Related
 from shardlint.source import Span
 
 DIR = ".shardlint_cache"
 FILE = "index-v2.json"
+
+
+def user_cache_dir() -> Path:
+    """The user's cache directory, by platform convention: ``%LOCALAPPDATA%`` on Windows,
+    ``~/Library/Caches`` on macOS, else ``$XDG_CACHE_HOME`` (when absolute) or ``~/.cache``."""
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA")
+        return Path(base) if base else Path.home() / "AppData" / "Local"
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches"
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    return Path(base) if os.path.isabs(base) else Path.home() / ".cache"
+
+
+def workspace_cache_dir(root: Path | str) -> Path:
+    """The cache folder of the project ``root`` outside it: ``<user cache>/shardlint/<name>-<hash>``,
+    the hash of the resolved root (two roots never share a folder; the name is for people)."""
+    resolved = os.path.realpath(root)
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", os.path.basename(resolved))[:40].strip(".") or "root"
+    key = hashlib.sha256(resolved.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return user_cache_dir() / "shardlint" / f"{name}-{key}"
 
 
 _STAMP: list[str] = []
@@ -89,10 +117,12 @@ class Cache:
     findings: dict[str, list] = field(default_factory=dict)  # rel -> [digest, project, [...]]
     dirty: bool = False
     _loaded: bool = False
+    # Where the cache file lives; None: ``.shardlint_cache/`` of ``root``. Set before ``load``.
+    folder: Path | None = None
 
     @property
     def path(self) -> Path:
-        return self.root / DIR / FILE
+        return (self.root / DIR if self.folder is None else self.folder) / FILE
 
     def load(self) -> None:
         if not self.enabled or self._loaded:
@@ -153,19 +183,19 @@ class Cache:
             return
         folder = self.path.parent
         try:
-            folder.mkdir(exist_ok=True)
-            gitignore = folder / ".gitignore"
-            if not gitignore.exists():
-                gitignore.write_text("# created by shardlint\n*\n", encoding="utf-8")
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".index-", suffix=".tmp")
+            if self.folder is None:  # inside the project: keep it out of git
+                folder.mkdir(exist_ok=True)
+                gitignore = folder / ".gitignore"
+                if not gitignore.exists():
+                    gitignore.write_text("# created by shardlint\n*\n", encoding="utf-8")
+            else:
+                folder.mkdir(parents=True, exist_ok=True)
             files = {rel: [e[0], e[1].to_json() if hasattr(e[1], "to_json") else e[1], *e[2:]]
                      for rel, e in self.summaries.items()}
             # (dumps, not dump: one call of the C encoder instead of Python's chunked one)
             text = json.dumps({"key": self.key, "files": files, "findings": self.findings},
                               separators=(",", ":"))
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            os.replace(tmp, self.path)
+            write_atomic(self.path, text)
             self.dirty = False
         except OSError:
             pass  # a read-only checkout still lints, just without a cache

@@ -7,6 +7,10 @@ previous one's index update).
 ``generation`` grows whenever something other documents' findings may depend on changes: a
 module summary in an index, a configuration, an index rebuild. A result computed at an older
 generation is stale.
+
+``trusted`` (the client declared the workspace trusted) decides where the engines' caches live:
+``.shardlint_cache/`` of each project when trusted, else a folder of the user's cache directory
+(``cache.workspace_cache_dir``), so that a session in an untrusted folder writes nothing into it.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from shardlint import cache as cache_mod
 from shardlint.config import Config, find_root, load
 from shardlint.engine import Engine, gc_paused, mentions_jax
 from shardlint.errors import ConfigError
@@ -52,6 +57,7 @@ def _compatible(old: Config, new: Config) -> bool:
 class Analyzer:
     def __init__(self) -> None:
         self.overrides: dict = {}
+        self.trusted = False  # until the client says so: nothing is written into the workspace
         self.generation = 0
         self.messages: list[tuple[str, str]] = []  # (level, text) for the client, drained by the session
         self._configs: dict[Path, Config] = {}  # by folder of a linted file
@@ -97,6 +103,21 @@ class Analyzer:
         self.overrides = clean
         return self.reload_config(force=True)
 
+    def set_trusted(self, trusted: bool) -> None:
+        """The client's workspace trust: where the caches go from now on (it changes no finding)."""
+        self.trusted = bool(trusted)
+        for engine in self._engines.values():
+            self._place_cache(engine)
+
+    def _place_cache(self, engine: Engine) -> None:
+        cache = engine.cache
+        cache.folder, cache.enabled = None, engine.use_cache
+        if not self.trusted:
+            try:
+                cache.folder = cache_mod.workspace_cache_dir(engine.root)
+            except (RuntimeError, OSError, ValueError):  # no home directory: no cache at all
+                cache.enabled = False
+
     def reload_config(self, force: bool = False) -> bool:
         """Re-read every configuration (a pyproject.toml changed); True when any differs."""
         old_configs = dict(self._configs)
@@ -139,6 +160,7 @@ class Analyzer:
         engine = self._engines.get(cfg.root)
         if engine is None:
             engine = Engine(cfg)
+            self._place_cache(engine)  # before anything loads or saves it
             self._engines[cfg.root] = engine
         elif engine.config != cfg and _compatible(engine.config, cfg):
             engine.config = cfg

@@ -192,6 +192,8 @@ def _apply_settings(ls: ShardlintServer, parsed: settings.ClientSettings, wait: 
         s.show_messages([("warning", f"shardlint: settings: {problem}")])
     if parsed.debounce_ms is not None:
         s.debounce = parsed.debounce_ms / 1000
+    # Where the caches go (untrusted: outside the workspace); queued before any index is built.
+    s.worker.submit(s.analyzer.set_trusted, parsed.trusted)
     if not wait:  # during initialize: queued on the worker before any analysis
         s.worker.submit(s.analyzer.set_overrides, parsed.overrides)
         return None

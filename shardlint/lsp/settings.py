@@ -16,11 +16,18 @@ Accepted either flat or under a ``shardlint`` key (VS Code sends its settings se
 It runs the workspace's code, so it needs both ``enabled`` and ``trusted``: the server cannot
 know whether the editor trusts the folder, the client says so. Absent or malformed: off.
 ``devices``/``hardware``/``capacity``/``python`` override ``[tool.shardlint.memory]``.
+
+Workspace trust: ``{"trusted": true}`` (top level of the section), or else ``memory.trusted``
+(what the VS Code extension sends from ``vscode.workspace.isTrusted``). Absent, malformed or
+false: untrusted, and the server writes nothing into the workspace (its cache goes to the user's
+cache directory, see ``analyzer.py``). A top-level ``"trusted": false`` also turns the memory
+check off; ``true`` counts for ``memory`` when it does not say ``trusted`` itself. Like every
+setting it is read from each settings payload in full: one without it means untrusted.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from shardlint.errors import ConfigError
 from shardlint.memory.hardware import find_accelerator
@@ -54,6 +61,7 @@ class ClientSettings:
     overrides: dict = field(default_factory=dict)  # keyword arguments of Config.with_overrides
     debounce_ms: int | None = None
     memory: MemoryClientSettings = field(default_factory=MemoryClientSettings)
+    trusted: bool = False  # the client declared the workspace trusted
     problems: list[str] = field(default_factory=list)
 
 
@@ -86,6 +94,19 @@ def parse(raw) -> ClientSettings:
                 out.problems.append(f"`{key}` must be a number of milliseconds (0 to 10000)")
         elif key == "memory" and value is not None:
             out.memory = _memory(value, out.problems)
+        elif key == "trusted" and value is not None and not isinstance(value, bool):
+            out.problems.append("`trusted` must be true or false")
+    declared = section.get("trusted")
+    if declared is not None and not isinstance(declared, bool):
+        declared = False  # malformed: untrusted, whatever `memory` says
+    if isinstance(declared, bool):
+        out.trusted = declared
+        memory = section.get("memory")
+        says = isinstance(memory, dict) and memory.get("trusted") is not None
+        if not declared or not says:
+            out.memory = replace(out.memory, trusted=declared)
+    else:
+        out.trusted = out.memory.trusted
     return out
 
 

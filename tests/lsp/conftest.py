@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -232,8 +233,20 @@ def codes_lines(diags) -> set[tuple[str, int]]:
     return {(str(d.code), d.range.start.line + 1) for d in diags}
 
 
-async def _editor(name: str, command: list[str] = SERVER):
-    client = await ClientServerConfig(server_command=command, client_factory=make_client).start()
+def server_env(user_cache: Path) -> dict[str, str]:
+    """The server's environment, with the user cache directory (where a session in an untrusted
+    workspace keeps its cache) in ``user_cache`` rather than the real home's."""
+    return dict(os.environ, XDG_CACHE_HOME=str(user_cache), LOCALAPPDATA=str(user_cache))
+
+
+@pytest.fixture(scope="session")
+def user_cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("user-cache")
+
+
+async def _editor(name: str, command: list[str] = SERVER, env: dict[str, str] | None = None):
+    client = await ClientServerConfig(server_command=command, client_factory=make_client,
+                                      server_env=env).start()
     ed = Editor(client, name)
     try:
         yield ed
@@ -243,7 +256,7 @@ async def _editor(name: str, command: list[str] = SERVER):
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def _servers(tmp_path_factory):
+async def _servers(tmp_path_factory, user_cache):
     """One server per client kind for the whole session: starting one costs about a second.
 
     Each test opens files of its own project folder; the server keeps one engine per project.
@@ -254,7 +267,7 @@ async def _servers(tmp_path_factory):
 
     async def get(name: str) -> Editor:
         if name not in started:
-            gen = _editor(name)
+            gen = _editor(name, env=server_env(user_cache))
             ed = await gen.__anext__()
             await ed.start(root)
             started[name], _ = ed, gens.append(gen)
@@ -278,13 +291,14 @@ async def editor(request, _servers):
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def fresh():
-    """Start a server of one's own: ``async with fresh("vscode") as ed``."""
+async def fresh(user_cache):
+    """Start a server of one's own: ``async with fresh("vscode") as ed`` (``env``: the server's
+    whole environment, by default this one with the user cache directory in ``user_cache``)."""
     gens = []
 
     @contextlib.asynccontextmanager
-    async def start(name: str, command: list[str] = SERVER):
-        gen = _editor(name, command)
+    async def start(name: str, command: list[str] = SERVER, env: dict[str, str] | None = None):
+        gen = _editor(name, command, env if env is not None else server_env(user_cache))
         gens.append(gen)
         yield await gen.__anext__()
 
