@@ -13,7 +13,7 @@ line added (its summary changes), with the default jobs (the number of cores) an
 a warm cache. Targets (issue 15): warm <= 10% of cold; cold <= 1.5x the bare parse; one file
 changed <= 1.5 s; peak RSS <= 600 MiB.
 
-    python bench/lint_speed.py [--packages flax optax ...] [--repeat 3]
+    python bench/lint_speed.py [--packages flax optax ...] [--repeat 3] [--fetch-only]
 """
 
 from __future__ import annotations
@@ -168,8 +168,14 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="take the best of N runs")
     parser.add_argument("--edited", default="maxtext/maxtext/layers/attentions.py",
                         help="the file the one-file-changed runs edit (relative to the corpus)")
+    parser.add_argument("--fetch-only", action="store_true",
+                        help="fetch the corpus into the cache and stop (the fuzz suite reads it)")
     args = parser.parse_args()
     src = fetch(args.packages)
+    if args.fetch_only:
+        missing = [p for p in args.packages if not (src / p / ".shardlint-bench-extracted").exists()]
+        print(f"corpus in {src}" + (f"; not fetched: {', '.join(missing)}" if missing else ""))
+        return 1 if missing else 0
     files = sorted(p for pkg in args.packages for p in (src / pkg).rglob("*.py"))
     if not files:
         print("no sources fetched", file=sys.stderr)
