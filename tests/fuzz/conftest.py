@@ -21,6 +21,7 @@ SEED = int(os.environ.get("SHARDLINT_FUZZ_SEED", "20261201"))
 BUDGET = float(os.environ.get("SHARDLINT_FUZZ_BUDGET", "1"))
 
 _TRIED: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+_NOTES: dict[str, list[str]] = defaultdict(list)
 
 
 def scaled(n: int) -> int:
@@ -41,6 +42,10 @@ class Tally:
     def fail(self, what: str) -> None:
         _TRIED[self.target][1] += 1
         self.failed.append(what)
+
+    def note(self, text: str) -> None:
+        """A figure printed with the target's counts."""
+        _NOTES[self.target].append(text)
 
     def check(self) -> None:
         assert not self.failed, (f"{len(self.failed)} of {_TRIED[self.target][0]} inputs failed "
@@ -64,7 +69,8 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.write_sep("-", f"fuzz (seed {SEED}, budget x{BUDGET:g})")
     for target in sorted(_TRIED):
         tried, failed = _TRIED[target]
-        terminalreporter.write_line(f"{target}: {tried} inputs tried, {failed} failed")
+        notes = "".join(f"; {n}" for n in _NOTES.get(target, ()))
+        terminalreporter.write_line(f"{target}: {tried} inputs tried, {failed} failed{notes}")
 
 
 def corpus_root() -> Path | None:
