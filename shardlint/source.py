@@ -7,6 +7,7 @@ negotiated LSP encoding (UTF-16 by default).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -21,6 +22,17 @@ class Span:
     end_col: int
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def without_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate (an editor can send one: JSON allows ``"\\ud800"``)
+    replaced by U+FFFD. Both are one UTF-16 unit, one code point and three UTF-8 bytes (as
+    ``surrogatepass`` encodes a surrogate), so every position stays where it was; only the
+    replacement can be encoded to UTF-8."""
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
 @dataclass
 class SourceText:
     path: str
@@ -31,7 +43,8 @@ class SourceText:
         # Split only on the line breaks Python's tokenizer knows (\n, \r\n, \r): str.splitlines
         # also breaks on \x0c, \x1c, \u2028..., which would shift every later line. Computed on
         # first use: most files linted produce no finding and never need it.
-        return self.text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        return without_surrogates(self.text).replace("\r\n", "\n").replace("\r", "\n") \
+            .split("\n")
 
     @property
     def lines(self) -> list[str]:

@@ -11,6 +11,8 @@ import re
 import tokenize
 from dataclasses import dataclass, field
 
+from shardlint.source import without_surrogates
+
 _LINE = re.compile(r"#\s*shardlint\s*:\s*ignore\s*\[([^\]]*)\]", re.I)
 _FILE = re.compile(r"#\s*shardlint\s*:\s*file-ignore\s*\[([^\]]*)\]", re.I)
 _NOQA = re.compile(r"#\s*noqa\s*:\s*((?:SHL\d{0,3}[\s,]*)+)", re.I)
@@ -60,6 +62,7 @@ def parse(text: str) -> Suppressions:
 
 def _comments(text: str) -> list[tuple[int, int, str]]:
     """(line, utf-8 column, text) of each comment; a line scan when the text does not tokenize."""
+    text = without_surrogates(text)  # (positions unchanged; see source.py)
     found = []
     try:
         for tok in tokenize.generate_tokens(io.StringIO(text).readline):

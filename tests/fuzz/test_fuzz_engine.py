@@ -25,8 +25,10 @@ from inputs import byte_noise, deep_inputs, long_file, mutate
 from shardlint.config import Config
 from shardlint.engine import Engine, mentions_jax
 from shardlint.incremental import IncrementalParser
+from shardlint.lsp.convert import to_range
 from shardlint.rules.base import Finding, all_rules
 from shardlint.semantics.versions import assume
+from shardlint.source import SourceText
 
 pytestmark = pytest.mark.fuzz
 
@@ -71,11 +73,18 @@ def lint_one(engine: Engine, path: Path, text: str, tally: Tally, what: str,
         if parses and any(f.code == "SHL000" and f.severity == "error" for f in findings):
             tally.fail(f"{path.name} [{what}]: parses, yet an SHL000 error")
     lines = max(text.count("\n"), text.count("\r"), len(text.splitlines())) + 1
+    source = SourceText(str(path), text)
     for f in findings:
         s = f.span
         if not (1 <= s.line <= s.end_line <= lines and s.col >= 0 and s.end_col >= 0
                 and (s.end_line > s.line or s.end_col >= s.col)):
             tally.fail(f"{path.name} [{what}]: {f.code} span {s} outside the text")
+        try:  # where an editor shows it (the language server's conversion), and where the CLI does
+            for encoding in ("utf-16", "utf-8"):
+                to_range(source, s, encoding)
+            source.char_col(s.line, s.col)
+        except Exception as exc:  # noqa: BLE001
+            tally.fail(f"{path.name} [{what}]: {f.code} span {s}: {type(exc).__name__}: {exc}")
     return findings
 
 

@@ -159,14 +159,14 @@ def _position(rng: random.Random, text: str) -> dict:
     kind = rng.random()
     if kind < 0.6:
         line = rng.randrange(len(lines))
-        return {"line": line, "character": rng.randint(0, len(lines[line].encode("utf-16-le")) // 2)}
+        return {"line": line, "character": rng.randint(0, len(lines[line].encode("utf-16-le", "surrogatepass")) // 2)}
     if kind < 0.8:  # past the end
         return {"line": len(lines) + rng.randint(0, 50), "character": rng.randint(0, 500)}
     if kind < 0.9 and "😀" in text:  # inside a surrogate pair (UTF-16: the emoji is 2 units)
         index = text.index("😀")
         line = text.count("\n", 0, index)
         start = text.rfind("\n", 0, index) + 1
-        return {"line": line, "character": len(text[start:index].encode("utf-16-le")) // 2 + 1}
+        return {"line": line, "character": len(text[start:index].encode("utf-16-le", "surrogatepass")) // 2 + 1}
     return {"line": rng.randrange(len(lines)), "character": 10_000}
 
 
