@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Callable, Iterator
 
 from shardlint.rules.base import Finding, Fix, Related, Rule
+from shardlint.semantics.lifts import stacking_factories
 from shardlint.semantics.project import MissingContext
 from shardlint.source import Span
 
@@ -16,8 +17,17 @@ def missing_context_findings(rule: Rule, flag: int, consequence: str,
 
     ``consequence`` completes "this initialises `Model`, whose ...".
     """
+    factories = None
     for m in rule.project.entries_missing_context(rule.facts.module):
         if m.missing & flag:
+            if factories is None:
+                factories = stacking_factories(rule.facts)
+            if m.entry.scope in factories and not m.callers \
+                    and rule.project.context_of(rule.facts.module, m.entry.scope) is None:
+                # A stacked-layer factory nobody in the project calls: a library function,
+                # whose caller brings the mesh. (Other uncalled functions follow the index's
+                # policy: reported only when their program provides the context nowhere.)
+                continue
             verb = "applies" if m.entry.kind == "apply" else "initialises"
             message = f"this {verb} `{m.model_name}`, whose {consequence}{where(rule, m)}"
             finding = context_finding(rule, m, message)

@@ -33,6 +33,10 @@ with no mesh in context: no `with jax.set_mesh(mesh):` (or `jax.sharding.use_abs
 around it or around any caller in the project, and no global `jax.set_mesh(mesh)` call.
 Constraints that pass `mesh=` themselves need no context. A legacy `with mesh:` is reported by
 SHL101 instead, once, at the `with`.
+
+Code nobody in the project calls has an unknown context: it is reported only when its program
+provides a mesh nowhere, and never for an `nnx.vmap`/`nnx.scan`-decorated factory of stacked
+layers (a library function: its caller brings the mesh).
 """
     why = """
 Flax applies a constraint only when a global mesh is defined. Without one, parameters and
@@ -104,6 +108,19 @@ class Model(nnx.Module):
 mesh = jax.make_mesh((2,), ("data",))
 model = Model(mesh, nnx.Rngs(0))        # handed the mesh it partitions with
 """, title="NNX submodules, and a module handed its mesh"),
+        example("""
+from flax import nnx
+
+class Block(nnx.Module):
+    def __init__(self, rngs):
+        init = nnx.with_partitioning(nnx.initializers.lecun_normal(), ("embed", "mlp"))
+        self.lin = nnx.Linear(16, 32, kernel_init=init, rngs=rngs)
+
+@nnx.split_rngs(splits=4)
+@nnx.vmap(in_axes=(0,), out_axes=0)
+def create_blocks(rngs):
+    return Block(rngs)           # a library factory: nothing here calls it
+""", title="an nnx.vmap factory of stacked layers that nothing in the project calls"),
     ]
     INVALID = [
         example(_MODEL + """
@@ -130,6 +147,21 @@ with ln.logical_axis_rules(m.RULES):
     variables = m.MLP().init(jax.random.key(0), jax.numpy.ones((8, 4)))  # expect: SHL103
 """,
         }, title="cross-file, module import"),
+        example("""
+import jax
+from flax import nnx
+
+class Block(nnx.Module):
+    def __init__(self, rngs):
+        init = nnx.with_partitioning(nnx.initializers.lecun_normal(), ("embed", "mlp"))
+        self.lin = nnx.Linear(16, 32, kernel_init=init, rngs=rngs)
+
+@nnx.vmap(in_axes=0, out_axes=0)
+def create_blocks(key):
+    return Block(nnx.Rngs(key))  # expect: SHL103
+
+blocks = create_blocks(jax.random.split(jax.random.key(0), 4))
+""", title="an nnx.vmap factory called with no mesh"),
     ]
 
     def check(self):

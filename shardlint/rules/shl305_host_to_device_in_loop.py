@@ -26,7 +26,8 @@ be defined in this file or imported from another project file where it is jitted
 Not flagged: `jax.device_put(x, sharding)`, `jnp.asarray(x, device=sharding)`,
 `jax.make_array_from_process_local_data(...)`; NumPy arrays passed straight to the jitted call;
 literals and scalars (`jnp.asarray(0.1)`, `jnp.array(step)` of an `int(...)`); values that are
-already device arrays (results of `jax`/`jnp` calls or of jitted calls); conversions inside a
+already device arrays (results of `jax`/`jnp` calls or of jitted calls, arithmetic on them, the
+result of a function of the file whose every return is one of those); conversions inside a
 jitted function; loops whose converted value never reaches a jitted call (logging, metrics);
 projects with no mesh, where one device is the right place.
 """
@@ -130,6 +131,31 @@ for batch in loader:
                     state = train_step(state, jnp.asarray(noise))   # already on a device
                 return state
         """, title="a value that is already a device array"),
+        example("""
+            import jax
+            import jax.numpy as jnp
+            from jax.sharding import NamedSharding, PartitionSpec as P
+
+            mesh = jax.make_mesh((8,), ("data",))
+            sharding = NamedSharding(mesh, P("data"))
+
+            @jax.jit
+            def train_step(state, batch):
+                return state + batch.mean()
+
+            def shard(batch):
+                return jax.device_put(batch, sharding)
+
+            def normalize(batch):
+                return jnp.asarray(batch, device=sharding) / 255.0
+
+            def train(state, loader):
+                for raw in loader:
+                    x = shard(raw)
+                    state = train_step(state, jax.device_put(x))       # placed already: a no-op
+                    state = train_step(state, jnp.asarray(normalize(raw)))
+                return state
+        """, title="the result of a helper that places it with its sharding"),
     ]
     INVALID = [
         example("""
@@ -216,6 +242,23 @@ for batch in loader:
                         state = train_step(state, jnp.asarray(batch))  # expect: SHL305
                 return state
         """, title="under jax.set_mesh: a full copy on every device, every step"),
+        example("""
+            import jax
+
+            mesh = jax.make_mesh((8,), ("data",))
+
+            @jax.jit
+            def train_step(state, batch):
+                return state + batch.mean()
+
+            def images(record):
+                return record["image"]                          # still the host array
+
+            def train(state, loader):
+                for record in loader:
+                    state = train_step(state, jax.device_put(images(record)))  # expect: SHL305
+                return state
+        """, title="the result of a helper that hands back the host array"),
     ]
 
     @classmethod

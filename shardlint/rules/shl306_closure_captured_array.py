@@ -25,7 +25,8 @@ enclosing function -- when that name is bound to an array: a `jnp` constructor (
 function.
 
 Not flagged: arrays whose literal shape is small (fewer than 262,144 elements, 1 MiB as
-float32) and literal tables (`MEAN = jnp.array([0.485, 0.456, 0.406])`); scalars and PRNG keys
+float32), also when built from other arrays of literal shape (`jnp.asarray(np.arange(64))`,
+`jnp.tile`, `jnp.concatenate`, `jnp.broadcast_to`, `jnp.zeros_like`), and literal tables (`MEAN = jnp.array([0.485, 0.456, 0.406])`); scalars and PRNG keys
 (`jax.random.key(0)`); names read only for metadata (`W.shape`, `W.dtype`, `len(W)`); arrays
 passed as arguments; names bound to anything else, or to a parameter of an enclosing function
 (shardlint cannot see what they hold); `self.w` attributes.
@@ -101,6 +102,21 @@ y = f(x, W)                            # ...and pass it at the call
             def f(x, W):
                 return x @ W                                   # the parameter shadows W
         """, title="a parameter with the same name"),
+        example("""
+            import jax
+            import jax.numpy as jnp
+            import numpy as np
+
+            IDS = jnp.arange(64, dtype=jnp.int32)
+            GRID = jnp.asarray(np.random.rand(8, 8))
+            MASK = jnp.concatenate([jnp.zeros(32), jnp.ones(32)])
+            TILED = jnp.tile(jnp.arange(8), 8)
+            ROWS = jnp.broadcast_to(jnp.arange(8), (8, 8))
+
+            @jax.jit
+            def mix(x):
+                return x + IDS + GRID + MASK + TILED + ROWS.ravel()
+        """, title="64-element arrays built from other small arrays"),
     ]
     INVALID = [
         example("""
@@ -155,6 +171,17 @@ y = f(x, W)                            # ...and pass it at the call
             def add_positions(x):
                 return x + positions  # expect: SHL306
         """, title="a shape shardlint cannot read"),
+        example("""
+            import jax
+            import jax.numpy as jnp
+            import numpy as np
+
+            TABLE = jnp.asarray(np.zeros((4096, 4096), np.float32))
+
+            @jax.jit
+            def lookup(ids):
+                return TABLE[ids]  # expect: SHL306
+        """, title="a 64 MiB NumPy array converted with jnp.asarray"),
     ]
 
     @classmethod

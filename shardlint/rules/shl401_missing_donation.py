@@ -29,6 +29,7 @@ from shardlint.semantics.donation import (
 )
 from shardlint.semantics.execution import Execution, execution_of
 from shardlint.semantics.facts import CallSite, JitSite
+from shardlint.semantics.lowering import inspected_only
 from shardlint.semantics.valueflow import Flowing
 from shardlint.semantics.liveness import chain, use_after
 from shardlint.source import Span
@@ -91,6 +92,9 @@ structure; a step whose caller in the file keeps reading the old value after the
 or through an alias (donating would break that caller: SHL402); steps only called inside other
 traces, and `jax.jit(..., inline=True)`, where donation is ignored; one-tree maps such as
 `jax.tree.map(lambda m: m / c, moment)` (a new value; the old one is usually still needed); a
+step that is only lowered to be inspected and never run (`jax.jit(step).lower(*args).compile()
+.cost_analysis()`, `.lower(...).as_text()`, the jitted callable a local name every use of which
+is such a lowering); a
 loop rebind alone when the function returns the argument unchanged or the jit sets
 `out_shardings` (a reshard cannot reuse the buffer). What keeps it silent: an update made by a
 function outside the project (unknown, never assumed), a callable built at run time (a
@@ -254,7 +258,23 @@ jax >= 0.8.1 (no fix is offered on older jax).
 
             inner = jax.jit(lambda s, b: step(s, b), inline=True)
         """, title="an inline jit: donation is ignored there"),
+        example("""
+            import jax
+
+            def train_step(state, batch):
+                grads = jax.grad(lambda p: (state.apply_fn(p, batch) ** 2).mean())(state.params)
+                return state.apply_gradients(grads=grads)
+
+            def step_flops(state, batch):
+                return jax.jit(train_step).lower(state, batch).compile().cost_analysis()
+
+            def step_hlo(state, batch):
+                step = jax.jit(train_step)
+                lowered = step.lower(state, batch)
+                return lowered.as_text()
+        """, title="a step lowered only to read its cost or its program text: it never runs"),
     ]
+
     INVALID = [
         example("""
             import jax
@@ -448,6 +468,35 @@ jax >= 0.8.1 (no fix is offered on older jax).
                                              state, batches)
                 return state, losses
         """, title="the carry of a scan is the updated state"),
+        example("""
+            import jax
+
+            def train_step(state, batch):
+                grads = jax.grad(lambda p: (state.apply_fn(p, batch) ** 2).mean())(state.params)
+                return state.apply_gradients(grads=grads)
+
+            def train(state, batches):
+                compiled = jax.jit(train_step).lower(state, batches[0]).compile()  # expect: SHL401
+                print(compiled.cost_analysis())
+                for batch in batches:
+                    state = compiled(state, batch)
+                return state
+        """, title="compiled ahead of time, inspected, then run"),
+        example("""
+            import jax
+            import numpy as np
+
+            def update(params, grads):
+                return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+
+            cpu_update = jax.jit(update, backend="cpu")  # expect: SHL401
+
+            def train(grads, steps):
+                params = np.zeros((4096, 4096), np.float32)
+                for _ in range(steps):
+                    params = cpu_update(params, grads)
+                return params
+        """, title="a jit for the CPU backend: donation works there too (jaxlib >= 0.3.24)"),
     ]
 
     @classmethod
@@ -532,8 +581,8 @@ jax >= 0.8.1 (no fix is offered on older jax).
             for name in sig.kwonly:
                 if name in evidence and name not in kept and name not in static.names:
                     candidates.append(Candidate(None, name, evidence[name]))
-        if not candidates:
-            return None
+        if not candidates or inspected_only(facts, site):
+            return None  # (lowered only to read its cost or text: the step never runs)
         keyword = _keyword_text(candidates)
         fix = self._fix(site, keyword)
         name = target.name if target is not None else self.text(site.target) \

@@ -90,11 +90,14 @@ def array_source(facts: FileFacts, expr: ast.expr, scope: Scope,
         value = literal_or_unknown(node, consts) if node is not None else None
         return None if is_unknown(value) else value
 
+    def inner(node: ast.expr | None) -> int | None:
+        return _placed_size(facts, node, expr, scope, depth) if node is not None else None
+
     pkg, _, name = q.rpartition(".")
     if pkg in ("jax.numpy", "numpy") and name in _CONSTRUCTORS:
-        return ArraySource(expr, q, _constructor_size(name, expr, lit))
+        return ArraySource(expr, q, _constructor_size(name, expr, lit, inner))
     if q == "jax.device_put" and expr.args:
-        return ArraySource(expr, q, _placed_size(facts, expr.args[0], expr, scope, depth))
+        return ArraySource(expr, q, inner(expr.args[0]))
     if pkg == "jax.random" and name in _JAX_RANDOM:
         index = _JAX_RANDOM[name]
         if index is None:
@@ -116,9 +119,9 @@ def array_source(facts: FileFacts, expr: ast.expr, scope: Scope,
 
 def _placed_size(facts: FileFacts, arg: ast.expr, call: ast.Call, scope: Scope,
                  depth: int) -> int | None:
-    """Elements of what ``jax.device_put`` places: an array built inline, or a name whose other
-    bindings are arrays of known size (``x = jax.random.normal(k, (8, 20))`` then
-    ``x = jax.device_put(x, sharding)``)."""
+    """Elements of an array handed to a call (what ``jax.device_put`` places, what
+    ``jnp.asarray`` converts): an array built inline, or a name whose other bindings are arrays
+    of known size (``x = jax.random.normal(k, (8, 20))`` then ``x = jax.device_put(x, sh)``)."""
     if isinstance(arg, ast.Call):
         inner = array_source(facts, arg, scope, depth + 1)
         return inner.elements if inner else None
@@ -149,17 +152,36 @@ def _literal_defaults(scope: Scope) -> dict[str, ast.expr]:
             if isinstance(d, ast.Constant) and len(scope.bindings.get(x.arg, [])) == 1}
 
 
-def _constructor_size(name: str, call: ast.Call, lit) -> int | None:
+def _constructor_size(name: str, call: ast.Call, lit, inner) -> int | None:
+    """Elements of a constructor's result when its shape is literal; ``inner`` sizes an array
+    argument (``jnp.asarray(np.arange(64))``, ``jnp.tile(jnp.arange(8), 8)``)."""
     if name in ("zeros", "ones", "empty"):
         return _count(lit(call_arg(call, 0, "shape")))
     if name == "full":
         return _count(lit(call_arg(call, 0, "shape")))
     if name in ("array", "asarray"):
-        value = lit(call_arg(call, 0, "object" if name == "array" else "a"))
-        return _literal_size(value)
+        arg = call_arg(call, 0, "object" if name == "array" else "a")
+        found = _literal_size(lit(arg))
+        return found if found is not None else inner(arg)
+    if name in ("zeros_like", "ones_like", "empty_like", "full_like"):
+        if call_arg(call, 3 if name == "full_like" else 2, "shape") is not None:
+            return None
+        return inner(call_arg(call, 0, "a"))
+    if name == "broadcast_to":
+        return _count(lit(call_arg(call, 1, "shape")))
+    if name == "tile":
+        n, reps = inner(call_arg(call, 0, "A")), _count(lit(call_arg(call, 1, "reps")))
+        return n * reps if n is not None and reps is not None else None
+    if name in ("concatenate", "stack"):
+        parts = call_arg(call, 0, "arrays")
+        if not isinstance(parts, (ast.List, ast.Tuple)) or not parts.elts:
+            return None
+        sizes = [inner(p) for p in parts.elts]
+        return sum(sizes) if all(n is not None for n in sizes) else None  # type: ignore[misc]
     if name == "arange":
         nums = [lit(a) for a in call.args[:3]]
-        if call.keywords or not nums or not all(isinstance(n, (int, float)) for n in nums):
+        if any(kw.arg != "dtype" for kw in call.keywords) or not nums \
+                or not all(isinstance(n, (int, float)) for n in nums):
             return None
         start, stop, step = (0, nums[0], 1) if len(nums) == 1 else \
             (nums[0], nums[1], nums[2] if len(nums) > 2 else 1)

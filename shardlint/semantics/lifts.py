@@ -120,6 +120,18 @@ def _decorator_owners(facts: FileFacts) -> dict[ast.expr, Scope]:
     return out
 
 
+def stacking_factories(facts: FileFacts) -> set[str]:
+    """Qualnames of the functions of this file decorated with ``nnx.vmap``/``nnx.scan``
+    (``@nnx.vmap(in_axes=0) def create_blocks(rngs): return Block(rngs)``): factories of
+    stacked layers, built to be called by a model or a caller that brings the mesh."""
+    found = facts.derived.get("stacking_factories")
+    if found is None:
+        found = facts.derived["stacking_factories"] = {
+            lift.function.qualname for lift in lifts(facts, Role.NNX_LIFT)
+            if lift.function is not None}
+    return found  # type: ignore[return-value]
+
+
 def lifted_ref(facts: FileFacts, lift: Lift) -> str | None:
     """The index reference of what a lift stacks: a class, a function, a decorated method."""
     if lift.function is not None:

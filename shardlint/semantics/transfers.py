@@ -9,7 +9,8 @@ by plain assignments in between (``batch = {"x": jnp.asarray(b)}; step(state, ba
 
 Not conversions: a literal (``jnp.asarray(0.1)``), arithmetic on loop counters
 (``jnp.array(step + 1)`` in ``for step in range(n)``), a value that is already on a device (the
-result of a ``jax``/``jnp`` call or of a compiled call), a placement with a sharding.
+result of a ``jax``/``jnp`` call, of a compiled call, or of a function of this file whose every
+return is one of those), a placement with a sharding.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from shardlint.semantics.dataflow import own_nodes
-from shardlint.semantics.execution import execution_of
+from shardlint.semantics.execution import execution_of, function_named
 from shardlint.semantics.facts import CallSite, FileFacts, Opaque, Scope
 from shardlint.semantics.jitted import jitted_calls
 from shardlint.semantics.names import is_unknown, literal_or_unknown
@@ -118,6 +119,12 @@ def _on_device(facts: FileFacts, expr: ast.expr, scope: Scope, jitted: dict,
             counters = facts.derived[key] = _counters(facts, scope)
         if _scalar_expression(expr, counters):  # type: ignore[arg-type]
             return True
+    if isinstance(expr, ast.BinOp):
+        # `jnp.asarray(b) * 2`: arithmetic with a device array is a device array (a literal
+        # operand alone says nothing: `batch * 2` of a host batch stays on the host).
+        return any(isinstance(side, ast.Call) and not (
+            isinstance(side.func, ast.Name) and side.func.id in _HOST_BUILTINS)
+            and _on_device(facts, side, scope, jitted, depth + 1) for side in (expr.left, expr.right))
     if isinstance(expr, ast.Call):
         if expr in jitted:
             return True
@@ -126,7 +133,13 @@ def _on_device(facts: FileFacts, expr: ast.expr, scope: Scope, jitted: dict,
                 and scope.lookup(func.id) is None:
             return True
         q = facts.qualify(func) if isinstance(func, (ast.Name, ast.Attribute)) else None
-        return q is not None and q.split(".", 1)[0] == "jax"
+        if q is not None and q.split(".", 1)[0] == "jax":
+            return True
+        # A helper of this file whose every return is on a device (`def shard(b): return
+        # jax.device_put(b, sharding)`): converting its result again moves nothing.
+        helper = function_named(facts, func, scope) if depth < 4 else None
+        return helper is not None and bool(helper.returns) and all(
+            _on_device(facts, r, helper, jitted, depth + 1) for r in helper.returns)
     if isinstance(expr, ast.Name) and depth < 4:
         found = scope.lookup(expr.id)
         if found is None:
