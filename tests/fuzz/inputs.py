@@ -44,8 +44,9 @@ def mutate(rng: random.Random, text: str) -> tuple[str, str]:
         chars = list(text)
         for _ in range(rng.randint(1, 8)):
             if chars:
-                chars[rng.randrange(len(chars))] = chr(rng.choice(
-                    (rng.randint(0, 0x7f), rng.randint(0x80, 0xffff), rng.randint(0x10000, 0x10ffff))))
+                code = rng.choice((rng.randint(0, 0x7f), rng.randint(0x80, 0xffff),
+                                   rng.randint(0x10000, 0x10ffff)))
+                chars[rng.randrange(len(chars))] = chr(code)
         out = "".join(chars)
         return out, "character noise"
     if kind == "truncate":
@@ -97,7 +98,8 @@ def deep_inputs(depth: int = DEPTH) -> dict[str, str]:
         "jit of jit": head + "f = " + "jax.jit(" * 150 + "lambda x: x" + ")" * 150 + "\n",
         "comprehension": head + "x = [" + " ".join(f"for a{i} in jax" for i in range(depth))
         .replace("for", "a0 for", 1) + "]\n",
-        "decorators": head + "".join("@jax.jit\n" for _ in range(depth)) + "def f(x):\n    return x\n",
+        "decorators": head + "".join("@jax.jit\n" for _ in range(depth))
+        + "def f(x):\n    return x\n",
     }
 
 

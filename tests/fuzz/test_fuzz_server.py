@@ -151,7 +151,13 @@ class Server:
 
 def _texts() -> list[str]:
     out = [ex.source for rule in all_rules() for ex in rule.INVALID][::5]
-    return out + ["x = '😀😀😀'\nimport jax\n", "", "\n\n\n", "import jax\n" + "é" * 500 + "\n"]
+    return out + ["x = '😀😀😀'\nimport jax\n", "", "\n\n\n",
+                  "import jax\n" + "é" * 500 + "\n"]
+
+
+def _units(s: str) -> int:
+    """UTF-16 code units (a lone surrogate is one)."""
+    return len(s.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def _position(rng: random.Random, text: str) -> dict:
@@ -159,14 +165,14 @@ def _position(rng: random.Random, text: str) -> dict:
     kind = rng.random()
     if kind < 0.6:
         line = rng.randrange(len(lines))
-        return {"line": line, "character": rng.randint(0, len(lines[line].encode("utf-16-le", "surrogatepass")) // 2)}
+        return {"line": line, "character": rng.randint(0, _units(lines[line]))}
     if kind < 0.8:  # past the end
         return {"line": len(lines) + rng.randint(0, 50), "character": rng.randint(0, 500)}
     if kind < 0.9 and "😀" in text:  # inside a surrogate pair (UTF-16: the emoji is 2 units)
         index = text.index("😀")
         line = text.count("\n", 0, index)
         start = text.rfind("\n", 0, index) + 1
-        return {"line": line, "character": len(text[start:index].encode("utf-16-le", "surrogatepass")) // 2 + 1}
+        return {"line": line, "character": _units(text[start:index]) + 1}
     return {"line": rng.randrange(len(lines)), "character": 10_000}
 
 
