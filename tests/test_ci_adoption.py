@@ -9,6 +9,8 @@ from pathlib import Path
 
 from shardlint.cli import main
 
+ROOT = Path(__file__).resolve().parent.parent
+
 PITFALLS = """\
 import jax
 import flax.linen as nn
@@ -219,6 +221,32 @@ def test_a_parallel_warm_run_reuses_the_cache(tmp_path, capsys, monkeypatch):
         fh.write("# a comment at the end\n")
     again = run()
     assert again == cold and linted == ["m3.py"]
+
+
+def test_a_serial_run_past_its_memory_budget_finds_the_same(tmp_path, capsys, monkeypatch):
+    """Past FACTS_BUDGET a serial run keeps only summaries and parses files again for their
+    rules: the findings are the same as when every file's facts are held."""
+    from shardlint import engine as engine_mod
+
+    root = ROOT / "examples"
+
+    def run() -> list[dict]:
+        main(["check", str(root), "--no-cache", "--format", "json", "--jobs", "1"])
+        return json.loads(capsys.readouterr()[0])
+
+    held = run()
+    assert held
+    parsed: list[str] = []
+    real = engine_mod.Engine.summary_for
+
+    def counting(self, path, text):
+        parsed.append(Path(path).name)
+        return real(self, path, text)
+
+    monkeypatch.setattr(engine_mod, "FACTS_BUDGET", 0)
+    monkeypatch.setattr(engine_mod.Engine, "summary_for", counting)
+    assert run() == held
+    assert len(parsed) >= 5  # (the budget was really passed: summaries built apart)
 
 
 def test_paths_of_two_projects_are_linted_apart(tmp_path, capsys):
