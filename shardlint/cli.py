@@ -6,6 +6,7 @@ Exit codes: 0 clean, 1 findings, 2 usage / configuration / internal error.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 from pathlib import Path
@@ -87,7 +88,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "check":
             from shardlint.check import run_check
 
-            return run_check(args)
+            # The collector stays off for the whole run, not only the lint (engine.gc_paused):
+            # turned back on under a heap of millions of objects (the cache, the findings) it
+            # walks them all once before the report is printed (0.17 s of a 1.2 s warm run).
+            was = gc.isenabled()
+            gc.disable()
+            try:
+                return run_check(args)
+            finally:
+                if was:
+                    gc.enable()
         if args.command == "rule":
             return _rule(args)
         if args.command == "rules":

@@ -44,6 +44,11 @@ _PREFILTER = re.compile(r"\b(?:jax|flax|optax)\b|axis_rules")
 
 
 def mentions_jax(text: str) -> bool:
+    # (substring tests first: a file that names none of them is rejected without the regex's
+    # word-boundary scan of the whole text)
+    if "jax" not in text and "flax" not in text and "optax" not in text \
+            and "axis_rules" not in text:
+        return False
     return _PREFILTER.search(text) is not None
 
 
@@ -560,10 +565,12 @@ class Engine:
         is_target = set(targets)
         missing: list[tuple[str, str, str]] = []
         texts: dict[Path, tuple[str, str]] = {}  # target -> (rel, digest)
+        sources: dict[Path, str] = {}  # every file read, read once
         for path in wanted.values():
             text = self._read_text(path) if path in is_target else _quiet_read(path)
             if text is None or not mentions_jax(text):
                 continue
+            sources[path] = text
             rel, digest = self._rel(path), cache_mod.digest(text)
             if path in is_target:
                 texts[path] = (rel, digest)
@@ -575,8 +582,11 @@ class Engine:
                 for rel, digest, summary in pool.map(_summarise_worker, missing, chunksize=chunk):
                     self.cache.summaries[rel] = [digest, summary]  # in memory even with no cache
                     self.cache.dirty = True
-        self.build_index(save=False)  # (summarises here what is still missing)
-        self.index._ensure()
+        for path, text in sources.items():  # (summarises here what is still missing)
+            summary = self.summary_for(path, text)
+            if summary is not None:
+                self.index.add(summary)
+        self.build_index(skip=set(wanted), save=False)  # the config files
         # 2. Rules against the finished index, for the files the cache holds no findings of.
         project = self._project_digest() if self.use_cache else ""
         findings: list[Finding] = []
@@ -587,6 +597,8 @@ class Engine:
                 findings.extend(reused)
             else:
                 todo.append((str(path), rel, digest))
+        if todo:
+            self.index._ensure()  # (once here, not in each worker; a warm run needs none of it)
         if len(todo) >= _MIN_FILES_PER_JOB * 2:
             size = max(_MIN_FILES_PER_JOB, len(todo) // (jobs * 4) + 1)
             chunks = [todo[i:i + size] for i in range(0, len(todo), size)]
