@@ -644,10 +644,11 @@ class Engine:
 
 
 # Characters of source whose parsed trees and facts a serial run holds between building the index
-# and running the rules (the rest are parsed a second time). Facts take about 25 bytes of memory
-# per character of source. Measured on the benchmark corpus (27 M characters), cold `--jobs 1`:
-# all held 10.1 s / 915 MiB; 12 M 9.4 s / 392 MiB; 8 M 9.9 s / 319 MiB; 2 M 11.5 s / 186 MiB.
-FACTS_BUDGET = 8_000_000
+# and running the rules (the rest are parsed a second time). Measured on the benchmark corpus
+# (27 M characters), cold `check --jobs 1` with its cache: all held 9.5 s / 915 MiB peak; 16 M
+# 10.8 s / 658 MiB; 12 M 11.9 s / 515 MiB; 8 M 12.4 s / 397 MiB. A pool (the default on more than
+# one core) holds each worker's files only while it lints them.
+FACTS_BUDGET = 12_000_000
 
 
 def _too_deep(path: str) -> Finding:
