@@ -153,9 +153,37 @@ def run_check(args: argparse.Namespace) -> int:
     return 0
 
 
+# A fix can bring out a finding the first one hid (SHL404's nnx.jit, then SHL401's donation):
+# fixes are applied again on the re-linted files until nothing changes, as a second run would.
+MAX_FIX_ROUNDS = 10
+
+
 def _fix_files(engine: Engine, targets: list[Path], findings: list[Finding],
                args: argparse.Namespace) -> tuple[list[Finding], int]:
-    """Apply fixes file by file (or print them with --diff); re-lint the files that changed."""
+    """Apply fixes file by file (or print them with --diff); re-lint and fix again until no
+    fix changes anything. Returns the findings left and the number of files changed."""
+    changed: set[Path] = set()
+    current = findings
+    for _ in range(MAX_FIX_ROUNDS):
+        touched = _fix_round(current, args)
+        if args.diff or not touched:
+            return current, len(changed | set(touched))
+        changed.update(touched)
+        fresh = Engine(engine.config, versions=engine.versions, use_cache=engine.use_cache)
+        current = fresh.lint_paths(targets)
+        engine.errors.extend(fresh.errors)
+        if not any(fixable(f, args.unsafe_fixes) for f in current):
+            break
+    else:
+        print(f"shardlint: fixes still changed files after {MAX_FIX_ROUNDS} rounds; stopped",
+              file=sys.stderr)
+    print(f"Fixed {len(findings) - len(current)} finding(s) in {len(changed)} file(s).",
+          file=sys.stderr)
+    return current, len(changed)
+
+
+def _fix_round(findings: list[Finding], args: argparse.Namespace) -> list[Path]:
+    """One pass of fixes over the files; the files changed (or, with --diff, printed)."""
     by_path: dict[str, list[Finding]] = {}
     for f in findings:
         if fixable(f, args.unsafe_fixes):
@@ -189,14 +217,7 @@ def _fix_files(engine: Engine, targets: list[Path], findings: list[Finding],
         except OSError as exc:
             raise UsageError(f"cannot write {path}: {exc.strerror}") from None
         changed.append(path)
-    if args.diff or not changed:
-        return findings, len(changed)
-    fresh = Engine(engine.config, versions=engine.versions, use_cache=engine.use_cache)
-    refreshed = fresh.lint_paths(targets)
-    engine.errors.extend(fresh.errors)
-    print(f"Fixed {len(findings) - len(refreshed)} finding(s) in {len(changed)} file(s).",
-          file=sys.stderr)
-    return refreshed, len(changed)
+    return changed
 
 
 def _fix_notebook(path: Path, items: list[Finding], args: argparse.Namespace) -> bool:

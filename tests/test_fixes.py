@@ -126,3 +126,22 @@ def test_a_costly_fix_is_built_only_when_asked_for(tmp_path):
         assert len(calls) == 1  # (remembered for the same text)
     finally:
         fixes.wrap_in_with = real
+
+
+def test_fix_runs_until_nothing_changes(tmp_path):
+    """SHL404's fix (nnx.jit) brings out SHL401 (donation) with a fix of its own: one `--fix`
+    applies both, and a second run changes nothing."""
+    from shardlint.rules.base import all_rules as rules
+
+    rule = next(r for r in rules() if r.code == "SHL404")
+    ex = rule.INVALID[0]
+    for name, text in ex.files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 't'\n")
+    paths = [str(tmp_path / n) for n in ex.files]
+    main(["check", "--fix", "--unsafe-fixes", "--no-cache", "--exit-zero", *paths])
+    once = {n: (tmp_path / n).read_text() for n in ex.files}
+    assert once != ex.files
+    assert "donate" in "".join(once.values())  # the revealed SHL401 was fixed in the same run
+    main(["check", "--fix", "--unsafe-fixes", "--no-cache", "--exit-zero", *paths])
+    assert {n: (tmp_path / n).read_text() for n in ex.files} == once
