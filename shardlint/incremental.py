@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import copy
 
 from shardlint.syntax import nodes, parse
 
@@ -135,6 +136,13 @@ class IncrementalParser:
         start_line = 1 if i == 0 else starts[i]
         end_line = starts[j + 1] - 1 + delta if j + 1 < len(starts) else None  # new text, inclusive
         lines = text.split("\n")
+        if i == j and isinstance(tree.body[i], ast.ClassDef):
+            cls = self._in_class(tree.body[i], first, old_last, delta, lines, end_line, filename)
+            if cls is not None:
+                if delta:
+                    _shift(after, delta, self._positioned)
+                self.changed = (first, text.count("\n", 0, len(text) - s) + 1, delta)
+                return ast.Module(body=[*tree.body[:i], cls, *after], type_ignores=[])
         chunk = "\n".join(lines[start_line - 1:end_line])
         if "__future__" in chunk:
             return None
@@ -152,3 +160,46 @@ class IncrementalParser:
         self.full, self.reparsed = False, len(part.body)
         self.changed = (first, text.count("\n", 0, len(text) - s) + 1, delta)
         return ast.Module(body=[*tree.body[:i], *part.body, *after], type_ignores=[])
+
+    def _in_class(self, cls: ast.ClassDef, first: int, old_last: int, delta: int,
+                  lines: list[str], end_line: int | None, filename: str) -> ast.ClassDef | None:
+        """The class with only the member statements the edit touched parsed again, when the
+        edit lies inside one member's region (a method of a class of thousands of lines). The
+        region is parsed under a stand-in ``class _:`` line just above it, its lines keeping
+        their own indentation (so every position is exact and no string changes); anything
+        that would not give the tree a full parse gives returns None (the caller parses the
+        whole class)."""
+        body = cls.body
+        if len(body) < 2:
+            return None
+        starts = [_first_line(m) for m in body]
+        k = bisect.bisect_right(starts, first) - 1
+        if k < 0:
+            return None  # the header, or before the first member
+        k = bisect.bisect_left(starts, starts[k])
+        if k + 1 < len(body) and old_last >= starts[k + 1]:
+            return None  # the edit spans two members, or members share a line
+        start = starts[k]
+        if start < 2 or start <= cls.lineno:
+            return None
+        end = starts[k + 1] - 1 + delta if k + 1 < len(body) else end_line
+        chunk = "\n".join(lines[start - 1:end])
+        try:
+            part = parse("\n" * (start - 2) + "class _:\n" + chunk, filename)
+        except (SyntaxError, ValueError):
+            return None
+        if len(part.body) != 1 or not isinstance(part.body[0], ast.ClassDef):
+            return None  # a line dedented out of the class: a new top-level statement
+        members = part.body[0].body
+        indent = body[0].col_offset
+        if not members or any(m.col_offset != indent for m in members):
+            return None  # indented differently from the other members: the full parse decides
+        rest = body[k + 1:]
+        if delta:
+            _shift(rest, delta, self._positioned)
+        new = copy.copy(cls)  # a new statement object: what was derived from the old one goes
+        new.body = [*body[:k], *members, *rest]
+        last = new.body[-1]
+        new.end_lineno, new.end_col_offset = last.end_lineno, last.end_col_offset
+        self.full, self.reparsed = False, len(members)
+        return new

@@ -411,3 +411,53 @@ with jax.set_mesh(jax.make_mesh((1,), ("data",))):
     key = [(f.code, f.span, f.message, [(r.path, r.span) for r in f.related]) for f in want]
     assert [(f.code, f.span, f.message, [(r.path, r.span) for r in f.related]) for f in got] == key
     assert {r.span.line for f in got for r in f.related if r.path.endswith("train.py")} == {12}
+
+
+CLASS = """\
+import jax
+
+
+class Model:
+    '''A docstring.'''
+
+    size: int = 4
+
+    @jax.jit
+    def first(self, x):
+        return x + 1
+
+    def second(self, x):
+        s = '''a string
+  that dedents'''
+        return x * 2
+
+    def last(self, x):
+        return x
+
+
+y = 1
+"""
+
+
+@pytest.mark.parametrize("old,new,member", [
+    ("return x + 1", "return x + 2", True),  # inside a method
+    ("return x * 2", "return (x *\n            2)", True),  # lines added
+    ("        return x\n", "        return x\n\n    def more(self):\n        pass\n", True),
+    ("'''A docstring.'''", "'''Another.'''", True),  # a member that is not a method
+    ("  that dedents'''", "that dedents'''", True),  # a string's own line, column 0
+    ("    def second", "  def second", False),  # indented unlike the other members
+    ("    def second", "def second", False),  # dedented out of the class
+    ("        return x + 1", "        return (x", False),  # does not parse alone
+    ("class Model:", "class Model(object):", False),  # the header
+])
+def test_an_edit_inside_one_member_reparses_only_it(old, new, member):
+    parser = IncrementalParser()
+    parser.parse(CLASS, "f.py")
+    text = CLASS.replace(old, new, 1)
+    assert text != CLASS
+    assert dump(text, parser) == dump(text)
+    if member:
+        assert not parser.full and parser.reparsed <= 2
+    # and the next edit, from this base, still gives ast.parse's tree
+    again = text.replace("y = 1", "y = 2")
+    assert dump(again, parser) == dump(again)
