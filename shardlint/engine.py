@@ -201,13 +201,15 @@ class Engine:
         return ".".join(parts) or "__main__", is_package
 
     # ---- the project index ------------------------------------------------------------------------
-    def build_index(self, skip: set[Path] | None = None, save: bool = True) -> ProjectIndex:
+    def build_index(self, skip: set[Path] | None = None, save: bool = True,
+                    sources: bool = True) -> ProjectIndex:
         """Summaries of every project file into the index (``save``: write the cache now; a
-        batch run saves once, at its end)."""
+        batch run saves once, at its end; ``sources=False``: the caller added the Python
+        files' summaries itself, only the config files are left)."""
         if self._indexed:
             return self.index
         self.cache.load()
-        for path in self.project_files():
+        for path in self.project_files() if sources else ():
             if skip and path.resolve() in skip:
                 continue
             text = _quiet_read(path)
@@ -572,10 +574,22 @@ class Engine:
                 continue
             sources[path] = text
             rel, digest = self._rel(path), cache_mod.digest(text)
+            self._digests[rel] = digest
             if path in is_target:
                 texts[path] = (rel, digest)
             if not self.cache.summary(rel, digest)[0]:
                 missing.append((str(path), rel, digest))
+        if not missing and self.use_cache:
+            # Every summary is in the cache: when every target's findings are too, for this
+            # project digest, that is the answer, without decoding a summary or an index.
+            for path in sorted(self.iter_python_files(self.root, CONFIG_SUFFIXES)):
+                self.config_summary_for(path)  # (their digests count in the project's)
+            project = self._project_digest()
+            cached = [self.cache.get_findings(rel, digest, project)
+                      for rel, digest in texts.values()]
+            if all(found is not None for found in cached):
+                self.cache.save()
+                return [f for found in cached for f in found]  # type: ignore[union-attr]
         if len(missing) >= _MIN_FILES_PER_JOB * 2:
             with self._pool(jobs) as pool:
                 chunk = max(1, len(missing) // (jobs * 4))
@@ -586,7 +600,7 @@ class Engine:
             summary = self.summary_for(path, text)
             if summary is not None:
                 self.index.add(summary)
-        self.build_index(skip=set(wanted), save=False)  # the config files
+        self.build_index(save=False, sources=False)  # the config files
         # 2. Rules against the finished index, for the files the cache holds no findings of.
         project = self._project_digest() if self.use_cache else ""
         findings: list[Finding] = []
@@ -631,6 +645,15 @@ class Engine:
                                    initializer=_init_worker, initargs=(self,))
 
     def expand(self, paths: list[Path]) -> list[Path]:
+        """The files under ``paths`` (folders walked), each once. An already expanded list
+        comes back as it is (``check`` expands, then hands the list to ``lint_paths``)."""
+        if paths is self.__dict__.get("_expanded"):
+            return paths
+        out = self._expand(paths)
+        self.__dict__["_expanded"] = out
+        return out
+
+    def _expand(self, paths: list[Path]) -> list[Path]:
         out: list[Path] = []
         seen: set[Path] = set()
         for p in paths:

@@ -216,7 +216,18 @@ def test_a_parallel_warm_run_reuses_the_cache(tmp_path, capsys, monkeypatch):
 
     cold = run()  # (the rules ran in worker processes)
     monkeypatch.setattr(Engine, "_run_rules", counting)
+    from shardlint.semantics.summary import ModuleSummary
+
+    decoded: list[str] = []
+    real_decode = ModuleSummary.from_json.__func__
+
+    def decoding(cls, data):
+        decoded.append("summary")
+        return real_decode(cls, data)
+
+    monkeypatch.setattr(ModuleSummary, "from_json", classmethod(decoding))
     assert run() == cold and linted == []
+    assert decoded == []  # nothing changed: the findings come from the cache, no index is built
     with open(tmp_path / "m3.py", "a") as fh:
         fh.write("# a comment at the end\n")
     again = run()
