@@ -151,10 +151,10 @@ class IncrementalParser:
             # renumbering a class of thousands of nodes afterwards)
             part = parse("\n" * (start_line - 1) + chunk, filename)
         except (SyntaxError, ValueError):
-            # The full parse decides, and reports the error exactly: a region's own error can
-            # differ from the file's (CPython places "invalid syntax" at the furthest token its
-            # parser reached, which depends on the text around the region).
-            return None
+            # A region's own error can differ from the file's (CPython places "invalid syntax"
+            # at the furthest token its parser reached, which depends on the text after the
+            # region): the text from the region to the end decides.
+            return self._from_region(tree, i, start_line, lines, text, s, filename)
         if delta:
             _shift(after, delta, self._positioned)
         self.full, self.reparsed = False, len(part.body)
@@ -203,3 +203,15 @@ class IncrementalParser:
         new.end_lineno, new.end_col_offset = last.end_lineno, last.end_col_offset
         self.full, self.reparsed = False, len(members)
         return new
+
+    def _from_region(self, tree: ast.Module, i: int, start_line: int, lines: list[str],
+                     text: str, s: int, filename: str) -> ast.Module:
+        """The tree when the edited region does not parse alone: the text from its first line
+        to the end parsed as a whole (the statements before it are complete, so the file parses
+        exactly when this does, and fails with the same error: the parser reaches no further
+        than the first token of the region while it reads the statements before it). Raises
+        that SyntaxError, as a full parse would."""
+        part = parse("\n" * (start_line - 1) + "\n".join(lines[start_line - 1:]), filename)
+        self.full, self.reparsed = False, len(part.body)
+        self.changed = None  # (every statement from the region on is a new object)
+        return ast.Module(body=[*tree.body[:i], *part.body], type_ignores=[])
