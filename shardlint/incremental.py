@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import bisect
 import copy
+import re
 
 from shardlint.syntax import nodes, parse
 
@@ -59,6 +60,25 @@ def _first_line(stmt: ast.stmt) -> int:
     if decorators:
         return min(stmt.lineno, *(d.lineno for d in decorators))
     return stmt.lineno
+
+
+# Clauses that continue the compound statement before them (`if` ... `else:`, `except(E):`).
+_CONTINUATION = re.compile(r"(?:else|elif|except|finally)\b")
+
+
+def _starts_alone(lines: list[str], start_line: int) -> bool:
+    """Whether the text from ``start_line`` (1-based) begins a statement that cannot join the
+    one before it: its first line of code starts at column 0 and is not an ``else``/``elif``/
+    ``except``/``finally`` clause. (An indented first line continues the block before it, as
+    when the header of a class is deleted and its methods become the previous function's.)"""
+    for line in lines[start_line - 1:]:
+        code = line.strip()
+        if not code or code.startswith("#"):
+            continue
+        if line[0] in " \t\f":
+            return False
+        return _CONTINUATION.match(code) is None
+    return True
 
 
 def _positioned(stmt: ast.stmt) -> list[ast.AST]:
@@ -154,6 +174,8 @@ class IncrementalParser:
             # A region's own error can differ from the file's (CPython places "invalid syntax"
             # at the furthest token its parser reached, which depends on the text after the
             # region): the text from the region to the end decides.
+            if not _starts_alone(lines, start_line):
+                return None  # (it may join the statement before it: the full parse decides)
             return self._from_region(tree, i, start_line, lines, text, s, filename)
         if delta:
             _shift(after, delta, self._positioned)
@@ -206,9 +228,10 @@ class IncrementalParser:
 
     def _from_region(self, tree: ast.Module, i: int, start_line: int, lines: list[str],
                      text: str, s: int, filename: str) -> ast.Module:
-        """The tree when the edited region does not parse alone: the text from its first line
-        to the end parsed as a whole (the statements before it are complete, so the file parses
-        exactly when this does, and fails with the same error: the parser reaches no further
+        """The tree when the edited region does not parse alone but starts a statement of its
+        own (``_starts_alone``): the text from its first line to the end parsed as a whole. The
+        statements before it are complete and nothing in it can join them, so the file parses
+        exactly when this does, and fails with the same error (the parser reaches no further
         than the first token of the region while it reads the statements before it). Raises
         that SyntaxError, as a full parse would."""
         part = parse("\n" * (start_line - 1) + "\n".join(lines[start_line - 1:]), filename)

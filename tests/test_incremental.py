@@ -461,3 +461,57 @@ def test_an_edit_inside_one_member_reparses_only_it(old, new, member):
     # and the next edit, from this base, still gives ast.parse's tree
     again = text.replace("y = 1", "y = 2")
     assert dump(again, parser) == dump(again)
+
+
+JOINED = """\
+def shape(x):
+  if x:
+    return x
+  return (x,)
+
+
+class Test:
+
+  def test_it(self):
+    return 1
+"""
+
+
+def test_a_region_that_joins_the_statement_before_it():
+    """Deleting a class's header line makes its methods part of the function before it: a full
+    parse accepts that, so the incremental parser must not report the region's own error."""
+    for old, new in [("class Test:\n", ""), ("class Test:\n", "else:\n"),
+                     ("class Test:\n", "  # a comment\n")]:
+        parser = IncrementalParser()
+        parser.parse(JOINED, "f.py")
+        text = JOINED.replace(old, new)
+        assert outcome(text, parser) == outcome(text)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_random_line_edits_match_a_full_parse(path: Path) -> None:
+    """Lines deleted, duplicated, indented, dedented, swapped: what a user does to whole lines."""
+    rng = random.Random("lines:" + path.name)
+    text = path.read_text(encoding="utf-8")
+    parser = IncrementalParser()
+    parser.parse(text, "f.py")
+    for _ in range(25):
+        lines = text.split("\n")
+        i = rng.randrange(len(lines))
+        kind = rng.choice(("delete", "duplicate", "indent", "dedent", "swap"))
+        if kind == "delete":
+            del lines[i]
+        elif kind == "duplicate":
+            lines.insert(i, lines[i])
+        elif kind == "indent":
+            lines[i] = rng.choice(("  ", "    ", "\t")) + lines[i]
+        elif kind == "dedent":
+            lines[i] = lines[i][rng.randint(1, 4):]
+        else:
+            j = rng.randrange(len(lines))
+            lines[i], lines[j] = lines[j], lines[i]
+        new = "\n".join(lines)
+        expected = outcome(new)
+        assert outcome(new, parser) == expected, (path, kind, i + 1)
+        if expected[0] == "ok":
+            text = new
