@@ -230,10 +230,7 @@ class Engine:
     def summary_for(self, path: Path, text: str) -> ModuleSummary | None:
         if not mentions_jax(text):
             return None
-        key = self._rel(path)
-        digest = cache_mod.digest(text)
-        self._digests[key] = digest
-        hit, cached = self.cache.summary(key, digest)
+        key, digest, hit, cached = self._held_summary(path, text)
         if hit:
             return _summary(cached)
         module, is_package = self.module_name(path)
@@ -249,6 +246,15 @@ class Engine:
             self.cache.put_summary(key, digest, summary)
         return summary
 
+    def _held_summary(self, path: Path, text: str) -> tuple[str, str, bool, object]:
+        """(cache key, content digest, whether the cache holds this content's summary, that
+        summary); the digest counts in the project digest either way."""
+        key = self._rel(path)
+        digest = cache_mod.digest(text)
+        self._digests[key] = digest
+        hit, cached = self.cache.summary(key, digest)
+        return key, digest, hit, cached
+
     def config_summary_for(self, path: Path, text: str | None = None) -> ModuleSummary | None:
         """A YAML file's rules tables (read as data: config_tables.py), as a summary of its own
         (``config:<path>``) in the index; None when it holds none. ``text``: unsaved text."""
@@ -256,10 +262,7 @@ class Engine:
             text = _quiet_read(path)
         if text is None or YAML_HINT not in text:
             return None
-        key = self._rel(path)
-        digest = cache_mod.digest(text)
-        self._digests[key] = digest
-        hit, cached = self.cache.summary(key, digest)
+        key, digest, hit, cached = self._held_summary(path, text)
         if hit:
             return _summary(cached)
         tables = yaml_tables(text)

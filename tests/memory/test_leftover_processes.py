@@ -166,25 +166,16 @@ def test_child_of_a_probe_that_crashes_its_worker_is_killed(
     assert_none_left(marker, started)
 
 
-def test_child_left_running_by_a_probe_that_returns_is_killed(
-    shardlint_memory: Callable[..., CliResult], kids: tuple[str, Path]
+# "returns": a probe that returns with its child still running. "escapes": the child calls
+# setsid(), which takes it out of the worker's process group; on Linux it is still found by the
+# marker the worker's environment passes down to everything it starts.
+@pytest.mark.parametrize("probe", ["returns", "escapes"])
+def test_child_of_a_probe_that_returns_is_killed(
+    shardlint_memory: Callable[..., CliResult], kids: tuple[str, Path], probe: str
 ) -> None:
     marker, started = kids
     result = shardlint_memory(
-        "kids.py:shardlint_probe_returns", "--devices", "1", "--timeout", "30", "--format", "json"
-    )
-    assert _error(result) is None, result.out
-    assert_none_left(marker, started)
-
-
-def test_child_in_a_session_of_its_own_is_killed_on_linux(
-    shardlint_memory: Callable[..., CliResult], kids: tuple[str, Path]
-) -> None:
-    # setsid() takes the child out of the worker's process group; on Linux it is still found
-    # by the marker the worker's environment passes down to everything it starts.
-    marker, started = kids
-    result = shardlint_memory(
-        "kids.py:shardlint_probe_escapes", "--devices", "1", "--timeout", "30", "--format", "json"
+        f"kids.py:shardlint_probe_{probe}", "--devices", "1", "--timeout", "30", "--format", "json"
     )
     assert _error(result) is None, result.out
     assert_none_left(marker, started)
