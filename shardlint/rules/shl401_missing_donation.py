@@ -130,6 +130,23 @@ jax >= 0.8.1 (no fix is offered on older jax).
     VALID = [
         example("""
             import jax
+
+            def cell(h, x):
+                return h * 0.5 + x, h
+
+            @jax.jit
+            def encode(batch):
+                xs, h0 = batch
+                h, _ = jax.lax.scan(cell, h0, xs)   # a carry shaped like one item, not the batch
+                return h
+
+            @jax.jit
+            def pick(state):
+                params, _ = state
+                return params                      # an item handed back, not an update
+        """, title="an item of a tuple argument: a scan carry, or returned as is"),
+        example("""
+            import jax
             import optax
 
             @jax.jit
@@ -322,6 +339,20 @@ jax >= 0.8.1 (no fix is offered on older jax).
                     state, metrics = p_train_step(state, batch)
                 return state
         """, title="call form, rebound by the caller"),
+        example("""
+            import jax
+            import optax
+
+            tx = optax.adamw(1e-4)
+
+            def train_step(state, batch):
+                params, opt_state = state
+                grads = jax.grad(lambda p: (p * batch).sum())(params)
+                updates, opt_state = tx.update(grads, opt_state, params)
+                return (optax.apply_updates(params, updates), opt_state), 0.0
+
+            step = jax.jit(train_step)  # expect: SHL401
+        """, title="the state is a tuple unpacked in the step: donate_argnums=(0,)"),
         example("""
             import jax
             from flax import nnx

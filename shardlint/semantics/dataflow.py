@@ -33,7 +33,10 @@ _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 SAME = "same"  # the parameter's value itself (or an alias of it)
 PART = "part"  # a field or leaf of it
 UPDATED = "updated"  # a new value of the same structure, built from it by a state update
-_RANK = {PART: 0, SAME: 1, UPDATED: 2}
+# An item of a tuple parameter (`params, opt_state = state`): an update of it is an update of
+# that parameter, but the item itself is not the parameter (`return state[0]` returns part of it).
+ITEM = "item"
+_RANK = {PART: 0, ITEM: 0.5, SAME: 1, UPDATED: 2}
 
 TREE_MAP = ("jax.tree.map", "jax.tree_util.tree_map")
 NNX_STATE = ("flax.nnx.state", "flax.nnx.graph.state", "flax.nnx.split", "flax.nnx.graph.split")
@@ -93,7 +96,7 @@ class Origin:
     """What a value is, relative to one parameter of the function."""
 
     param: str
-    kind: str  # SAME | PART | UPDATED
+    kind: str  # SAME | PART | ITEM | UPDATED
     evidence: ast.AST | None = None  # the update expression, for UPDATED
 
 
@@ -235,7 +238,11 @@ class LocalFlow:
             seen_key = (name, index)
             assigned = self.assigned.get(name)
             if not assigned or seen_key in _seen:
-                return Terms({name: Origin(name, SAME)}) if param else _EMPTY
+                if param:
+                    return Terms({name: Origin(name, SAME)})
+                if index and not assigned and name in self.all_params:
+                    return Terms({name: Origin(name, ITEM)})
+                return _EMPTY
             seen = _seen | {seen_key}
             parts = []
             for a in assigned:
@@ -339,7 +346,8 @@ class LocalFlow:
             init = next((k.value for k in call.keywords if k.arg == keyword), None)
             if init is None and len(call.args) > position:
                 init = call.args[position]
-            return Terms(_updated(origins(init), call)) if init is not None else _EMPTY
+            return Terms(_updated(origins(init), call, items=False)) if init is not None \
+                else _EMPTY
         if q in PASS_THROUGH and call.args:
             return self.trace_terms(call.args[0], index, seen)
         if q in TREE_MAP and len(call.args) >= 2 and not index:
@@ -554,9 +562,13 @@ def _as_part(origins: dict[str, Origin]) -> dict[str, Origin]:
     return {k: Origin(k, PART) for k in origins}
 
 
-def _updated(origins: dict[str, Origin], evidence: ast.AST) -> dict[str, Origin]:
+def _updated(origins: dict[str, Origin], evidence: ast.AST,
+             items: bool = True) -> dict[str, Origin]:
+    """An update of these values; ``items``: an update of an item of a tuple parameter updates
+    the parameter (not for a loop carry, which has the structure of the item only)."""
+    kinds = (SAME, UPDATED, ITEM) if items else (SAME, UPDATED)
     return {k: Origin(k, UPDATED, o.evidence if o.kind == UPDATED else evidence)
-            for k, o in origins.items() if o.kind in (SAME, UPDATED)}
+            for k, o in origins.items() if o.kind in kinds}
 
 
 def _constructor(func: ast.expr) -> bool:
