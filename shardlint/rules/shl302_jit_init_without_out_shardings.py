@@ -154,6 +154,18 @@ state_sharding = nn.get_sharding(abstract, mesh)
 sharded_init = jax.jit(init_fn, static_argnums=(2, 3), out_shardings=state_sharding)
 state = sharded_init(key, x, model, tx)
 """, title="decorated for eval_shape, compiled again with out_shardings"),
+        example(_MODEL + """
+import optax
+
+def make(kind):
+    if kind == "model":
+        return MLP()
+    return optax.adam(1e-3)
+
+thing = make("tx")
+mesh = jax.make_mesh((8,), ("data",))
+state = jax.jit(thing.init)(jax.numpy.zeros((8, 1024)))   # a model or an optimizer: not known
+""", title="a helper that returns a model on one path and an optimizer on another"),
     ]
     INVALID = [
         example(_MODEL + """
@@ -205,6 +217,30 @@ with jax.set_mesh(jax.make_mesh((8,), ("data",))), ln.logical_axis_rules((("mlp"
     variables = init_fn(jax.random.key(0), jax.numpy.ones((8, 1024)))
 """,
         }, title="pjit of a lambda, model in another file"),
+        example(_MODEL + """
+def build():
+    ensemble = nn.vmap(MLP, variable_axes={"params": 0}, split_rngs={"params": True},
+                       in_axes=None, axis_size=8)
+    return ensemble()
+
+def probe():
+    model, mesh = build(), jax.make_mesh((8,), ("data",))
+    return jax.jit(model.init), (jax.random.key(0), jax.numpy.ones((8, 1024)))  # expect: SHL302
+""", title="the model from a helper returning a lifted class, unpacked with the mesh"),
+        example({
+            "models.py": _MODEL + """
+def create_model(config):
+    return MLP()
+""",
+            "train.py": """
+import jax
+from models import create_model
+
+model = create_model({"size": 8})
+mesh = jax.make_mesh((8,), ("data",))
+variables = jax.jit(model.init)(jax.random.key(0), jax.numpy.ones((8, 1024)))  # expect: SHL302
+""",
+        }, title="the model from a factory in another file"),
         example(_MODEL + """
 from functools import partial
 

@@ -75,16 +75,68 @@ def linen_class(facts: FileFacts, project: ProjectIndex, node: ast.expr, scope: 
 
 
 def linen_instance(facts: FileFacts, project: ProjectIndex, expr: ast.expr,
-                   scope: Scope) -> str | None:
-    """The class of a Linen module instance expression: ``MLP()``, or ``model`` bound to one."""
+                   scope: Scope, depth: int = 0) -> str | None:
+    """The class of a Linen module instance expression: ``MLP()``, ``model`` bound to one (also
+    unpacked: ``model, mesh = MLP(), make_mesh()``), ``Ensemble()`` of a lifted class bound in a
+    function, or the result of a project function that returns one (``create_model(config)``,
+    in this file or another)."""
+    if depth > 6:
+        return None
     if isinstance(expr, ast.Name):
-        value = facts.value_of(expr.id, scope)
-        if not isinstance(value, ast.Call):
+        bound = _bound(facts, expr.id, scope)
+        if bound is None:
             return None
-        expr = value
-    if isinstance(expr, ast.Call):
-        return linen_class(facts, project, expr.func, scope)
-    return None
+        expr, scope = bound
+    if not isinstance(expr, ast.Call):
+        return None
+    found = linen_class(facts, project, expr.func, scope)
+    if found is not None:
+        return found
+    func = expr.func
+    if isinstance(func, ast.Name):
+        bound = _bound(facts, func.id, scope)
+        if bound is not None and isinstance(bound[0], ast.Call):
+            return linen_class(facts, project, bound[0], bound[1])  # `Ensemble = nn.vmap(MLP)`
+        where = scope.lookup(func.id)
+        if where is not None and len(where[1]) == 1 and \
+                isinstance(where[1][0], (ast.FunctionDef, ast.AsyncFunctionDef)):
+            owner = where[0]
+            qual = f"{owner.qualname}.{func.id}" if owner.qualname else func.id
+            callee = facts.scopes.get(qual)
+            if callee is not None and callee.kind == "function":
+                return _returned_class(facts, project, callee, depth)
+            return None
+    ref = class_ref(facts, func, scope) if isinstance(func, (ast.Name, ast.Attribute)) else None
+    return project.flows.returns_linen(ref, facts.module) if ref is not None else None
+
+
+def _bound(facts: FileFacts, name: str, scope: Scope) -> tuple[ast.expr, Scope] | None:
+    """The one value ``name`` is bound to where ``scope`` reads it (an item of an unpacked
+    tuple), and the scope it was written in."""
+    where = scope.lookup(name)
+    if where is None:
+        return None
+    owner, values = where
+    assigned = owner.assigned.get(name) if owner.kind == "function" else None
+    if assigned is not None:
+        if len(assigned) != 1 or assigned[0].value is None:
+            return None
+        value: ast.expr = assigned[0].value
+        for i in assigned[0].index:
+            if not isinstance(value, (ast.Tuple, ast.List)) or i >= len(value.elts) or \
+                    any(isinstance(e, ast.Starred) for e in value.elts):
+                return None
+            value = value.elts[i]
+        return value, owner
+    if len(values) != 1 or not isinstance(values[0], ast.expr):
+        return None
+    return values[0], owner
+
+
+def _returned_class(facts: FileFacts, project: ProjectIndex, fn: Scope, depth: int) -> str | None:
+    """The Linen class every return of a function of this file is an instance of."""
+    found = {linen_instance(facts, project, r, fn, depth + 1) for r in fn.returns}
+    return found.pop() if len(found) == 1 and None not in found else None
 
 
 def nnx_class(facts: FileFacts, project: ProjectIndex, node: ast.expr, scope: Scope) -> str | None:

@@ -676,6 +676,37 @@ class FlowIndex:
         return out
 
     # ---- kinds of values --------------------------------------------------------------------------
+    def returns_linen(self, ref: str, from_module: str | None, depth: int = 0) -> str | None:
+        """The Linen module class (its name) that calling ``ref`` gives an instance of: the
+        class itself, or a project function every return of which is one (any depth)."""
+        from shardlint.semantics.project import LINEN_MODULE, NNX_MODULE
+
+        if depth > MAX_DEPTH:
+            return None
+        if ref.startswith("ext:flax.linen."):
+            name = ref.rpartition(".")[2]
+            return name if name[:1].isupper() else None
+        key = self.project.resolve(ref, from_module)
+        sym = self.project.symbol(key) if key is not None else None
+        if key is None or sym is None:
+            return None
+        if sym.kind in ("class", "alias") and self.project.is_subclass(key, LINEN_MODULE) \
+                and not self.project.is_subclass(key, NNX_MODULE):
+            return key.partition(":")[2]
+        if sym.kind != "function":
+            return None
+        memo = ("linen", key)
+        if memo in self._active:
+            return None
+        self._active.add(memo)
+        try:
+            terms = (sym.flow or {}).get("kind", {}).get("", [])
+            found = {self.returns_linen(t[1], key.partition(":")[0], depth + 1)
+                     if t[0] == "c" and not t[4] else None for t in terms}
+        finally:
+            self._active.discard(memo)
+        return found.pop() if len(found) == 1 and None not in found else None
+
     def returns_mesh(self, key: str, index: tuple[int, ...] = (), depth: int = 0) -> bool:
         """Whether the function ``key`` (resolved) returns a mesh (at ``index`` of its result):
         some return is one and none is known to be something else."""

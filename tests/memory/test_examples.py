@@ -85,18 +85,22 @@ def _init_line() -> int:
 
 @pytest.mark.slow
 def test_json_original_params_carry_their_static_causes(seed_json: tuple[dict, Path, str]) -> None:
-    """The worker calls the original probe with no context: its own SHL102/SHL103 explain why
-    the 128 MiB kernel sits whole on one device; the fixed probe has nothing to explain."""
+    """The worker calls the original probe with no context: its own SHL102/SHL103 and the init
+    jitted without out_shardings (SHL302) explain why the 128 MiB kernel sits whole on one
+    device; the fixed probe has nothing to explain."""
     data, _, _ = seed_json
     original, fixed = data["probes"]
     (kernel,) = original["runs"][1]["unsharded"]  # the 128 KiB kernel is under the threshold
     assert kernel["path"] == "out['params']['Dense_0']['kernel'].value"
     assert kernel["spec"] == "single device" and kernel["per_device"] == 128 * MIB
     reasons = {r["code"]: r for r in kernel["reasons"]}
-    assert set(reasons) == {"SHL102", "SHL103"}
+    assert set(reasons) == {"SHL102", "SHL103", "SHL302"}
     for r in reasons.values():
         assert r["path"].endswith("examples/seed_ensemble/probes.py") and r["line"] == _init_line()
-        assert r["link"] == "likely cause" and "the memory worker calls the probe" in r["message"]
+        assert r["link"] == "likely cause"
+    for code in ("SHL102", "SHL103"):
+        assert "the memory worker calls the probe" in reasons[code]["message"]
+    assert reasons["SHL302"]["because"] == "it comes from a jitted init with no out_shardings"
     assert reasons["SHL102"]["because"] == (
         "its partition names (ensemble, input, hidden) take effect only with axis rules"
     )
@@ -107,6 +111,7 @@ def test_json_original_params_carry_their_static_causes(seed_json: tuple[dict, P
     assert [r["message"].split(":")[1].strip() for r in single["related"]] == [
         "SHL102 constraint-without-rules",
         "SHL103 constraint-without-mesh",
+        "SHL302 jit-init-without-out-shardings",
     ]
 
 
