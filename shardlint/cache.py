@@ -16,6 +16,7 @@ directory named after the project root.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -95,6 +96,27 @@ def finding_to_json(f: Finding) -> dict:
     }
 
 
+def _rebased(f: Finding, old: str, new: str, rel: str) -> Finding:
+    """``f`` with the file's path ``old`` written ``new``, and paths under the same root moved."""
+    rel = rel.replace(os.sep, "/")
+    old_n, new_n = old.replace(os.sep, "/"), new.replace(os.sep, "/")
+    if old_n.endswith(rel) and new_n.endswith(rel):
+        old_root, new_root = old[: len(old) - len(rel)], new[: len(new) - len(rel)]
+    else:
+        old_root = new_root = None
+
+    def move(p: str) -> str:
+        if p == old:
+            return new
+        if old_root is not None and p.startswith(old_root) and (old_root or not os.path.isabs(p)):
+            return new_root + p[len(old_root):]
+        return p
+
+    return dataclasses.replace(
+        f, path=move(f.path),
+        related=tuple(dataclasses.replace(r, path=move(r.path)) for r in f.related))
+
+
 def finding_from_json(d: dict) -> Finding:
     fix = None
     if d["fix"] is not None:
@@ -165,11 +187,20 @@ class Cache:
         entry.append(hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest())
         return entry[2]
 
-    def get_findings(self, rel: str, file_digest: str, project: str) -> list[Finding] | None:
+    def get_findings(self, rel: str, file_digest: str, project: str,
+                     path: str | None = None) -> list[Finding] | None:
+        """The findings stored for this file and project digest; ``path``: how this run names
+        the file. A run that named it otherwise (an absolute path: the memory check, the
+        editor) wrote its own form into the findings, so it is rewritten to this run's form,
+        with the other files' paths moved along (else output order and paths would depend on
+        which run filled the cache)."""
         entry = self.findings.get(rel)
         if entry is None or entry[0] != file_digest or entry[1] != project:
             return None
-        return [finding_from_json(d) for d in entry[2]]
+        found = [finding_from_json(d) for d in entry[2]]
+        if path is None or not found or found[0].path == path:
+            return found
+        return [_rebased(f, found[0].path, path, rel) for f in found]
 
     def put_findings(self, rel: str, file_digest: str, project: str,
                      findings: list[Finding]) -> None:

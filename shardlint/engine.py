@@ -531,7 +531,8 @@ class Engine:
         for path, text in texts.items():
             rel = self._rel(path)
             digest = self._digests.get(rel) or cache_mod.digest(text)
-            reused = self.cache.get_findings(rel, digest, project) if self.use_cache else None
+            reused = self.cache.get_findings(rel, digest, project, str(path)) \
+                if self.use_cache else None
             if reused is not None:
                 findings.extend(reused)
                 continue
@@ -588,8 +589,8 @@ class Engine:
             for path in sorted(self.iter_python_files(self.root, CONFIG_SUFFIXES)):
                 self.config_summary_for(path)  # (their digests count in the project's)
             project = self._project_digest()
-            cached = [self.cache.get_findings(rel, digest, project)
-                      for rel, digest in texts.values()]
+            cached = [self.cache.get_findings(rel, digest, project, str(path))
+                      for path, (rel, digest) in texts.items()]
             if all(found is not None for found in cached):
                 self.cache.save()
                 return [f for found in cached for f in found]  # type: ignore[union-attr]
@@ -609,7 +610,8 @@ class Engine:
         findings: list[Finding] = []
         todo: list[tuple[str, str, str]] = []
         for path, (rel, digest) in texts.items():
-            reused = self.cache.get_findings(rel, digest, project) if self.use_cache else None
+            reused = self.cache.get_findings(rel, digest, project, str(path)) \
+                if self.use_cache else None
             if reused is not None:
                 findings.extend(reused)
             else:

@@ -303,3 +303,21 @@ def test_check_memory_adds_measured_findings(capsys):
     assert code == 1
     assert {"SHL902", "SHL905"} <= {i["code"] for i in items}
     assert all(Path(i["path"]).name == "probes.py" for i in items)
+
+
+def test_cached_findings_take_the_paths_of_this_run(tmp_path, capsys, monkeypatch):
+    """A cache filled by a run that named the files by absolute path (the memory check, the
+    editor) gives a relative run relative paths, in the same order as a cold run."""
+    project = tmp_path / "proj"
+    (project / "pkg").mkdir(parents=True)
+    (project / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (project / "pkg" / "a.py").write_text(PITFALL)
+    (project / "pkg" / "b.py").write_text(PITFALL)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.chdir(project)
+    cold = run(["check", "--no-cache", "pkg"], capsys)
+    # Fill the cache through absolute paths for one file, then through the relative folder.
+    run(["check", str(project / "pkg" / "b.py")], capsys)
+    warm = run(["check", "pkg"], capsys)
+    assert warm == cold
+    assert "pkg/a.py" in cold[1] and str(project) not in warm[1]
