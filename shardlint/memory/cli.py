@@ -24,6 +24,7 @@ from shardlint.memory.hardware import ACCELERATORS, find_accelerator
 from shardlint.memory.probes import Probe, discover, resolve
 from shardlint.memory.reasons import explained_report
 from shardlint.memory.runner import Cancelled, WorkerOptions, interpreter, run_all
+from shardlint.memory.whatif import plans_for, requests
 from shardlint.memory.settings import (
     MemorySettings,
     default_memory_limit,
@@ -81,6 +82,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-measure",
         action="store_true",
         help="on an accelerator, compile only: do not run the step to measure the peak",
+    )
+    parser.add_argument(
+        "--no-whatif",
+        action="store_true",
+        help="do not compile the probes again with the remedies of the findings they reach "
+        "(what each fix saves)",
     )
     parser.add_argument("--jobs", type=int, metavar="N", help="device counts measured in parallel")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -192,6 +199,9 @@ def _run(args: argparse.Namespace) -> int:
     counts = settings.devices
     # Workers compile with several threads each: half the cores, at most 4 workers at a time.
     jobs = args.jobs or min(len(counts), max(1, (os.cpu_count() or 1) // 2), 4)
+    plans, note = ({}, None) if args.no_whatif else plans_for(probes, cwd)
+    if note:
+        print(f"shardlint memory: no what-if compiles: {note}", file=sys.stderr)
     options = WorkerOptions(
         python=python,
         platform=settings.platform,
@@ -199,6 +209,7 @@ def _run(args: argparse.Namespace) -> int:
         memory_limit=settings.memory_limit or default_memory_limit() // jobs,
         measure="never" if args.no_measure else "auto",
         cwd=project,
+        whatif=requests(plans),
     )
     progress = ProgressLine(sys.stderr, cwd, enabled=not args.quiet)
     cancel = threading.Event()
@@ -207,7 +218,7 @@ def _run(args: argparse.Namespace) -> int:
     except (Cancelled, KeyboardInterrupt):
         print("\nshardlint memory: cancelled; workers stopped", file=sys.stderr)
         return 2
-    report = explained_report(runs, probes, counts, settings, cwd)
+    report = explained_report(runs, probes, counts, settings, cwd, plans)
     findings = report_findings(report)
     if args.format == "json":
         from shardlint.memory.render_json import render_json

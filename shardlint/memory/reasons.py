@@ -88,8 +88,9 @@ def _record(finding: Any, root: Path, message: str | None = None) -> dict[str, A
     }
 
 
-def _own_call(engine: Any, probe: Probe, root: Path) -> list[dict[str, Any]]:
-    """Context findings that exist because the worker calls the probe with no context."""
+def own_call_findings(engine: Any, probe: Probe) -> list[tuple[Any, str]]:
+    """Context findings that exist because the worker calls the probe with no context, each
+    with the message that says so."""
     try:
         text = probe.path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
@@ -105,8 +106,12 @@ def _own_call(engine: Any, probe: Probe, root: Path) -> list[dict[str, Any]]:
     for f in found:
         if f.code in CONTEXT_CODES and any(r.span.line == call_line for r in f.related):
             message = said.sub("", f.message) + " (the memory worker calls the probe with none)"
-            own.append(_record(f, root, message))
+            own.append((f, message))
     return own
+
+
+def _own_call(engine: Any, probe: Probe, root: Path) -> list[dict[str, Any]]:
+    return [_record(f, root, message) for f, message in own_call_findings(engine, probe)]
 
 
 def _call_name(tree: ast.AST, line: int, col: int) -> str:
@@ -160,14 +165,20 @@ def static_reasons(probe: Probe, engine: Any, reach: Reach, root: Path) -> list[
 
 
 def explained_report(runs: list[ProbeRun], probes: list[Probe], counts: tuple[int, ...],
-                     settings: MemorySettings, root: Path) -> MemoryReport:
+                     settings: MemorySettings, root: Path,
+                     plans: dict[str, list[Any]] | None = None) -> MemoryReport:
     """The report of measured runs under ``settings`` (platform, hardware, capacity, threshold),
-    each unsharded leaf tied to the static finding that likely explains it: what the CLI, the
-    measured findings of ``check --memory`` and the editor all show."""
+    each unsharded leaf tied to the static finding that likely explains it, and each finding a
+    probe reaches with what its remedy saved (``plans``: whatif.plans_for, sent with the runs):
+    what the CLI, the measured findings of ``check --memory`` and the editor all show."""
     report = build_report(runs, probes, counts, platform=settings.platform,
                           hardware=settings.hardware, capacity=settings.capacity,
                           replicated_threshold=settings.replicated_threshold, root=root)
     report.static_note = attach_reasons(report)
+    if plans:
+        from shardlint.memory.whatif import attach
+
+        attach(report, plans)
     return report
 
 

@@ -7,6 +7,7 @@ from typing import Any
 from shardlint.memory.reasons import distinct
 from shardlint.memory.report import MemoryReport, ProbeReport, RunReport, Scaling, scale
 from shardlint.memory.units import format_bytes
+from shardlint.memory.whatif import describe
 
 _TOP_LEAVES = 8
 _TOP_GROUPS = 8
@@ -196,7 +197,43 @@ def render_probe(
         lines.append("  findings")
         for f in mine:
             lines.append(f"    {f['severity']} {f['code']} {f['name']}: {f['message']}")
+    lines += _saving_lines(probe, ok)
     return lines
+
+
+def _saving_lines(probe: ProbeReport, ok: list[RunReport]) -> list[str]:
+    """What fixing each finding the probe reaches saves: peak estimate before -> after."""
+    if not probe.savings or not ok:
+        return []
+    lines = ["", "  what fixing the findings it reaches saves (compiled again with each remedy, "
+             "in this order; peak estimate per device)"]
+    rows = [["finding", *(_label(r) for r in ok)]]
+    notes: list[str] = []
+    for saving in probe.savings:
+        step = saving.step
+        label = f"{step.code} {step.path}:{step.line}"
+        cells = []
+        for run in ok:
+            got = saving.runs.get(run.devices)
+            if got is not None:
+                cells.append(f"{format_bytes(got['before']['peak'])} -> "
+                             f"{format_bytes(got['after']['peak'])}")
+            else:
+                cells.append("-")
+        rows.append([label, *cells])
+        why = step.why if step.remedy is None else next(iter(saving.errors.values()), "")
+        remedy = describe(step)
+        notes.append(f"    {label}: {remedy if step.remedy else 'no remedy: ' + why}"
+                     + (f" (not applied: {why})" if step.remedy is not None and why else ""))
+    if probe.together:
+        cells = []
+        for run in ok:
+            got = probe.together.get(run.devices)
+            cells.append(f"{format_bytes(got['before']['peak'])} -> "
+                         f"{format_bytes(got['after']['peak'])}" if got else "-")
+        rows.append(["all together", *cells])
+    lines += _grid(rows, indent="    ", align="l" + "r" * len(ok))
+    return lines + notes
 
 
 def render_text(report: MemoryReport, findings: list[dict[str, Any]]) -> str:

@@ -72,6 +72,8 @@ class RunReport:
     wall_s: float = 0.0
     worker_max_rss: int | None = None
     environment: dict[str, Any] = field(default_factory=dict)
+    memory: dict[str, Any] | None = None  # the worker's memory figures, as it sent them
+    whatifs: list[dict[str, Any]] = field(default_factory=list)  # what-if compiles (whatif.py)
 
     @property
     def donated_unused(self) -> int:
@@ -125,6 +127,8 @@ def _run_report(run: ProbeRun) -> RunReport:
     report.backend = facts.get("backend", "")
     report.kind = facts.get("kind", "")
     report.figures = Figures.from_dict(facts["memory"]) if facts.get("memory") else None
+    report.memory = facts.get("memory")
+    report.whatifs = list(run.whatifs)
     report.devices_used = int(facts.get("devices_used") or 1)
     report.leaves = sorted(facts.get("leaves", []), key=lambda leaf: -leaf["per_device"])
     report.donated = sum(leaf["per_device"] for leaf in report.leaves if leaf["donated"])
@@ -173,6 +177,8 @@ class ProbeReport:
     probe: Probe
     display: str
     runs: list[RunReport]
+    savings: list[Any] = field(default_factory=list)  # whatif.Saving per finding it reaches
+    together: dict[int, dict[str, Any]] = field(default_factory=dict)  # all remedies applied
 
     @property
     def ok_runs(self) -> list[RunReport]:

@@ -55,6 +55,8 @@ class WorkerOptions:
     memory_limit: int | None = None  # bytes of worker RSS
     measure: str = "auto"  # "auto": run the step on non-CPU backends; "never"; "always"
     cwd: Path = field(default_factory=Path.cwd)
+    # Probe key -> what-if remedies to compile after its baseline (whatif.py), in order.
+    whatif: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -82,6 +84,7 @@ class ProbeRun:
     wall_s: float = 0.0
     environment: dict[str, Any] = field(default_factory=dict)
     worker_max_rss: int | None = None
+    whatifs: list[dict[str, Any]] = field(default_factory=list)  # one per remedy, in order
 
 
 class Cancelled(Exception):
@@ -104,7 +107,9 @@ class _Session:
                     "device_count": devices,
                     "measure": options.measure,
                     "probes": [
-                        {"key": p.key, "path": str(p.path), "function": p.function} for p in probes
+                        {"key": p.key, "path": str(p.path), "function": p.function,
+                         "whatif": options.whatif.get(p.key, [])}
+                        for p in probes
                     ],
                 }
             ),
@@ -171,6 +176,11 @@ class _Session:
                 self.current_stage = event.get("stage", "")
                 if progress:
                     progress(probe, self.devices, self.current_stage)
+            elif kind == "whatif" and probe and probe.key in self.results:
+                self.results[probe.key].whatifs.append(
+                    {k: v for k, v in event.items() if k not in ("event", "probe")})
+                if progress:
+                    progress(probe, self.devices, f"what-if {event.get('id', '')}")
             elif kind == "result" and probe:
                 run = ProbeRun(
                     probe,

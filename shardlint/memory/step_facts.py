@@ -358,8 +358,10 @@ def analyse(
     on_stage: Callable[[str], None],
     measure: str = "auto",
     measure_peak: Callable[[Any], dict[str, Any]] | None = None,
+    on_compiled: Callable[[Any], None] | None = None,
 ) -> dict[str, Any]:
-    """Compile what the probe returned and read every figure the report needs."""
+    """Compile what the probe returned and read every figure the report needs (``on_compiled``
+    is handed the compiled step)."""
     timings: dict[str, float] = {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -368,6 +370,8 @@ def analyse(
         started = time.perf_counter()
         compiled = lowered if kind == "compiled" else lowered.compile()
         timings["compile_s"] = time.perf_counter() - started
+    if on_compiled is not None:
+        on_compiled(compiled)
     messages = [str(w.message) for w in caught if not issubclass(w.category, DeprecationWarning)]
     facts: dict[str, Any] = {
         "kind": kind,

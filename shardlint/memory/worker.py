@@ -221,14 +221,26 @@ def printed_error(probe: dict[str, Any], capture: StdoutCapture) -> dict[str, An
 
 
 def run_probe(
-    probe: dict[str, Any], request: dict[str, Any], events: EventWriter, facts: Any, peak: Any
+    probe: dict[str, Any],
+    request: dict[str, Any],
+    events: EventWriter,
+    facts: Any,
+    peak: Any,
+    remedies: Any = None,
+    active: list[dict[str, Any]] | None = None,
+    quiet: bool = False,
 ) -> dict[str, Any]:
+    """One call of the probe and one compile of what it returns. With ``remedies``: the
+    remedies ``active`` are in force (a what-if run, which never runs the step), and the
+    baseline run (``active`` empty) tells them the mesh it placed values on. ``quiet``: no
+    stage events (a what-if run is not the probe's progress)."""
     key = probe["key"]
     state = {"stage": "import"}
 
     def on_stage(stage: str) -> None:
         state["stage"] = stage
-        events.write(event="stage", probe=key, stage=stage)
+        if not quiet:
+            events.write(event="stage", probe=key, stage=stage)
 
     printed = StdoutCapture(state)
     started = time.perf_counter()
@@ -240,15 +252,27 @@ def run_probe(
             if not callable(fn):
                 raise facts.ReturnError(f"{probe['function']} is not a function in {probe['path']}")
             on_stage("call")
-            called = time.perf_counter()
-            value = fn()
-            call_s = time.perf_counter() - called
-            result = facts.analyse(
-                value,
-                on_stage=on_stage,
-                measure=request.get("measure", "auto"),
-                measure_peak=peak.measure_peak,
-            )
+            with remedies.applied(active or []) if remedies is not None else \
+                    contextlib.nullcontext():
+                called = time.perf_counter()
+                value = fn()
+                call_s = time.perf_counter() - called
+                compiled: list[Any] = []
+                result = facts.analyse(
+                    value,
+                    on_stage=on_stage,
+                    measure="never" if active else request.get("measure", "auto"),
+                    measure_peak=peak.measure_peak,
+                    on_compiled=compiled.append,
+                )
+            if remedies is not None and not active:
+                meshes = remedies.meshes_of(value, compiled[0]) if compiled else []
+                remedies.mesh = meshes[0] if len(meshes) == 1 else None
+                remedies.mesh_count = len(meshes)
+            if remedies is not None and active:
+                missing = [r for r in active if r["id"] not in remedies.used]
+                if missing:
+                    raise remedies.NotApplicable(_not_reached(missing[-1]))
         if printed.first_stack is not None:
             error = printed_error(probe, printed)
             return {"ok": False, "error": error, "printed": printed.getvalue()[-_PRINTED_LIMIT:]}
@@ -259,14 +283,28 @@ def run_probe(
     except facts.ReturnError as exc:
         error = {"kind": "bad-return", "stage": state["stage"], "message": str(exc)}
     except BaseException as exc:  # noqa: BLE001 - anything the user's code raises is reported
-        kind = "memory" if isinstance(exc, MemoryError) else "raised"
-        error = {
-            "kind": kind,
-            "stage": state["stage"],
-            "exception": type(exc).__name__,
-            "message": f"{type(exc).__name__}: {exc}".strip(),
-            "traceback": user_traceback(exc),
-        }
+        if remedies is None or not isinstance(exc, remedies.NotApplicable):
+            return _raised(exc, state, printed)
+        error = {"kind": "not-applicable", "stage": state["stage"], "message": str(exc)}
+    return {"ok": False, "error": error, "printed": printed.getvalue()[-_PRINTED_LIMIT:]}
+
+
+def _not_reached(remedy: dict[str, Any]) -> str:
+    where = f"{os.path.basename(remedy['path'])}:{remedy['line']}"
+    if remedy["kind"] in ("donate", "out-shardings"):
+        return f"the probe did not reach the jit call at {where} (no jax.jit called from there)"
+    return f"the remedy at {where} did not apply"
+
+
+def _raised(exc: BaseException, state: dict[str, str], printed: StdoutCapture) -> dict[str, Any]:
+    """What the user's code raised, with its own frames only."""
+    error = {
+        "kind": "memory" if isinstance(exc, MemoryError) else "raised",
+        "stage": state["stage"],
+        "exception": type(exc).__name__,
+        "message": f"{type(exc).__name__}: {exc}".strip(),
+        "traceback": user_traceback(exc),
+    }
     return {"ok": False, "error": error, "printed": printed.getvalue()[-_PRINTED_LIMIT:]}
 
 
@@ -345,15 +383,49 @@ def main(argv: list[str]) -> int:
         )
         return 3
     probes: list[dict[str, Any]] = request["probes"]
+    remedies = None
+    if any(p.get("whatif") for p in probes):
+        remedies = _load_sibling("remedies").Remedies()  # wraps jax.jit before user code runs
+        remedies.planned = [r for p in probes for r in p.get("whatif", ())
+                            if r["kind"] in ("donate", "out-shardings")]
     for probe in probes:
         events.write(event="begin", probe=probe["key"])
-        result = run_probe(probe, request, events, facts, peak)
+        result = run_probe(probe, request, events, facts, peak, remedies)
         events.write(event="result", probe=probe["key"], **result)
+        if result.get("ok") and remedies is not None:
+            run_whatifs(probe, request, events, facts, peak, remedies)
         if result.get("ok") and result["facts"].get("measured", {}).get("available"):
             events.write(event="end", reason="fresh-process", **_rusage())
             return 0
     events.write(event="end", reason="done", **_rusage())
     return 0
+
+
+def run_whatifs(probe: dict[str, Any], request: dict[str, Any], events: EventWriter, facts: Any,
+                peak: Any, remedies: Any) -> None:
+    """The probe compiled again once per remedy, each run with the remedies before it that
+    applied: one `whatif` event per remedy, with the figures or why it could not apply."""
+    applied: list[dict[str, Any]] = []
+    for remedy in probe.get("whatif", ()):
+        if remedy["kind"] == "mesh" and remedies.mesh is None:
+            count = getattr(remedies, "mesh_count", 0)
+            why = ("no mesh to enter: the probe places none of its inputs or outputs on a mesh"
+                   if not count else f"the probe places values on {count} different meshes: "
+                   "which one to enter is not known")
+            events.write(event="whatif", probe=probe["key"], id=remedy["id"], ok=False,
+                         error={"kind": "not-applicable", "message": why})
+            continue
+        result = run_probe(probe, request, events, facts, peak, remedies, [*applied, remedy],
+                           quiet=True)
+        if result.get("ok"):
+            applied.append(remedy)
+            got = result["facts"]
+            events.write(event="whatif", probe=probe["key"], id=remedy["id"], ok=True,
+                         memory=got.get("memory"), devices_used=got.get("devices_used"),
+                         compile_s=got.get("timings", {}).get("compile_s"))
+        else:
+            events.write(event="whatif", probe=probe["key"], id=remedy["id"], ok=False,
+                         error=result.get("error"))
 
 
 def _rusage() -> dict[str, int]:

@@ -1,0 +1,297 @@
+"""Measured savings: each static finding a probe reaches, compiled again with its remedy.
+
+Before the workers start, the static engine (in shardlint's own process: it only reads source)
+lists the findings the probe reaches (the code it runs, `reach.py`, and the findings that exist
+because the worker calls the probe with no context, `reasons._own_call`), and turns each into a
+remedy the worker can apply without touching the user's files (`remedies.py`):
+
+=========  ===========================================================  ===================
+finding    remedy                                                       needs
+=========  ===========================================================  ===================
+SHL103     the probe runs under ``jax.set_mesh(M)``                     one mesh in the run
+SHL102     the probe runs under ``nn.logical_axis_rules(R)``            one literal table
+SHL302/3   the jit call gets ``out_shardings`` from the partition specs partition metadata
+SHL401     the jit call gets the ``donate_argnums`` the finding names   the argnums
+=========  ===========================================================  ===================
+
+Other findings (a missing partition name, an axis with no rule, a legacy ``with mesh:``) need
+a choice only the author can make, so they get no remedy and the report says so.
+
+Remedies accumulate in that order (contexts first: shardings are derived under them): the
+worker compiles the probe once per remedy, with the remedies before it that applied, so a
+finding's saving is what its fix saves once the earlier ones are in, and the last step is all
+of them together. That is at most one compile per finding per device count.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from shardlint.memory.probes import Probe, relative_path
+from shardlint.memory.reach import Reach
+from shardlint.memory.units import format_bytes
+
+if TYPE_CHECKING:
+    from shardlint.memory.report import MemoryReport, ProbeReport
+
+KINDS = {"SHL103": "mesh", "SHL102": "rules", "SHL302": "out-shardings",
+         "SHL303": "out-shardings", "SHL401": "donate"}
+_ORDER = {"mesh": 0, "rules": 1, "out-shardings": 2, "donate": 3}
+# Findings a probe can reach whose remedy is the author's choice: said, never guessed.
+NOT_MECHANICAL = {
+    "SHL101": "the legacy `with mesh:` is the probe's own code; shardlint does not rewrite it",
+    "SHL201": "which mesh axis the logical name should map to is the author's choice",
+    "SHL203": "the name of the stacked axis (and its rule) is the author's choice",
+    "SHL204": "which tree the specs should be read from is the author's choice",
+}
+CODES = frozenset({*KINDS, *NOT_MECHANICAL})
+_DONATE = re.compile(r"donate_argnums=(\([^)]*\)|\d+)")
+
+
+@dataclass
+class Step:
+    """One finding the probe reaches, and its remedy (None: `why` says why there is none)."""
+
+    code: str
+    name: str
+    path: str  # relative to the report's root, as the findings show it
+    abspath: Path
+    line: int
+    column: int
+    message: str
+    remedy: dict[str, Any] | None = None
+    why: str = ""
+
+    @property
+    def id(self) -> str:
+        return f"{self.code}:{self.path}:{self.line}:{self.column}"
+
+    @property
+    def key(self) -> tuple[str, str, int, int]:
+        return (self.code, self.path, self.line, self.column)
+
+
+@dataclass
+class Saving:
+    """What one finding's remedy saves per device count (None where it did not apply)."""
+
+    step: Step
+    runs: dict[int, dict[str, Any]] = field(default_factory=dict)  # devices -> before/after
+    errors: dict[int, str] = field(default_factory=dict)  # devices -> why it did not apply
+    after: list[str] = field(default_factory=list)  # codes of the remedies applied before it
+
+    def saved(self, devices: int) -> int | None:
+        run = self.runs.get(devices)
+        return run["saved"] if run else None
+
+    @property
+    def best(self) -> int:
+        return max((r["saved"] for r in self.runs.values()), default=0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.step.code,
+            "path": self.step.path,
+            "line": self.step.line,
+            "column": self.step.column,
+            "remedy": describe(self.step),
+            "applied_after": self.after,
+            "devices": {str(n): r for n, r in sorted(self.runs.items())},
+            "not_applied": {str(n): why for n, why in sorted(self.errors.items())}
+            or ({"all": self.step.why} if self.step.remedy is None else {}),
+        }
+
+
+def describe(step: Step) -> str:
+    r = step.remedy
+    if r is None:
+        return f"none: {step.why}"
+    if r["kind"] == "mesh":
+        return "run the probe under jax.set_mesh(mesh), the mesh its values are placed on"
+    if r["kind"] == "rules":
+        return f"run the probe under nn.logical_axis_rules({r['source']})"
+    if r["kind"] == "out-shardings":
+        return "jit with out_shardings from the partition specs of the abstract output"
+    return f"jit with donate_argnums={tuple(r['argnums'])}"
+
+
+def _argnums(finding: Any) -> list[int] | None:
+    texts = [finding.message]
+    if finding.fix is not None:
+        texts.extend(e.text for e in finding.fix.edits)
+    for text in texts:
+        match = _DONATE.search(text)
+        if match:
+            try:
+                value = ast.literal_eval(match.group(1))
+            except (ValueError, SyntaxError):
+                continue
+            value = (value,) if isinstance(value, int) else value
+            if all(isinstance(v, int) for v in value):
+                return list(value)
+    return None
+
+
+def _rules_tables(engine: Any, reach: Reach) -> list[tuple[list, str]]:
+    """The distinct literal rules tables of the files the probe reaches, with where."""
+    files = {p.resolve() for p in reach.files}
+    found: list[tuple[list, str]] = []
+    for summary in engine.index.summaries.values():
+        path = Path(summary.path)
+        if path.resolve() not in files:
+            continue
+        for table in summary.rule_tables:
+            if table is not None and all(t != table for t, _ in found):
+                found.append((table, path.name))
+    return found
+
+
+def plan(probe: Probe, engine: Any, reach: Reach, root: Path) -> list[Step]:
+    """The findings the probe reaches, each with its remedy, in the order they are applied."""
+    from shardlint.memory.reasons import own_call_findings
+
+    findings = [
+        (f, f.message) for f in engine.lint_paths(reach.files)
+        if f.code in CODES and reach.contains(Path(f.path).resolve(), f.span.line)
+    ]
+    findings += own_call_findings(engine, probe)
+    steps: dict[tuple[str, str, int, int], Step] = {}
+    tables = None
+    for f, message in findings:
+        path = Path(f.path).resolve()
+        step = Step(f.code, f.name, relative_path(path, root), path, f.span.line, f.span.col,
+                    message)
+        if step.key in steps:
+            continue
+        steps[step.key] = step
+        kind = KINDS.get(f.code)
+        if kind is None:
+            step.why = NOT_MECHANICAL[f.code]
+            continue
+        remedy: dict[str, Any] = {"id": step.id, "kind": kind, "path": str(path),
+                                  "line": f.span.line, "end_line": f.span.end_line}
+        if kind == "rules":
+            tables = _rules_tables(engine, reach) if tables is None else tables
+            if len(tables) != 1:
+                step.why = ("no literal rules table in the code the probe reaches" if not tables
+                            else f"{len(tables)} different rules tables in the code the probe "
+                            "reaches: which one is meant is not known")
+                continue
+            remedy["rules"], remedy["source"] = tables[0][0], f"the table in {tables[0][1]}"
+        elif kind == "donate":
+            argnums = _argnums(f)
+            if argnums is None:
+                step.why = "the finding names no donate_argnums"
+                continue
+            remedy["argnums"] = argnums
+        step.remedy = remedy
+    ordered = sorted(steps.values(), key=lambda s: (
+        _ORDER[s.remedy["kind"]] if s.remedy else 9, s.path, s.line, s.column, s.code))
+    contexts: set[str] = set()
+    for s in ordered:  # one mesh (one rules) context serves every finding of that kind
+        kind = s.remedy["kind"] if s.remedy else ""
+        if kind in ("mesh", "rules"):
+            if kind in contexts:
+                s.remedy, s.why = None, f"the same {kind} context as the {s.code} before it"
+            contexts.add(kind)
+    return ordered
+
+
+def plans_for(probes: list[Probe], root: Path) -> tuple[dict[str, list[Step]], str | None]:
+    """Steps per probe key (paths shown relative to ``root``), and a note when the static
+    analysis could not run (the probes then run without what-if compiles)."""
+    from shardlint import config as config_mod
+    from shardlint.engine import Engine
+    from shardlint.memory.reach import probe_reach
+
+    out: dict[str, list[Step]] = {}
+    try:
+        engines: dict[Path, Any] = {}
+        for probe in probes:
+            config = config_mod.load(probe.path)
+            engine = engines.get(config.root) or engines.setdefault(config.root, Engine(config))
+            reach = probe_reach(probe.path, probe.function, config.root)
+            out[probe.key] = plan(probe, engine, reach, root)
+    except Exception as exc:  # noqa: BLE001 - the figures stand without what-ifs
+        return {}, f"the static analysis could not run ({type(exc).__name__}: {exc})"
+    return out, None
+
+
+def requests(plans: dict[str, list[Step]]) -> dict[str, list[dict[str, Any]]]:
+    """What the worker is sent: the remedies per probe key, in order."""
+    return {key: [s.remedy for s in steps if s.remedy] for key, steps in plans.items()
+            if any(s.remedy for s in steps)}
+
+
+def _figures(memory: dict[str, Any]) -> dict[str, int]:
+    from shardlint.memory.report import Figures
+
+    f = Figures.from_dict(memory)
+    return {"arguments": f.argument, "outputs": f.output, "aliased": f.alias,
+            "temporaries": f.temp, "peak": f.estimate}
+
+
+def savings(probe: ProbeReport, steps: list[Step]) -> list[Saving]:
+    """Each step's saving per device count, from the what-if figures the runs brought back."""
+    out = [Saving(s) for s in steps]
+    by_id = {s.step.id: s for s in out}
+    for run in probe.runs:
+        if run.figures is None or run.error is not None:
+            continue
+        before = _figures(run.memory) if run.memory else None
+        applied: list[str] = []
+        for event in run.whatifs:
+            saving = by_id.get(event.get("id", ""))
+            if saving is None:
+                continue
+            if not event.get("ok") or before is None:
+                error = event.get("error") or {}
+                saving.errors[run.devices] = error.get("message", "the what-if compile failed")
+                continue
+            after = _figures(event["memory"])
+            saving.runs[run.devices] = {"before": before, "after": after,
+                                        "saved": before["peak"] - after["peak"]}
+            saving.after = list(applied)
+            applied.append(saving.step.code)
+            before = after
+    return out
+
+
+def together(probe: ProbeReport, found: list[Saving]) -> dict[int, dict[str, Any]]:
+    """Per device count: the baseline and the figures with every remedy that applied."""
+    out: dict[int, dict[str, Any]] = {}
+    for run in probe.ok_runs:
+        done = [s.runs[run.devices] for s in found if run.devices in s.runs]
+        if done and run.memory:
+            before, after = _figures(run.memory), done[-1]["after"]
+            out[run.devices] = {"before": before, "after": after,
+                                "saved": before["peak"] - after["peak"]}
+    return out
+
+
+def attach(report: MemoryReport, plans: dict[str, list[Step]]) -> None:
+    for probe in report.probes:
+        steps = plans.get(probe.probe.key, [])
+        probe.savings = savings(probe, steps) if steps else []
+        probe.together = together(probe, probe.savings)
+
+
+def summary(saving: Saving, probe: str) -> str | None:
+    """The sentence a finding's message gets, or None when nothing was compiled for it."""
+    if not saving.runs:
+        return None
+    parts = []
+    for n, r in sorted(saving.runs.items()):
+        b, a = r["before"]["peak"], r["after"]["peak"]
+        parts.append(f"{format_bytes(b)} -> {format_bytes(a)} at {n} device{'s' * (n > 1)}")
+    after = f" with the remedies of {', '.join(saving.after)} already applied" \
+        if saving.after else ""
+    best = saving.best
+    verb = f"saves up to {format_bytes(best)} per device" if best > 0 else "saves nothing" \
+        if best == 0 else f"costs {format_bytes(-best)} per device"
+    return (f"(memory check, probe `{probe}`: fixing it {verb}{after}; peak estimate "
+            f"{'; '.join(parts)})")
