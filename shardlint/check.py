@@ -123,7 +123,9 @@ def run_check(args: argparse.Namespace) -> int:
 
     if args.memory:
         specs = None if stdin or not paths else [str(p.resolve()) for p in paths]
-        findings = sorted(findings + _memory_findings(cfg, specs), key=Finding.sort_key)
+        savings: list[dict] = []
+        measured = _memory_findings(cfg, specs, savings)
+        findings = sorted(_with_savings(cfg, findings, savings) + measured, key=Finding.sort_key)
         for f in findings:
             if f.path not in sources:
                 src = _read(f.path)
@@ -274,14 +276,33 @@ def _emit(args, cfg: Config, findings: list[Finding], sources: dict[str, SourceT
         print(out)
 
 
-def _memory_findings(cfg: Config, specs: list[str] | None) -> list[Finding]:
-    """Measured findings from the memory probes, as engine findings (SHL900-SHL905)."""
+def _with_savings(cfg: Config, findings: list[Finding], savings: list[dict]) -> list[Finding]:
+    """Static findings a probe reaches, with what their fix saved in a what-if compile: a
+    sentence added to the message and the figures (``saving``, one entry per probe)."""
+    by_key: dict[tuple, list[dict]] = {}
+    for s in savings:
+        by_key.setdefault((s["code"], str((cfg.root / s["path"]).resolve()), s["line"],
+                           s["column"]), []).append(s)
+    out = []
+    for f in findings:
+        found = by_key.get((f.code, str(Path(f.path).resolve()), f.span.line, f.span.col))
+        if found:
+            f = replace(f, message=" ".join([f.message, *(s["text"] for s in found)]),
+                        saving=[{"probe": s["probe"], **s["saving"]} for s in found])
+        out.append(f)
+    return out
+
+
+def _memory_findings(cfg: Config, specs: list[str] | None,
+                     savings: list[dict] | None = None) -> list[Finding]:
+    """Measured findings from the memory probes, as engine findings (SHL900-SHL905);
+    ``savings`` is filled with what fixing each static finding a probe reaches saves."""
     from shardlint.memory.findings import measured_findings
     from shardlint.rules.base import Related
     from shardlint.source import Span
 
     out = []
-    for item in measured_findings(specs, root=cfg.root,
+    for item in measured_findings(specs, root=cfg.root, savings=savings,
                                   progress=lambda line: print(line, file=sys.stderr)):
         if not cfg.is_selected(item["code"], True, item["path"]):
             continue

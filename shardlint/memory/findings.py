@@ -187,13 +187,14 @@ def measured_findings(
     devices: Sequence[int] | None = None,
     progress: Callable[[str], None] | None = None,
     cancel: threading.Event | None = None,
+    savings: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Run the memory probes and return measured findings as plain dicts.
 
     Signature::
 
         measured_findings(probes=None, *, root=None, settings=None, devices=None,
-                          progress=None, cancel=None) -> list[dict]
+                          progress=None, cancel=None, savings=None) -> list[dict]
 
     - probes: specs as on the command line (`file.py`, `file.py:function`, a folder); None: the
       configured probes, else every `shardlint_probe_*` under `root`.
@@ -209,6 +210,11 @@ def measured_findings(
     column, message}: static findings that likely explain the leaves, e.g. SHL102 at the init
     that ran without axis rules; empty when none is known). Probe failures are SHL900
     findings, never exceptions; a bad configuration raises shardlint.errors.ConfigError.
+
+    - savings: a list to fill with what fixing each static finding a probe reaches saves (one
+      dict per finding with a what-if compile: code, path, line, column (0-based), probe,
+      text (a sentence for the finding's message) and saving (before/after per device count)).
+      None: no what-if compiles are run.
     """
     from shardlint.memory.runner import WorkerOptions, run_probes  # here: keeps imports cheap
 
@@ -219,12 +225,18 @@ def measured_findings(
     specs = list(probes) if probes else list(settings.probes)
     selected: list[Probe] = resolve(specs, project) if specs else discover(project)
     counts = tuple(devices) if devices else settings.devices
+    plans: dict[str, list[Any]] = {}
+    if savings is not None:
+        from shardlint.memory.whatif import plans_for, requests
+
+        plans, _ = plans_for(selected, project)
     options = WorkerOptions(
         python=settings.python or WorkerOptions().python,
         platform=settings.platform,
         timeout=settings.timeout,
         memory_limit=settings.memory_limit or default_memory_limit(),
         cwd=project,
+        whatif=requests(plans) if plans else {},
     )
     runs = []
     for count in counts:
@@ -236,5 +248,25 @@ def measured_findings(
                 )
 
         runs.extend(run_probes(selected, count, options, on_progress, cancel))
-    report = explained_report(runs, selected, counts, settings, project)
+    report = explained_report(runs, selected, counts, settings, project, plans)
+    if savings is not None:
+        savings.extend(saving_records(report))
     return report_findings(report)
+
+
+def saving_records(report: MemoryReport) -> list[dict[str, Any]]:
+    """One record per static finding whose remedy was compiled, by probe (see measured_findings);
+    a finding two probes reach gets one record per probe."""
+    from shardlint.memory.whatif import summary
+
+    out = []
+    for probe in report.probes:
+        for saving in probe.savings:
+            text = summary(saving, probe.probe.function)
+            if text is None:
+                continue
+            step = saving.step
+            out.append({"code": step.code, "path": step.path, "line": step.line,
+                        "column": step.column, "probe": probe.probe.function, "text": text,
+                        "saving": saving.to_dict()})
+    return out

@@ -63,6 +63,7 @@ class Remedies:
         self.mesh: Any = None  # the baseline's mesh, for `mesh` and `out-shardings`
         self.used: set[str] = set()  # ids of the active remedies that found their site
         self.mesh_count = 0  # distinct meshes of the baseline run
+        self.compiles = 0
         self._original = jax.jit
         jax.jit = self._jit  # type: ignore[assignment]  # before any user module is imported
 
@@ -86,6 +87,19 @@ class Remedies:
             if at_call or at_def:
                 found.append(remedy["id"])
         return found
+
+    def count_compiles(self) -> None:
+        """Count every backend compile of this process from now on (``self.compiles``)."""
+        self.compiles = 0
+
+        def on_event(event: str, duration: float, **_: Any) -> None:
+            if "backend_compile" in event:
+                self.compiles += 1
+
+        try:
+            jax.monitoring.register_event_duration_secs_listener(on_event)
+        except Exception:  # noqa: BLE001 - an older jax: the count stays 0
+            pass
 
     @staticmethod
     def meshes_of(value: Any, compiled: Any) -> list[Any]:

@@ -90,6 +90,10 @@ def report_dict(report: MemoryReport, findings: list[dict[str, Any]]) -> dict[st
                     group: {str(n): size for n, size in sizes.items()}
                     for group, sizes in probe.group_table().items()
                 },
+                # What fixing each static finding the probe reaches saves, from compiles with
+                # the remedies applied in order (whatif.py); "together": all that applied.
+                "savings": [saving.to_dict() for saving in probe.savings],
+                "together": {str(n): t for n, t in sorted(probe.together.items())},
             }
         )
     return {

@@ -83,6 +83,9 @@ class Saving:
     runs: dict[int, dict[str, Any]] = field(default_factory=dict)  # devices -> before/after
     errors: dict[int, str] = field(default_factory=dict)  # devices -> why it did not apply
     after: list[str] = field(default_factory=list)  # codes of the remedies applied before it
+    # devices -> backend compiles its run took: "step" (the probe's step: at most 1), "probe"
+    # (the probe's own eager code, compiled again under a new context), "total"
+    compiles: dict[int, dict[str, int]] = field(default_factory=dict)
 
     def saved(self, devices: int) -> int | None:
         run = self.runs.get(devices)
@@ -103,6 +106,7 @@ class Saving:
             "devices": {str(n): r for n, r in sorted(self.runs.items())},
             "not_applied": {str(n): why for n, why in sorted(self.errors.items())}
             or ({"all": self.step.why} if self.step.remedy is None else {}),
+            "compiles": {str(n): c for n, c in sorted(self.compiles.items())},
         }
 
 
@@ -248,6 +252,9 @@ def savings(probe: ProbeReport, steps: list[Step]) -> list[Saving]:
             saving = by_id.get(event.get("id", ""))
             if saving is None:
                 continue
+            got = event.get("compiles") or {}
+            saving.compiles[run.devices] = {k: int(got.get(k) or 0)
+                                            for k in ("step", "probe", "total")}
             if not event.get("ok") or before is None:
                 error = event.get("error") or {}
                 saving.errors[run.devices] = error.get("message", "the what-if compile failed")

@@ -254,9 +254,11 @@ def run_probe(
             on_stage("call")
             with remedies.applied(active or []) if remedies is not None else \
                     contextlib.nullcontext():
+                counted = remedies.compiles if remedies is not None else 0
                 called = time.perf_counter()
                 value = fn()
                 call_s = time.perf_counter() - called
+                in_call = remedies.compiles - counted if remedies is not None else 0
                 compiled: list[Any] = []
                 result = facts.analyse(
                     value,
@@ -265,6 +267,10 @@ def run_probe(
                     measure_peak=peak.measure_peak,
                     on_compiled=compiled.append,
                 )
+            if remedies is not None:
+                # Backend compiles of this run: the probe's own eager code, and the step.
+                result["compiles"] = {"probe": in_call,
+                                      "step": remedies.compiles - counted - in_call}
             if remedies is not None and not active:
                 meshes = remedies.meshes_of(value, compiled[0]) if compiled else []
                 remedies.mesh = meshes[0] if len(meshes) == 1 else None
@@ -386,6 +392,7 @@ def main(argv: list[str]) -> int:
     remedies = None
     if any(p.get("whatif") for p in probes):
         remedies = _load_sibling("remedies").Remedies()  # wraps jax.jit before user code runs
+        remedies.count_compiles()
         remedies.planned = [r for p in probes for r in p.get("whatif", ())
                             if r["kind"] in ("donate", "out-shardings")]
     for probe in probes:
@@ -415,17 +422,20 @@ def run_whatifs(probe: dict[str, Any], request: dict[str, Any], events: EventWri
             events.write(event="whatif", probe=probe["key"], id=remedy["id"], ok=False,
                          error={"kind": "not-applicable", "message": why})
             continue
+        compiles = remedies.compiles
         result = run_probe(probe, request, events, facts, peak, remedies, [*applied, remedy],
                            quiet=True)
+        total = remedies.compiles - compiles  # every backend compile of this run
         if result.get("ok"):
             applied.append(remedy)
             got = result["facts"]
             events.write(event="whatif", probe=probe["key"], id=remedy["id"], ok=True,
                          memory=got.get("memory"), devices_used=got.get("devices_used"),
-                         compile_s=got.get("timings", {}).get("compile_s"))
+                         compile_s=got.get("timings", {}).get("compile_s"),
+                         compiles={"total": total, **got.get("compiles", {})})
         else:
             events.write(event="whatif", probe=probe["key"], id=remedy["id"], ok=False,
-                         error=result.get("error"))
+                         error=result.get("error"), compiles={"total": total})
 
 
 def _rusage() -> dict[str, int]:

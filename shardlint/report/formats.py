@@ -82,6 +82,8 @@ def to_json(located: list[Located], sources: dict[str, SourceText]) -> str:
                  "message": r.message} for r in f.related
             ],
         }
+        if f.saving is not None:  # `check --memory`: what fixing it saved, per probe
+            item["saving"] = f.saving
         items.append(item)
     return json.dumps(items, indent=2, ensure_ascii=False)
 

@@ -63,6 +63,8 @@ def to_sarif(located: list[Located], sources: dict[str, SourceText], rules: list
             result["fixes"] = [{"description": {"text": f.fix.description},
                                 "artifactChanges": [{"artifactLocation": {"uri": uri, "uriBaseId": "%SRCROOT%"},
                                                      "replacements": replacements}]}]
+        if f.saving is not None:  # `check --memory`: the what-if compiles' figures, per probe
+            result["properties"] = {**result.get("properties", {}), "saving": f.saving}
         results.append(result)
     driver = {
         "name": "shardlint",

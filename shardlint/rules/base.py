@@ -59,6 +59,9 @@ class Finding:
     symbol: str = ""  # the enclosing function or class ("Trainer.step"); "" at module level
     # Notebooks: the span is in the joined code cells; (cell number, lines to subtract) for display.
     cell: tuple[int, int] | None = None
+    # `check --memory`: what fixing it saved in the memory check's what-if compiles, one entry
+    # per probe that reaches it (never cached: it comes with the measurement).
+    saving: list[dict] | None = None
 
     @property
     def line(self) -> int:
