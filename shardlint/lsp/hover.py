@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from lsprotocol import types
 
 from shardlint.lsp.convert import to_range, utf8_col
 from shardlint.lsp.result import Result
-from shardlint.rules.base import all_rules, get_rule
+from shardlint.rules.base import Finding, all_rules, get_rule
 from shardlint.source import Span
 from shardlint.suppress import parse as parse_suppressions
 
@@ -29,7 +30,10 @@ def rule_docs(code: str) -> str | None:
 
 
 def hover(res: Result, uri: str, pos: types.Position, encoding: str,
-          markdown: bool) -> types.Hover | None:
+          markdown: bool, saving: Callable[[Finding], str | None] | None = None
+          ) -> types.Hover | None:
+    """``saving``: what fixing a finding saved in the memory check's what-if compiles (shown
+    above the rule's documentation), or None."""
     view = res.view(uri)
     if view is None:
         return None
@@ -40,7 +44,7 @@ def hover(res: Result, uri: str, pos: types.Position, encoding: str,
     col = utf8_col(source, line, pos.character, encoding)
     found = _in_suppression(res, line, col)
     if found is None:
-        found = _on_finding(res, uri, line, col)
+        found = _on_finding(res, uri, line, col, saving)
     if found is None:
         return None
     text, span = found
@@ -65,7 +69,9 @@ def _in_suppression(res: Result, line: int, col: int) -> tuple[str, Span] | None
     return None
 
 
-def _on_finding(res: Result, uri: str, line: int, col: int) -> tuple[str, Span] | None:
+def _on_finding(res: Result, uri: str, line: int, col: int,
+                saving: Callable[[Finding], str | None] | None = None
+                ) -> tuple[str, Span] | None:
     hits = []
     for f, _ in res.items(uri):
         s = f.span
@@ -80,4 +86,7 @@ def _on_finding(res: Result, uri: str, line: int, col: int) -> tuple[str, Span] 
             docs.append(text)
     if not docs:
         return None
+    saved = [t for f in hits if saving is not None and (t := saving(f))]
+    if saved:
+        docs.insert(0, "**Memory check**: " + " ".join(dict.fromkeys(saved)))
     return "\n\n---\n\n".join(docs), hits[0].span

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
 import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -39,6 +40,7 @@ from shardlint.lsp.memory_run import (
     normalise,
     plan_for,
     probes_of,
+    savings_line,
     text_hash,
     top_level_def,
 )
@@ -139,6 +141,10 @@ class MemoryLenses:
             out = []
             if current.headline:
                 out.append(lens(current.headline, "", "hover the probe's name for the table"))
+            saved = savings_line(current)
+            if saved:
+                out.append(lens(saved, "", "what-if compiles: the probe compiled again with "
+                                "each finding's remedy, in order; hover a finding for details"))
             if current.failure:
                 out.append(lens(f"memory check failed: {current.failure}", "",
                                 "the server log holds the traceback"))
@@ -350,6 +356,18 @@ class MemoryLenses:
                 self.server.work_done_progress.end(token, types.WorkDoneProgressEnd(
                     message=outcome))
 
+    def saving_texts(self) -> dict[tuple[str, str, int, int], str]:
+        """(code, real path, line, column) of each static finding a current measurement reaches
+        -> the sentence its diagnostic and hover get (what fixing it saved)."""
+        out: dict[tuple[str, str, int, int], str] = {}
+        for m in self.latest.values():
+            if not m.savings or not self._current(m):
+                continue
+            for r in m.savings:
+                key = (r["code"], os.path.realpath(r["path"]), r["line"], r["column"])
+                out[key] = f"{out[key]} {r['text']}" if key in out else r["text"]
+        return out
+
     def _store(self, m: Measurement) -> None:
         self.cache[(m.probe.key, m.probe.source_hash, m.plan_key)] = m
         while len(self.cache) > _CACHED:
@@ -364,6 +382,8 @@ class MemoryLenses:
         else:
             self.session.log_message(types.MessageType.Info,
                                      f"shardlint memory: {m.probe.function}: {m.headline}")
+        if m.savings:
+            self.session.republish()  # the diagnostics the savings belong to get them
 
     async def _progress_begin(self, probe: Probe, me: _Running) -> str | None:
         if not self.session.features.progress:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shardlint.lsp.settings import MemoryClientSettings
-from shardlint.memory.findings import report_findings
+from shardlint.memory.findings import report_findings, saving_records
 from shardlint.memory.probes import PREFIX, Probe, function_in_source, probes_in_source
 from shardlint.memory.reach import probe_reach
 from shardlint.memory.reasons import explained_report
@@ -27,6 +27,7 @@ from shardlint.memory.report import MemoryReport, ProbeReport
 from shardlint.memory.runner import WorkerOptions, interpreter, run_all
 from shardlint.memory.settings import MemorySettings, default_memory_limit, load_settings
 from shardlint.memory.units import format_bytes
+from shardlint.memory.whatif import plans_for, requests
 
 _JIT_NAMES = {"jit", "pjit"}
 _STAGES = {"lower", "trace"}
@@ -113,6 +114,9 @@ class Measurement:
     # The project files the probe reaches besides its own (its model, its step), by the hash of
     # their text when it was measured: a change in any of them makes the figure stale.
     imports: dict[Path, str] = dataclasses.field(default_factory=dict)
+    # What fixing each static finding the probe reaches saved (findings.saving_records, paths
+    # absolute), biggest saving first.
+    savings: list[dict] = dataclasses.field(default_factory=list)
 
     def summary(self) -> dict:
         return {"probe": self.probe.function, "ok": self.failure is None, "headline": self.headline,
@@ -162,12 +166,17 @@ def measure(probe: Probe, plan: Plan, progress: Callable[[int, str], None],
         progress(devices, stage)
 
     imports = reached_files(probe, plan.root)  # before the run: what the worker will import
+    plans, _ = plans_for([probe], plan.root)
+    options = dataclasses.replace(options, whatif=requests(plans))
     runs = run_all([probe], s.devices, options, on_progress, jobs, cancel)
-    report = explained_report(runs, [probe], s.devices, s, plan.root)
+    report = explained_report(runs, [probe], s.devices, s, plan.root, plans)
     detail = render_text(report, report_findings(report))
     (probe_report,) = report.probes
+    savings = [{**r, "path": str((plan.root / r["path"]).resolve())}
+               for r in saving_records(report)]
+    savings.sort(key=lambda r: -_best(r))
     out = Measurement(probe, plan.key, detail=detail, target=jitted_target(probe),
-                      imports=imports)
+                      imports=imports, savings=savings)
     errors = [r.error for r in probe_report.runs if r.error is not None]
     if errors:
         out.failure = f"{errors[0].kind}: {errors[0].message.strip().splitlines()[0]}"
@@ -176,6 +185,20 @@ def measure(probe: Probe, plan: Plan, progress: Callable[[int, str], None],
     elif out.failure is None:
         out.failure = "the probe produced no figures"
     return out
+
+
+def _best(record: dict) -> int:
+    return max((d["saved"] for d in record["saving"]["devices"].values()), default=0)
+
+
+def savings_line(m: Measurement) -> str | None:
+    """A code lens title: the findings the probe reaches, by what fixing each saved."""
+    shown = [r for r in m.savings if r["saving"]["devices"]]
+    if not shown:
+        return None
+    parts = [f"{r['code']} {format_bytes(_best(r))}" if _best(r) >= 0 else
+             f"{r['code']} +{format_bytes(-_best(r))}" for r in shown]
+    return "fixes save (peak/device): " + " · ".join(parts)
 
 
 def headline(report: MemoryReport, probe: ProbeReport) -> tuple[str, int, int]:

@@ -118,8 +118,8 @@ def build() -> ShardlintServer:
     async def pull(ls: ShardlintServer, params: types.DocumentDiagnosticParams):
         uri = params.text_document.uri
         res = await _result(s, uri)
-        items = [d for _, d in res.items(uri)] if res is not None else []
-        result_id = res.fingerprints.get(uri, fingerprint(items)) if res is not None else fingerprint([])
+        items, result_id = s.shown(res, uri) if res is not None else ([], fingerprint([]))
+        result_id = result_id or fingerprint(items)
         s.reported[uri] = result_id
         if params.previous_result_id == result_id:
             return types.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)
@@ -142,8 +142,13 @@ def build() -> ShardlintServer:
         res = await _result(s, params.text_document.uri)
         if res is None:
             return None
+        texts = ls.memory.saving_texts()
+
+        def saving(f):
+            return texts.get((f.code, os.path.realpath(f.path), f.span.line, f.span.col))
+
         return hover.hover(res, params.text_document.uri, params.position, s.features.encoding,
-                           s.features.markdown)
+                           s.features.markdown, saving if texts else None)
 
     @server.feature(types.TEXT_DOCUMENT_CODE_LENS)
     def code_lens(ls: ShardlintServer, params: types.CodeLensParams):

@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
+import hashlib
 import itertools
 import logging
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -244,12 +247,43 @@ class Session:
                 self.server.text_document_publish_diagnostics(
                     types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
         self._pushed[res.key] = set(res.diagnostics)
-        for uri, items in res.diagnostics.items():
-            if not every and self.reported.get(uri) == res.fingerprints[uri]:
+        for uri in res.diagnostics:
+            items, fp = self.shown(res, uri)
+            if not every and self.reported.get(uri) == fp:
                 continue
-            self.reported[uri] = res.fingerprints[uri]
+            self.reported[uri] = fp
             self.server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
-                uri=uri, diagnostics=[d for _, d in items], version=res.versions.get(uri)))
+                uri=uri, diagnostics=items, version=res.versions.get(uri)))
+
+    def shown(self, res: Result, uri: str) -> tuple[list[types.Diagnostic], str]:
+        """A document's diagnostics as the client gets them, and their fingerprint: the
+        analysis's, each finding a current memory measurement reaches with what fixing it
+        saved (``memory_lens.saving_texts``)."""
+        items, fp = res.items(uri), res.fingerprints.get(uri, "")
+        memory = getattr(self.server, "memory", None)
+        texts = memory.saving_texts() if memory is not None else {}
+        if not texts:
+            return [d for _, d in items], fp
+        out, added = [], []
+        for f, d in items:
+            text = texts.get((f.code, os.path.realpath(f.path), f.span.line, f.span.col))
+            if text:
+                d = copy.copy(d)
+                d.message = f"{d.message} {text}"
+                added.append(text)
+            out.append(d)
+        if added:
+            fp = f"{fp}:{hashlib.sha256(repr(added).encode()).hexdigest()[:12]}"
+        return out, fp
+
+    def republish(self) -> None:
+        """Diagnostics changed without an edit (a memory measurement came in): push them again,
+        or ask a pull client to pull."""
+        if self.features.pull:
+            asyncio.ensure_future(self.request_refresh())
+            return
+        for res in list(self.results.values()):
+            self.publish(res)
 
     # ---- cross-file -------------------------------------------------------------------------------
     def refresh_open_units(self) -> None:
@@ -281,8 +315,8 @@ class Session:
             await self.request_refresh()
 
     def _changed_since_pulled(self, res: Result) -> bool:
-        return any(uri in self.reported and self.reported[uri] != fp
-                   for uri, fp in res.fingerprints.items())
+        return any(uri in self.reported and self.reported[uri] != self.shown(res, uri)[1]
+                   for uri in res.fingerprints)
 
     async def request_refresh(self) -> None:
         """Ask a pull client to pull every open document again."""

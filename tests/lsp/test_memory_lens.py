@@ -375,3 +375,43 @@ async def test_server_answers_while_a_probe_runs_and_runs_cancel(opened):
     assert (await fourth)["cancelled"] is True
     assert not alive(runs(root)[3])
     assert isinstance(ed.client.progress_reports[token][-1], types.WorkDoneProgressEnd)
+
+
+SEED_PROBES = Path(__file__).resolve().parents[2] / "examples" / "seed_ensemble" / "probes.py"
+
+
+@needs_jax
+@pytest.mark.memory
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_savings_reach_the_diagnostic_the_hover_and_the_lens(opened, client):
+    """After measuring the seed's original probe, the static SHL302 on its jitted init says what
+    fixing it saved (diagnostic message and hover), and the probe's lens lists the findings it
+    reaches by bytes saved; an edit of the file makes the measurement stale and the sentence
+    goes away."""
+    text = SEED_PROBES.read_text(encoding="utf-8")
+    root, ed, uri = await opened({"probes.py": text}, client, devices=(1, 2))
+    init = position_of(text, "jax.jit(model.init), (_key(), x)")
+    before = [d for d in await ed.diagnostics(uri) if d.code == "SHL302"]
+    assert len(before) == 1 and "memory check" not in before[0].message
+    mark = ed.mark()
+    summary = await measure(ed, uri, "shardlint_probe_original")
+    assert summary["ok"] is True, summary
+
+    def saved(diags):
+        return any(d.code == "SHL302" and "memory check, probe `shardlint_probe_original`: "
+                   "fixing it saves up to" in d.message for d in diags)
+
+    diags = await ed.refreshed(uri, saved, mark)
+    (d,) = [d for d in diags if d.code == "SHL302"]
+    assert d.message.startswith(before[0].message) and d.range.start.line == init.line
+    hover = await ed.hover(uri, d.range.start)
+    assert hover.contents.value.startswith("**Memory check**: (memory check, probe "
+                                           "`shardlint_probe_original`")
+    probe_line = line_of(text, "def shardlint_probe_original")
+    lens = [t for t in titles(await lenses(ed, uri), probe_line) if t.startswith("fixes save")]
+    assert len(lens) == 1 and lens[0].index("SHL302") < lens[0].index("SHL103"), lens
+    assert "MiB" in lens[0].split("SHL302 ")[1].split(" ·")[0]
+
+    ed.replace(uri, "E, D_IN, FEATURES, BATCH", "E, D_IN, FEATURES, BATCH  ")
+    diags = await ed.diagnostics(uri)  # measured before the edit: stale, so not claimed
+    assert any(d.code == "SHL302" for d in diags) and not saved(diags)
