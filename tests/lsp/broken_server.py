@@ -23,10 +23,10 @@ class ExplodingRule(Rule):
 _hover = hover_module.hover
 
 
-def exploding_hover(res, uri, pos, encoding, markdown):
+def exploding_hover(res, uri, pos, encoding, markdown, *rest):
     if pos.line == 0:
         raise RuntimeError("this hover has a bug")
-    return _hover(res, uri, pos, encoding, markdown)
+    return _hover(res, uri, pos, encoding, markdown, *rest)
 
 
 hover_module.hover = exploding_hover
