@@ -8,6 +8,7 @@ from typing import Any
 from shardlint.memory.reasons import distinct
 from shardlint.memory.report import MemoryReport, ProbeReport, RunReport
 from shardlint.memory.units import format_bytes
+from shardlint.memory.whatif import describe
 
 _COLORS = {"arguments": "#4e79a7", "outputs (not aliased)": "#f28e2b", "temporaries": "#bab0ac"}
 _LEAF_ROWS = 60
@@ -181,6 +182,8 @@ def _probe_section(report: MemoryReport, probe: ProbeReport, findings: list[dict
                 f'<p class="bad">error at {run.devices} device(s): {_e(run.error.kind)}</p>'
                 f"<pre>{_e(text)}</pre>"
             )
+    if probe.savings:
+        out.append(savings_chart(probe))
     mine = [
         f for f in findings if f["probe"] == probe.probe.function and f["line"] == probe.probe.line
     ]
@@ -190,6 +193,83 @@ def _probe_section(report: MemoryReport, probe: ProbeReport, findings: list[dict
         )
         out.append(f"<ul>{items}</ul>")
     return "\n".join(out)
+
+
+def savings_chart(probe: ProbeReport) -> str:
+    """What fixing each finding saves: a before and an after bar (peak estimate per device) for
+    each finding and device count, in the order the remedies were applied, then all together."""
+    runs = [r for r in probe.ok_runs if any(r.devices in s.runs for s in probe.savings)]
+    if not runs:
+        return ""
+    groups: list[tuple[str, str, dict[int, dict[str, Any]]]] = [
+        (f"{s.step.code} {s.step.path}:{s.step.line}", s.step.name, s.runs)
+        for s in probe.savings
+        if s.runs
+    ]
+    groups.append(("all together", "every remedy that applied", probe.together))
+    bar, gap, label_h, row_h = 14, 4, 18, 0
+    per_group = len(runs) * (2 * bar + gap) + label_h
+    tallest = max(
+        [max(r["before"]["peak"], r["after"]["peak"]) for _, _, g in groups for r in g.values()]
+        + [1]
+    )
+    width, left = 760, 250
+    scale = (width - left - 110) / tallest
+    height = len(groups) * (per_group + 10) + row_h + 10
+    svg = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+        'aria-label="what fixing each finding saves">'
+    ]
+    y = 10
+    for title, name, by_count in groups:
+        svg.append(
+            f'<text x="4" y="{y + 12}" font-size="12" font-weight="600">{_e(title)}'
+            f"<title>{_e(name)}</title></text>"
+        )
+        y += label_h
+        for run in runs:
+            got = by_count.get(run.devices)
+            label = "1 device" if run.devices == 1 else f"{run.devices} devices"
+            svg.append(
+                f'<text x="{left - 8}" y="{y + bar + 2}" font-size="11" text-anchor="end">'
+                f"{label}</text>"
+            )
+            if got is None:
+                svg.append(
+                    f'<text x="{left}" y="{y + bar + 2}" font-size="11" fill="#666">'
+                    "not applied</text>"
+                )
+                y += 2 * bar + gap
+                continue
+            for kind, color in (("before", "#bab0ac"), ("after", "#59a14f")):
+                value = got[kind]["peak"]
+                w = max(1.0, value * scale)
+                svg.append(
+                    f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar - 2}" fill="{color}">'
+                    f"<title>{kind}: {_e(format_bytes(value))}</title></rect>"
+                    f'<text x="{left + w + 4:.1f}" y="{y + bar - 3}" font-size="11">'
+                    f"{_e(format_bytes(value))}</text>"
+                )
+                y += bar
+            y += gap
+        y += 10
+    svg.append("</svg>")
+    legend = (
+        '<p class="legend"><span style="background:#bab0ac"></span>before'
+        '<span style="background:#59a14f"></span>after (peak estimate per device)</p>'
+    )
+    notes = "".join(
+        f"<li><b>{_e(s.step.code)}</b> {_e(s.step.path)}:{s.step.line}: "
+        f"{_e(describe(s.step))}"
+        + (f' <span class="note">(not applied: {_e(next(iter(s.errors.values())))})</span>'
+           if s.errors else "")
+        + "</li>"
+        for s in probe.savings
+    )
+    return (
+        "<h3>What fixing the findings it reaches saves (compiled again with each remedy, "
+        f"in this order)</h3>{''.join(svg)}{legend}<ul>{notes}</ul>"
+    )
 
 
 def _note(report: MemoryReport) -> str:

@@ -120,7 +120,13 @@ def test_html_is_written_and_self_contained(seed_json: tuple[dict, Path, str]) -
     _, html, err = seed_json
     page = html.read_text(encoding="utf-8")
     assert f"wrote {html}" in err
-    assert page.startswith("<!DOCTYPE html>") and page.count("<svg") == 2
+    # Two probes' figures, and the original's savings: before/after bars per finding and count.
+    assert page.startswith("<!DOCTYPE html>") and page.count("<svg") == 3
+    section = page.split("What fixing the findings it reaches saves")[1].split("</svg>")[0]
+    for label in ("SHL103 examples/seed_ensemble/probes.py:", "SHL302 examples/seed_ensemble/",
+                  "all together", "256.19 MiB"):  # SHL302 at 2 devices: 512.38 -> 256.19 MiB
+        assert label in section, label
+    assert section.count("<title>before: ") == section.count("<title>after: ") == 4 * 2
     assert "shardlint_probe_fixed" in page and "P(&#x27;model&#x27;, None, None)" in page
     assert "64.00 MiB" in page and "128.00 MiB" in page
     assert "likely cause: <b>SHL102</b> examples/seed_ensemble/probes.py:" in page
