@@ -27,7 +27,7 @@ from shardlint.memory.report import MemoryReport, ProbeReport
 from shardlint.memory.runner import WorkerOptions, interpreter, run_all
 from shardlint.memory.settings import MemorySettings, default_memory_limit, load_settings
 from shardlint.memory.units import format_bytes
-from shardlint.memory.whatif import plans_for, requests
+from shardlint.memory.whatif import finish, prepare
 
 _JIT_NAMES = {"jit", "pjit"}
 _STAGES = {"lower", "trace"}
@@ -166,10 +166,10 @@ def measure(probe: Probe, plan: Plan, progress: Callable[[int, str], None],
         progress(devices, stage)
 
     imports = reached_files(probe, plan.root)  # before the run: what the worker will import
-    plans, _ = plans_for([probe], plan.root)
-    options = dataclasses.replace(options, whatif=requests(plans))
+    options, prepared = prepare([probe], plan.root, s.devices, options)
     runs = run_all([probe], s.devices, options, on_progress, jobs, cancel)
-    report = explained_report(runs, [probe], s.devices, s, plan.root, plans)
+    finish(runs, prepared)
+    report = explained_report(runs, [probe], s.devices, s, plan.root, prepared.plans)
     detail = render_text(report, report_findings(report))
     (probe_report,) = report.probes
     savings = [{**r, "path": str((plan.root / r["path"]).resolve())}

@@ -24,7 +24,7 @@ from shardlint.memory.hardware import ACCELERATORS, find_accelerator
 from shardlint.memory.probes import Probe, discover, resolve
 from shardlint.memory.reasons import explained_report
 from shardlint.memory.runner import Cancelled, WorkerOptions, interpreter, run_all
-from shardlint.memory.whatif import plans_for, requests
+from shardlint.memory.whatif import Prepared, finish, prepare
 from shardlint.memory.settings import (
     MemorySettings,
     default_memory_limit,
@@ -199,9 +199,6 @@ def _run(args: argparse.Namespace) -> int:
     counts = settings.devices
     # Workers compile with several threads each: half the cores, at most 4 workers at a time.
     jobs = args.jobs or min(len(counts), max(1, (os.cpu_count() or 1) // 2), 4)
-    plans, note = ({}, None) if args.no_whatif else plans_for(probes, cwd)
-    if note:
-        print(f"shardlint memory: no what-if compiles: {note}", file=sys.stderr)
     options = WorkerOptions(
         python=python,
         platform=settings.platform,
@@ -209,8 +206,12 @@ def _run(args: argparse.Namespace) -> int:
         memory_limit=settings.memory_limit or default_memory_limit() // jobs,
         measure="never" if args.no_measure else "auto",
         cwd=project,
-        whatif=requests(plans),
     )
+    prepared = Prepared()
+    if not args.no_whatif:
+        options, prepared = prepare(probes, cwd, counts, options)
+        if prepared.note:
+            print(f"shardlint memory: no what-if compiles: {prepared.note}", file=sys.stderr)
     progress = ProgressLine(sys.stderr, cwd, enabled=not args.quiet)
     cancel = threading.Event()
     try:
@@ -218,7 +219,8 @@ def _run(args: argparse.Namespace) -> int:
     except (Cancelled, KeyboardInterrupt):
         print("\nshardlint memory: cancelled; workers stopped", file=sys.stderr)
         return 2
-    report = explained_report(runs, probes, counts, settings, cwd, plans)
+    finish(runs, prepared)
+    report = explained_report(runs, probes, counts, settings, cwd, prepared.plans)
     findings = report_findings(report)
     if args.format == "json":
         from shardlint.memory.render_json import render_json

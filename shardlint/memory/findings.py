@@ -225,19 +225,18 @@ def measured_findings(
     specs = list(probes) if probes else list(settings.probes)
     selected: list[Probe] = resolve(specs, project) if specs else discover(project)
     counts = tuple(devices) if devices else settings.devices
-    plans: dict[str, list[Any]] = {}
-    if savings is not None:
-        from shardlint.memory.whatif import plans_for, requests
+    from shardlint.memory.whatif import Prepared, finish, prepare
 
-        plans, _ = plans_for(selected, project)
     options = WorkerOptions(
         python=settings.python or WorkerOptions().python,
         platform=settings.platform,
         timeout=settings.timeout,
         memory_limit=settings.memory_limit or default_memory_limit(),
         cwd=project,
-        whatif=requests(plans) if plans else {},
     )
+    prepared = Prepared()
+    if savings is not None:
+        options, prepared = prepare(selected, project, counts, options)
     runs = []
     for count in counts:
 
@@ -248,7 +247,8 @@ def measured_findings(
                 )
 
         runs.extend(run_probes(selected, count, options, on_progress, cancel))
-    report = explained_report(runs, selected, counts, settings, project, plans)
+    finish(runs, prepared)
+    report = explained_report(runs, selected, counts, settings, project, prepared.plans)
     if savings is not None:
         savings.extend(saving_records(report))
     return report_findings(report)

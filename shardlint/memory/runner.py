@@ -57,6 +57,8 @@ class WorkerOptions:
     cwd: Path = field(default_factory=Path.cwd)
     # Probe key -> what-if remedies to compile after its baseline (whatif.py), in order.
     whatif: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # "probe key@devices" -> the baseline fingerprint of cached what-ifs: skipped when it holds.
+    whatif_cached: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -108,7 +110,8 @@ class _Session:
                     "measure": options.measure,
                     "probes": [
                         {"key": p.key, "path": str(p.path), "function": p.function,
-                         "whatif": options.whatif.get(p.key, [])}
+                         "whatif": options.whatif.get(p.key, []),
+                         "whatif_cached": options.whatif_cached.get(f"{p.key}@{devices}")}
                         for p in probes
                     ],
                 }

@@ -26,6 +26,8 @@ of them together. That is at most one compile per finding per device count.
 from __future__ import annotations
 
 import ast
+import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,6 +88,7 @@ class Saving:
     # devices -> backend compiles its run took: "step" (the probe's step: at most 1), "probe"
     # (the probe's own eager code, compiled again under a new context), "total"
     compiles: dict[int, dict[str, int]] = field(default_factory=dict)
+    cached: set[int] = field(default_factory=set)  # device counts answered by the cache
 
     def saved(self, devices: int) -> int | None:
         run = self.runs.get(devices)
@@ -107,6 +110,9 @@ class Saving:
             "not_applied": {str(n): why for n, why in sorted(self.errors.items())}
             or ({"all": self.step.why} if self.step.remedy is None else {}),
             "compiles": {str(n): c for n, c in sorted(self.compiles.items())},
+            # Device counts whose figures come from the what-if cache (compiled in an earlier
+            # run with the same sources, remedies and baseline): nothing compiled for them now.
+            "cached": sorted(self.cached),
         }
 
 
@@ -205,9 +211,11 @@ def plan(probe: Probe, engine: Any, reach: Reach, root: Path) -> list[Step]:
     return ordered
 
 
-def plans_for(probes: list[Probe], root: Path) -> tuple[dict[str, list[Step]], str | None]:
+def plans_for(probes: list[Probe], root: Path,
+              sources: dict[str, str] | None = None) -> tuple[dict[str, list[Step]], str | None]:
     """Steps per probe key (paths shown relative to ``root``), and a note when the static
-    analysis could not run (the probes then run without what-if compiles)."""
+    analysis could not run (the probes then run without what-if compiles). ``sources`` is
+    filled with a digest per probe key of the text of every file the probe reaches."""
     from shardlint import config as config_mod
     from shardlint.engine import Engine
     from shardlint.memory.reach import probe_reach
@@ -220,9 +228,135 @@ def plans_for(probes: list[Probe], root: Path) -> tuple[dict[str, list[Step]], s
             engine = engines.get(config.root) or engines.setdefault(config.root, Engine(config))
             reach = probe_reach(probe.path, probe.function, config.root)
             out[probe.key] = plan(probe, engine, reach, root)
+            if sources is not None:
+                sources[probe.key] = _digest_of(sorted({probe.path.resolve(), *reach.files}))
     except Exception as exc:  # noqa: BLE001 - the figures stand without what-ifs
         return {}, f"the static analysis could not run ({type(exc).__name__}: {exc})"
     return out, None
+
+
+def _digest_of(files: list[Path]) -> str:
+    h = hashlib.sha256()
+    for path in files:
+        try:
+            data = path.read_bytes()
+        except OSError:
+            data = b"\0missing"
+        h.update(f"{path}\0{len(data)}\0".encode("utf-8", "surrogatepass"))
+        h.update(data)
+    return h.hexdigest()
+
+
+# ---- the what-if cache ------------------------------------------------------------------------------
+CACHE_FILE = "whatif-v1.json"
+_CACHE_ENTRIES = 256
+
+
+class WhatIfCache:
+    """What-if results by the sources a probe reaches, its remedies, the device count and the
+    interpreter, in the project's cache folder outside it. An entry also holds the fingerprint
+    of the baseline compile it followed (jax's version and the baseline's figures): the worker
+    compiles the baseline every time, and skips the what-ifs only when that fingerprint is the
+    same, so an upgraded jax or anything the key cannot see recompiles them."""
+
+    def __init__(self, root: Path) -> None:
+        from shardlint.cache import workspace_cache_dir
+
+        self.path = workspace_cache_dir(root) / CACHE_FILE
+        self.entries: dict[str, dict[str, Any]] = {}
+        self.dirty = False
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = {}
+        if isinstance(data, dict) and isinstance(data.get("entries"), dict):
+            self.entries = data["entries"]
+
+    @staticmethod
+    def key(probe: Probe, sources: str, remedies: list[dict[str, Any]], devices: int,
+            options: Any) -> str:
+        text = json.dumps([probe.key, sources, remedies, devices, options.python,
+                           options.platform], sort_keys=True, default=str)
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+    def put(self, key: str, fingerprint: str, events: list[dict[str, Any]]) -> None:
+        self.entries.pop(key, None)
+        self.entries[key] = {"fingerprint": fingerprint, "events": events}
+        while len(self.entries) > _CACHE_ENTRIES:
+            del self.entries[next(iter(self.entries))]
+        self.dirty = True
+
+    def save(self) -> None:
+        if not self.dirty:
+            return
+        from shardlint.fsio import write_atomic
+
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(self.path, json.dumps({"entries": self.entries}, separators=(",", ":")))
+            self.dirty = False
+        except OSError:
+            pass  # a read-only cache folder: the what-ifs just run again next time
+
+
+@dataclass
+class Prepared:
+    """What ``prepare`` planned, for ``finish`` after the runs."""
+
+    plans: dict[str, list[Step]] = field(default_factory=dict)
+    note: str | None = None
+    cache: WhatIfCache | None = None
+    keys: dict[tuple[str, int], str] = field(default_factory=dict)  # (probe, devices) -> key
+
+
+def prepare(probes: list[Probe], root: Path, counts: tuple[int, ...], options: Any,
+            use_cache: bool = True) -> tuple[Any, Prepared]:
+    """The worker options that carry each probe's remedies (and the fingerprints of cached
+    results), and the plan for ``finish``."""
+    import dataclasses
+
+    sources: dict[str, str] = {}
+    plans, note = plans_for(probes, root, sources)
+    sent = requests(plans)
+    prepared = Prepared(plans, note)
+    fingerprints: dict[str, str] = {}
+    if sent and use_cache:
+        try:
+            prepared.cache = WhatIfCache(root)
+        except Exception:  # noqa: BLE001 - no cache folder: the what-ifs run every time
+            prepared.cache = None
+    if prepared.cache is not None:
+        for probe in probes:
+            if probe.key not in sent:
+                continue
+            for n in counts:
+                key = WhatIfCache.key(probe, sources.get(probe.key, ""), sent[probe.key], n,
+                                      options)
+                prepared.keys[(probe.key, n)] = key
+                entry = prepared.cache.entries.get(key)
+                if entry is not None:
+                    fingerprints[f"{probe.key}@{n}"] = entry["fingerprint"]
+    return dataclasses.replace(options, whatif=sent, whatif_cached=fingerprints), prepared
+
+
+def finish(runs: list[Any], prepared: Prepared) -> None:
+    """Fill in the what-ifs a worker skipped because its baseline matched a cached entry, and
+    store the ones that ran."""
+    cache = prepared.cache
+    if cache is None:
+        return
+    for run in runs:
+        key = prepared.keys.get((run.probe.key, run.devices))
+        fingerprint = (run.facts or {}).get("whatif_fingerprint")
+        if key is None or fingerprint is None:
+            continue
+        entry = cache.entries.get(key)
+        if (run.facts or {}).get("whatif_cached") and entry is not None and \
+                entry["fingerprint"] == fingerprint:
+            run.whatifs = [{**e, "cached": True} for e in entry["events"]]
+        elif run.whatifs:
+            cache.put(key, fingerprint, [e for e in run.whatifs if not e.get("cached")])
+    cache.save()
 
 
 def requests(plans: dict[str, list[Step]]) -> dict[str, list[dict[str, Any]]]:
@@ -255,6 +389,8 @@ def savings(probe: ProbeReport, steps: list[Step]) -> list[Saving]:
             got = event.get("compiles") or {}
             saving.compiles[run.devices] = {k: int(got.get(k) or 0)
                                             for k in ("step", "probe", "total")}
+            if event.get("cached"):
+                saving.cached.add(run.devices)
             if not event.get("ok") or before is None:
                 error = event.get("error") or {}
                 saving.errors[run.devices] = error.get("message", "the what-if compile failed")

@@ -398,8 +398,13 @@ def main(argv: list[str]) -> int:
     for probe in probes:
         events.write(event="begin", probe=probe["key"])
         result = run_probe(probe, request, events, facts, peak, remedies)
+        cached = False
+        if result.get("ok") and remedies is not None and probe.get("whatif"):
+            fingerprint = result["facts"]["whatif_fingerprint"] = _fingerprint(result["facts"])
+            cached = fingerprint == probe.get("whatif_cached")
+            result["facts"]["whatif_cached"] = cached
         events.write(event="result", probe=probe["key"], **result)
-        if result.get("ok") and remedies is not None:
+        if result.get("ok") and remedies is not None and probe.get("whatif") and not cached:
             run_whatifs(probe, request, events, facts, peak, remedies)
         if result.get("ok") and result["facts"].get("measured", {}).get("available"):
             events.write(event="end", reason="fresh-process", **_rusage())
@@ -436,6 +441,18 @@ def run_whatifs(probe: dict[str, Any], request: dict[str, Any], events: EventWri
         else:
             events.write(event="whatif", probe=probe["key"], id=remedy["id"], ok=False,
                          error=result.get("error"), compiles={"total": total})
+
+
+def _fingerprint(got: dict[str, Any]) -> str:
+    """The baseline compile as far as what-ifs depend on it: jax, the backend, the figures."""
+    import hashlib
+
+    import jax
+
+    text = json.dumps([jax.__version__, got.get("backend"), got.get("device_kind"),
+                       got.get("memory"), len(got.get("leaves", ()))], sort_keys=True,
+                      default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def _rusage() -> dict[str, int]:

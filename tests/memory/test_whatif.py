@@ -33,6 +33,14 @@ def _figures(run: dict) -> dict[str, int]:
             "temporaries": d["temp"], "peak": d["peak_estimate"]}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def own_cache(tmp_path_factory: pytest.TempPathFactory):
+    """A user cache folder of this module's own: the what-if cache starts empty."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+        yield
+
+
 @pytest.fixture(scope="module")
 def seed() -> dict:
     code, data, err = _memory(f"{SEED_PROBES}:shardlint_probe_original",
@@ -79,6 +87,27 @@ def test_at_most_one_compile_per_finding_per_device_count(seed: dict) -> None:
         assert [c["step"] for c in counts] == [1, 1, 1], (n, counts)
         assert all(c["total"] == c["step"] + c["probe"] for c in counts)
         assert [c["probe"] for c in counts][1:] == [0, 0], counts  # rules, out_shardings
+
+
+@pytest.mark.slow
+def test_what_ifs_are_cached_by_the_sources_the_probe_reaches(tmp_path: Path) -> None:
+    """A second run answers the what-ifs from the cache (same figures, nothing compiled for
+    them); a change in a file the probe reaches compiles them again."""
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("[project]\nname = 'p'\n", encoding="utf-8")
+    probe = project / "probes.py"
+    shutil.copy(SEED_PROBES, probe)
+    spec = f"{probe}:shardlint_probe_original"
+    first = _memory(spec, "--devices", "2")[1]["probes"][0]["savings"]
+    second = _memory(spec, "--devices", "2")[1]["probes"][0]["savings"]
+    assert [s["cached"] for s in first] == [[], [], []]
+    assert [s["cached"] for s in second] == [[2], [2], [2]]
+    strip = lambda found: [{k: v for k, v in s.items() if k != "cached"} for s in found]
+    assert strip(second) == strip(first)
+    probe.write_text(probe.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    third = _memory(spec, "--devices", "2")[1]["probes"][0]["savings"]
+    assert [s["cached"] for s in third] == [[], [], []] and strip(third) == strip(first)
 
 
 @pytest.mark.slow
