@@ -4,10 +4,11 @@ Runs in the worker process (loaded by path, like `step_facts`): the standard lib
 only, flax imported only by a remedy that needs it. The user's files are never touched; each
 remedy changes what the probe's own code does while it runs again:
 
-- ``mesh``: the probe is called and traced under ``jax.set_mesh(M)``, M the one mesh the
-  baseline run placed its inputs or outputs on (SHL103);
-- ``rules``: under ``nn.logical_axis_rules(R)``, R the one literal rules table of the code the
-  probe reaches, read by the static analysis (SHL102);
+- ``mesh``: the step is traced under ``jax.set_mesh(M)``, M the one mesh the baseline run
+  placed its inputs or outputs on (SHL103): the whole probe call where the probe traces it
+  itself (it returns a Lowered), only the worker's trace where it returns ``(fn, args)``;
+- ``rules``: likewise under ``nn.logical_axis_rules(R)``, R the one literal rules table of the
+  code the probe reaches, read by the static analysis (SHL102);
 - ``out-shardings``: the ``jax.jit`` call at the finding's site gets ``out_shardings`` derived
   from the partition specs of its abstract output under the mesh and rules in context, as
   ``nn.logical_to_mesh_sharding(nn.get_partition_spec(jax.eval_shape(f, *args)), mesh, rules)``
@@ -64,6 +65,7 @@ class Remedies:
         self.used: set[str] = set()  # ids of the active remedies that found their site
         self.mesh_count = 0  # distinct meshes of the baseline run
         self.compiles = 0
+        self.kind = ""  # what the probe returned in the baseline run (step_facts.lower's kind)
         self._original = jax.jit
         jax.jit = self._jit  # type: ignore[assignment]  # before any user module is imported
 
@@ -108,10 +110,24 @@ class Remedies:
     # ---- contexts around the probe --------------------------------------------------------------
     @contextlib.contextmanager
     def applied(self, active: list[dict[str, Any]]) -> Iterator[None]:
-        """Run the probe (call, trace, lower, compile) with these remedies in force."""
+        """Run the probe (call, trace, lower, compile) with these remedies in force; the mesh
+        and rules contexts are entered by :meth:`contexts` around the part that traces."""
         self.active, self.used = list(active), set()
+        try:
+            yield
+        finally:
+            self.active = []
+
+    def traces_in_call(self) -> bool:
+        """Whether the probe traces its step when called (it returns a Lowered, a Traced or a
+        Compiled), as the baseline run showed; else the worker traces it (``(fn, args)``)."""
+        return self.kind not in ("fn-args", "wrapped")
+
+    @contextlib.contextmanager
+    def contexts(self) -> Iterator[None]:
+        """The mesh and rules contexts of the active remedies."""
         with contextlib.ExitStack() as stack:
-            for remedy in active:
+            for remedy in self.active:
                 if remedy["kind"] == "mesh":
                     if self.mesh is None:
                         raise NotApplicable(
@@ -124,10 +140,7 @@ class Remedies:
                     nn = _flax()
                     stack.enter_context(nn.logical_axis_rules(_rules(remedy["rules"])))
                     self.used.add(remedy["id"])
-            try:
-                yield
-            finally:
-                self.active = []
+            yield
 
     def kwargs_for(self, sites: list[str], kwargs: dict[str, Any], fun: Any,
                    call: tuple[tuple[Any, ...], dict[str, Any]] | None) -> dict[str, Any]:

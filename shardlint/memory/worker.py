@@ -252,26 +252,30 @@ def run_probe(
             if not callable(fn):
                 raise facts.ReturnError(f"{probe['function']} is not a function in {probe['path']}")
             on_stage("call")
-            with remedies.applied(active or []) if remedies is not None else \
-                    contextlib.nullcontext():
+            nothing = contextlib.nullcontext
+            with remedies.applied(active or []) if remedies is not None else nothing():
+                early = remedies is not None and remedies.traces_in_call()
                 counted = remedies.compiles if remedies is not None else 0
                 called = time.perf_counter()
-                value = fn()
+                with remedies.contexts() if early else nothing():
+                    value = fn()
                 call_s = time.perf_counter() - called
                 in_call = remedies.compiles - counted if remedies is not None else 0
                 compiled: list[Any] = []
-                result = facts.analyse(
-                    value,
-                    on_stage=on_stage,
-                    measure="never" if active else request.get("measure", "auto"),
-                    measure_peak=peak.measure_peak,
-                    on_compiled=compiled.append,
-                )
+                with remedies.contexts() if remedies is not None and not early else nothing():
+                    result = facts.analyse(
+                        value,
+                        on_stage=on_stage,
+                        measure="never" if active else request.get("measure", "auto"),
+                        measure_peak=peak.measure_peak,
+                        on_compiled=compiled.append,
+                    )
             if remedies is not None:
                 # Backend compiles of this run: the probe's own eager code, and the step.
                 result["compiles"] = {"probe": in_call,
                                       "step": remedies.compiles - counted - in_call}
             if remedies is not None and not active:
+                remedies.kind = result.get("kind", "")
                 meshes = remedies.meshes_of(value, compiled[0]) if compiled else []
                 remedies.mesh = meshes[0] if len(meshes) == 1 else None
                 remedies.mesh_count = len(meshes)

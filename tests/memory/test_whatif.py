@@ -78,15 +78,13 @@ def test_seed_original_findings_each_carry_a_saving_and_together_give_fixed(seed
 
 @pytest.mark.slow
 def test_at_most_one_compile_per_finding_per_device_count(seed: dict) -> None:
-    """Counted by jax's own compile events in the worker: each what-if compiles the step once;
-    the only other compiles are the probe's own eager ops (`jax.random.key(0)`) run again
-    under a context they never ran in (the mesh: once, then jax's cache has them)."""
+    """Counted by jax's own compile events in the worker, every backend compile of each what-if
+    run: the step once, nothing else (the probe returns `(fn, args)`, so the contexts are
+    entered around the worker's trace only, not around the probe's own eager code)."""
     original = seed["probes"][0]
     for n in ("1", "2", "8"):
         counts = [s["compiles"][n] for s in original["savings"]]
-        assert [c["step"] for c in counts] == [1, 1, 1], (n, counts)
-        assert all(c["total"] == c["step"] + c["probe"] for c in counts)
-        assert [c["probe"] for c in counts][1:] == [0, 0], counts  # rules, out_shardings
+        assert counts == [{"step": 1, "probe": 0, "total": 1}] * 3, (n, counts)
 
 
 @pytest.mark.slow
@@ -126,6 +124,7 @@ def test_decoder_without_donation_reports_the_difference_of_the_two_compiles(
     (probe,) = undonated["probes"]
     (saving,) = probe["savings"]
     assert saving["code"] == "SHL401" and saving["remedy"] == "jit with donate_argnums=(0,)"
+    assert saving["compiles"]["8"] == {"step": 1, "probe": 0, "total": 1}
     got = saving["devices"]["8"]
     assert got["before"] == _figures(probe["runs"][0])  # the copy, compiled as it is
     assert got["after"] == _figures(donated["probes"][0]["runs"][0])  # the authors' donation
