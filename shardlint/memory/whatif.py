@@ -8,8 +8,8 @@ remedy the worker can apply without touching the user's files (`remedies.py`):
 =========  ===========================================================  ===================
 finding    remedy                                                       needs
 =========  ===========================================================  ===================
-SHL103     the probe runs under ``jax.set_mesh(M)``                     one mesh in the run
-SHL102     the probe runs under ``nn.logical_axis_rules(R)``            one literal table
+SHL103     the step is traced under ``jax.set_mesh(M)``                 one mesh in the run
+SHL102     the step is traced under ``nn.logical_axis_rules(R)``        one literal table
 SHL302/3   the jit call gets ``out_shardings`` from the partition specs partition metadata
 SHL401     the jit call gets the ``donate_argnums`` the finding names   the argnums
 =========  ===========================================================  ===================
@@ -121,9 +121,9 @@ def describe(step: Step) -> str:
     if r is None:
         return f"none: {step.why}"
     if r["kind"] == "mesh":
-        return "run the probe under jax.set_mesh(mesh), the mesh its values are placed on"
+        return "trace the step under jax.set_mesh(mesh), the mesh its values are placed on"
     if r["kind"] == "rules":
-        return f"run the probe under nn.logical_axis_rules({r['source']})"
+        return f"trace the step under nn.logical_axis_rules({r['source']})"
     if r["kind"] == "out-shardings":
         return "jit with out_shardings from the partition specs of the abstract output"
     return f"jit with donate_argnums={tuple(r['argnums'])}"
