@@ -147,7 +147,9 @@ def probe_reach(path: Path, function: str, project_root: Path) -> Reach:
             continue
         spans = reach.spans.setdefault(file, [])
         for node in nodes:
-            span = (node.lineno, node.end_lineno or node.lineno)
+            # (a decorator belongs to its definition: `@jax.jit` is where SHL401 points)
+            first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+            span = (first, node.end_lineno or node.lineno)
             if span not in spans:  # `A, B = ...` binds two names in one statement
                 spans.append(span)
         for ref, chain in _referenced(nodes):

@@ -27,6 +27,7 @@ reason; it is left out of the later steps.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 from collections.abc import Iterator
@@ -71,9 +72,10 @@ class Remedies:
 
     # ---- the jit wrapper ----------------------------------------------------------------------
     def _jit(self, fun: Any = None, *args: Any, **kwargs: Any) -> Any:
-        if fun is None or not self.planned:
-            return self._original(fun, *args, **kwargs) if fun is not None else \
-                self._original(*args, **kwargs)
+        if fun is None:  # `@jax.jit(static_argnames=...)`: the decorator comes back here
+            return functools.partial(self._jit, *args, **kwargs)
+        if not self.planned:
+            return self._original(fun, *args, **kwargs)
         sites = self._sites_of(fun, sys._getframe(1))
         if not sites:
             return self._original(fun, *args, **kwargs)
@@ -216,8 +218,6 @@ class _Switch:
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
         if obj is None:
             return self
-        import functools
-
         return functools.partial(self, obj)
 
     def __getattr__(self, name: str) -> Any:

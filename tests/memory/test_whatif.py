@@ -239,3 +239,48 @@ def test_a_failing_probe_leaves_messages_unchanged(tmp_path: Path,
     assert [(f["code"], f["message"]) for f in static] == \
         [(f["code"], f["message"]) for f in plain]
     assert not any("saving" in f for f in measured)
+
+
+_DECORATED = """\
+import functools
+
+import jax
+import jax.numpy as jnp
+import optax
+
+tx = optax.adam(1e-3)
+
+
+def loss(params, x):
+    return jnp.mean((x @ params["w"]) ** 2)
+
+
+@functools.partial(jax.jit, static_argnums=())
+def train_step(params, opt_state, x):
+    grads = jax.grad(loss)(params, x)
+    updates, opt_state = tx.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state
+
+
+def shardlint_probe_step():
+    params = {"w": jax.ShapeDtypeStruct((1024, 1024), jnp.float32)}
+    opt_state = jax.eval_shape(tx.init, params)
+    return train_step, (params, opt_state, jax.ShapeDtypeStruct((8, 1024), jnp.float32))
+"""
+
+
+@pytest.mark.slow
+def test_donation_reaches_a_step_jitted_by_a_decorator_at_import(tmp_path: Path) -> None:
+    """The jit runs when the probe's module is imported (a decorator), long before the what-if
+    run: the worker's jax.jit stand-in still applies each run's remedies to it."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n", encoding="utf-8")
+    probe = tmp_path / "train.py"
+    probe.write_text(_DECORATED, encoding="utf-8")
+    code, data, err = _memory(str(probe), "--devices", "1")
+    assert code == 0, err
+    (saving,) = data["probes"][0]["savings"]
+    assert saving["code"] == "SHL401" and saving["remedy"] == "jit with donate_argnums=(0, 1)"
+    got = saving["devices"]["1"]
+    # params, mu and nu (4 MiB each) and the step count (4 B) are reused in place
+    assert got["before"]["aliased"] == 0 and got["after"]["aliased"] == 3 * 4 * 1024**2 + 4
+    assert got["saved"] > 0
