@@ -281,6 +281,10 @@ def _with_savings(cfg: Config, findings: list[Finding], savings: list[dict]) -> 
     sentence added to the message and the figures (``saving``, one entry per probe)."""
     by_key: dict[tuple, list[dict]] = {}
     for s in savings:
+        if s.get("text") is None:
+            print(f"shardlint memory: {s['code']} at {s['path']}:{s['line']} "
+                  f"({s['probe']}): no what-if compile: {s['why']}", file=sys.stderr)
+            continue
         by_key.setdefault((s["code"], str((cfg.root / s["path"]).resolve()), s["line"],
                            s["column"]), []).append(s)
     out = []

@@ -173,7 +173,7 @@ def measure(probe: Probe, plan: Plan, progress: Callable[[int, str], None],
     detail = render_text(report, report_findings(report))
     (probe_report,) = report.probes
     savings = [{**r, "path": str((plan.root / r["path"]).resolve())}
-               for r in saving_records(report)]
+               for r in saving_records(report) if r.get("text")]
     savings.sort(key=lambda r: -_best(r))
     out = Measurement(probe, plan.key, detail=detail, target=jitted_target(probe),
                       imports=imports, savings=savings)

@@ -212,9 +212,9 @@ def measured_findings(
     findings, never exceptions; a bad configuration raises shardlint.errors.ConfigError.
 
     - savings: a list to fill with what fixing each static finding a probe reaches saves (one
-      dict per finding with a what-if compile: code, path, line, column (0-based), probe,
-      text (a sentence for the finding's message) and saving (before/after per device count)).
-      None: no what-if compiles are run.
+      dict per finding and probe: code, path, line, column (0-based), probe, and either text (a
+      sentence for the finding's message) and saving (before/after per device count), or text
+      None and why (no remedy, or it could not be applied)). None: no what-if compiles run.
     """
     from shardlint.memory.runner import WorkerOptions, run_probes  # here: keeps imports cheap
 
@@ -255,8 +255,8 @@ def measured_findings(
 
 
 def saving_records(report: MemoryReport) -> list[dict[str, Any]]:
-    """One record per static finding whose remedy was compiled, by probe (see measured_findings);
-    a finding two probes reach gets one record per probe."""
+    """One record per static finding a probe reaches, by probe (see measured_findings): with
+    ``text`` and ``saving`` where its remedy was compiled, else ``text`` None and ``why``."""
     from shardlint.memory.whatif import summary
 
     out = []
@@ -264,6 +264,12 @@ def saving_records(report: MemoryReport) -> list[dict[str, Any]]:
         for saving in probe.savings:
             text = summary(saving, probe.probe.function)
             if text is None:
+                why = saving.step.why or next(iter(saving.errors.values()), "")
+                if why:  # said, not silently dropped (check --memory logs it)
+                    step = saving.step
+                    out.append({"code": step.code, "path": step.path, "line": step.line,
+                                "column": step.column, "probe": probe.probe.function,
+                                "text": None, "why": why})
                 continue
             step = saving.step
             out.append({"code": step.code, "path": step.path, "line": step.line,
