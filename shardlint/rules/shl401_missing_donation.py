@@ -30,6 +30,7 @@ from shardlint.semantics.donation import (
 from shardlint.semantics.execution import Execution, execution_of
 from shardlint.semantics.facts import CallSite, JitSite
 from shardlint.semantics.lowering import inspected_only
+from shardlint.semantics.placement import state_nbytes
 from shardlint.semantics.valueflow import Flowing
 from shardlint.semantics.liveness import chain, use_after
 from shardlint.source import Span
@@ -43,6 +44,9 @@ class Evidence:
     template: str
     code: str
     related: tuple[Related, ...]
+
+
+SMALL_STATE = 1 << 20  # below this per call, a second copy of the state costs nothing worth a rule
 
 
 @dataclass
@@ -94,7 +98,8 @@ traces, and `jax.jit(..., inline=True)`, where donation is ignored; one-tree map
 `jax.tree.map(lambda m: m / c, moment)` (a new value; the old one is usually still needed); a
 step that is only lowered to be inspected and never run (`jax.jit(step).lower(*args).compile()
 .cost_analysis()`, `.lower(...).as_text()`, the jitted callable a local name every use of which
-is such a lowering); a
+is such a lowering); a step every caller of which in the file passes state that is visibly
+under 1 MiB (arrays of literal shapes, through names: a second copy costs nothing); a
 loop rebind alone when the function returns the argument unchanged or the jit sets
 `out_shardings` (a reshard cannot reuse the buffer). What keeps it silent: an update made by a
 function outside the project (unknown, never assumed), a callable built at run time (a
@@ -145,6 +150,20 @@ jax >= 0.8.1 (no fix is offered on older jax).
                 params, _ = state
                 return params                      # an item handed back, not an update
         """, title="an item of a tuple argument: a scan carry, or returned as is"),
+        example("""
+            import jax
+            import jax.numpy as jnp
+
+            @jax.jit
+            def sgd(params, grads):
+                return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+
+            def fit(grads_list):
+                params = {"w": jnp.zeros((32, 32)), "b": jnp.zeros((32,))}   # 4.2 KiB
+                for grads in grads_list:
+                    params = sgd(params, grads)
+                return params
+        """, title="state that is visibly a few KiB at every call: a second copy costs nothing"),
         example("""
             import jax
             import optax
@@ -353,6 +372,20 @@ jax >= 0.8.1 (no fix is offered on older jax).
 
             step = jax.jit(train_step)  # expect: SHL401
         """, title="the state is a tuple unpacked in the step: donate_argnums=(0,)"),
+        example("""
+            import jax
+            import jax.numpy as jnp
+
+            @jax.jit  # expect: SHL401
+            def sgd(params, grads):
+                return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+
+            def fit(grads_list):
+                params = {"w": jnp.zeros((4096, 4096)), "b": jnp.zeros((4096,))}   # 64 MiB
+                for grads in grads_list:
+                    params = sgd(params, grads)
+                return params
+        """, title="the same step on 64 MiB of state"),
         example("""
             import jax
             from flax import nnx
@@ -614,6 +647,8 @@ jax >= 0.8.1 (no fix is offered on older jax).
                     candidates.append(Candidate(None, name, evidence[name]))
         if not candidates or inspected_only(facts, site):
             return None  # (lowered only to read its cost or text: the step never runs)
+        if sig is not None and calls and all(self._small(c, candidates, sig) for c in calls):
+            return None  # the state every call passes is visibly a few KiB: nothing to gain
         keyword = _keyword_text(candidates)
         fix = self._fix(site, keyword)
         name = target.name if target is not None else self.text(site.target) \
@@ -621,6 +656,22 @@ jax >= 0.8.1 (no fix is offered on older jax).
         related = tuple(r for c in candidates for r in c.evidence.related)
         return self.finding(site.node, self._message(name, candidates, keyword, in_place),
                             fix=fix, related=_unique(related))
+
+    def _small(self, call: CallSite, candidates: list[Candidate], sig: Signature) -> bool:
+        """Whether what this call passes for the candidates is visibly under SMALL_STATE
+        bytes in all (arrays of literal shapes, through names); an argument it does not pass
+        (a default) or one of unknown size is not small."""
+        total = 0
+        for c in candidates:
+            index = c.index - sig.offset if c.index is not None else -1
+            args = passed(call.node, {index} if index >= 0 else set(), {c.param})
+            if not args:
+                return False
+            size = state_nbytes(self.facts, args[0][1], call.scope, call.node)
+            if size is None:
+                return False
+            total += size
+        return total < SMALL_STATE
 
     def _updated(self, target: Compiled, param: str, f: Flowing, in_place: bool) -> Evidence:
         """Why ``param`` comes back updated: the chain of calls down to the update, as related

@@ -181,6 +181,34 @@ def converted_size(facts: FileFacts, call: ast.Call, scope: Scope) -> tuple[int,
     return count * size, True
 
 
+def state_nbytes(facts: FileFacts, node: ast.expr | None, scope: Scope,
+                 use: ast.AST | None = None, depth: int = 0) -> int | None:
+    """At most how many bytes a value holds, where every part of it is visibly built: arrays
+    made with a literal shape (``jnp.zeros((16, 16))``, an unread dtype counted as 8 bytes),
+    numbers, and dicts, tuples and lists of those, through names. None: some part is not known
+    (a function's result, a parameter, a loaded checkpoint)."""
+    if node is None or depth > 8:
+        return None
+    if isinstance(node, ast.Name):
+        value, vscope = follow(facts, node, scope, use)
+        return state_nbytes(facts, value, vscope, None, depth + 1) if value is not None else None
+    if isinstance(node, ast.Constant):
+        return 8 if isinstance(node.value, (int, float, complex, bool)) else None
+    if isinstance(node, ast.Dict):
+        parts = [state_nbytes(facts, v, scope, use, depth + 1) for v in node.values]
+        return sum(parts) if None not in parts and None not in node.keys else None  # type: ignore[arg-type]
+    if isinstance(node, (ast.Tuple, ast.List)):
+        parts = [state_nbytes(facts, v, scope, use, depth + 1) for v in node.elts]
+        return sum(parts) if None not in parts else None  # type: ignore[arg-type]
+    if isinstance(node, ast.Call):
+        found = creation_size(facts, node, scope)
+        if found is None:
+            return None
+        size, exact = found
+        return size if exact else size * 8
+    return None
+
+
 def mib(n: int) -> str:
     return f"{n / MIB:,.0f} MiB" if n < 1 << 30 else f"{n / (1 << 30):,.1f} GiB"
 
