@@ -37,6 +37,9 @@ it: not in the `with` statement, not in any caller in the project, and no global
 `nn.set_logical_axis_rules`. The constraint may sit in another file than the `init` call: the
 project index follows the model across files. Constraints that pass `rules=` themselves need no
 context.
+Not flagged: a program that never shards -- its module and the project modules it imports build,
+enter or set no mesh and no axis rules -- running a model another module defines (a checkpoint
+conversion or export script of a sharded project: one device by design).
 """
     why = """
 `with_logical_constraint` returns its input unchanged when no rules are active, and logically
@@ -57,6 +60,35 @@ check that the table is the one this model was written for.
 """
     versions = "All Flax Linen versions (Linen and NNX share the same rules context)."
     VALID = [
+        example({
+            "model.py": _MODEL,
+            "train.py": """
+import jax
+import flax.linen as nn
+from model import MLP
+
+RULES = (("batch", "data"), ("embed", None), ("mlp", None))
+
+def main():
+    mesh = jax.make_mesh((8,), ("data",))
+    with jax.set_mesh(mesh), nn.logical_axis_rules(RULES):
+        abstract = jax.eval_shape(MLP().init, jax.random.key(0), jax.numpy.ones((8, 4)))
+        shardings = nn.logical_to_mesh_sharding(nn.get_partition_spec(abstract), mesh, RULES)
+        return jax.jit(MLP().init, out_shardings=shardings)(jax.random.key(0), jax.numpy.ones((8, 4)))
+""",
+            "convert.py": """
+import jax
+import numpy as np
+from model import MLP
+
+def convert(path):
+    variables = MLP().init(jax.random.key(0), jax.numpy.ones((1, 4)))
+    np.savez(path, **jax.tree_util.tree_map(np.asarray, variables["params"]))
+
+if __name__ == "__main__":
+    convert("params.npz")
+""",
+        }, title="a conversion script of a sharded project: it never builds a mesh or enters rules"),
         example(_MODEL + """
 mesh = jax.make_mesh((2,), ("data",))
 rules = (("batch", "data"), ("embed", None), ("mlp", None))
@@ -100,6 +132,22 @@ specs = nn.get_partition_spec(abstract)  # abstract evaluation needs no rules
 """),
     ]
     INVALID = [
+        example({
+            "model.py": _MODEL,
+            "convert.py": """
+import jax
+import numpy as np
+from model import MLP
+
+def convert(path):
+    with jax.set_mesh(jax.make_mesh((8,), ("data",))):
+        variables = MLP().init(jax.random.key(0), jax.numpy.ones((8, 4)))  # expect: SHL102
+    np.savez(path, **jax.tree_util.tree_map(np.asarray, variables["params"]))
+
+if __name__ == "__main__":
+    convert("params.npz")
+""",
+        }, title="the same script, entering a mesh: it shards, so the missing piece counts"),
         example(_MODEL + """
 RULES = (("batch", "data"), ("embed", None), ("mlp", None))
 mesh = jax.make_mesh((2,), ("data",))

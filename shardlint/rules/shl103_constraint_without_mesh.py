@@ -37,6 +37,10 @@ SHL101 instead, once, at the `with`.
 Code nobody in the project calls has an unknown context: it is reported only when its program
 provides a mesh nowhere, and never for an `nnx.vmap`/`nnx.scan`-decorated factory of stacked
 layers (a library function: its caller brings the mesh).
+
+Not flagged: a program that never shards -- its module and the project modules it imports build,
+enter or set no mesh and no axis rules -- running a model another module defines (a checkpoint
+conversion or export script of a sharded project: one device by design).
 """
     why = """
 Flax applies a constraint only when a global mesh is defined. Without one, parameters and
@@ -51,6 +55,29 @@ with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
 """
     versions = "All versions; `jax.set_mesh` exists since jax 0.7.1."
     VALID = [
+        example({
+            "model.py": _MODEL,
+            "convert.py": """
+import jax
+import numpy as np
+from model import MLP
+
+def convert(path):
+    variables = MLP().init(jax.random.key(0), jax.numpy.ones((1, 4)))
+    np.savez(path, **jax.tree_util.tree_map(np.asarray, variables["params"]))
+
+if __name__ == "__main__":
+    convert("params.npz")
+""",
+            "train.py": """
+import jax
+import flax.linen as nn
+from model import MLP, RULES
+
+with jax.set_mesh(jax.make_mesh((8,), ("data",))), nn.logical_axis_rules(RULES):
+    variables = jax.jit(MLP().init)(jax.random.key(0), jax.numpy.ones((8, 4)))
+""",
+        }, title="a conversion script of a sharded project: it never builds a mesh or enters rules"),
         example(_MODEL + """
 mesh = jax.make_mesh((2, 1), ("data", "model"))
 with jax.set_mesh(mesh), nn.logical_axis_rules(RULES):
@@ -123,6 +150,23 @@ def create_blocks(rngs):
 """, title="an nnx.vmap factory of stacked layers that nothing in the project calls"),
     ]
     INVALID = [
+        example({
+            "model.py": _MODEL,
+            "convert.py": """
+import jax
+import flax.linen as nn
+import numpy as np
+from model import MLP, RULES
+
+def convert(path):
+    with nn.logical_axis_rules(RULES):
+        variables = MLP().init(jax.random.key(0), jax.numpy.ones((1, 4)))  # expect: SHL103
+    np.savez(path, **jax.tree_util.tree_map(np.asarray, variables["params"]))
+
+if __name__ == "__main__":
+    convert("params.npz")
+""",
+        }, title="the same script entering axis rules: it means to shard, and has no mesh"),
         example(_MODEL + """
 with nn.logical_axis_rules(RULES):
     params = jax.jit(MLP().init)(jax.random.key(0), jax.numpy.ones((8, 4)))  # expect: SHL103

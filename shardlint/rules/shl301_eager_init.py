@@ -56,7 +56,9 @@ Flags, in a project that builds or enters a mesh:
 
 Not flagged: `jax.eval_shape(model.init, ...)` (abstract, nothing is allocated), init under
 `jax.jit` / in a lambda or function handed to `jax.jit`, optax's `tx.init(params)`, functions
-whose callers the file does not show (they may be jitted elsewhere), projects with no mesh.
+whose callers the file does not show (they may be jitted elsewhere), projects with no mesh, and
+programs that never shard (a conversion or export script whose module and imports build, enter
+or set no mesh and no axis rules: an eager init there is meant for one device).
 """
     why = """
 Eagerly, every initializer runs as its own small computation with no sharding to follow:
@@ -81,6 +83,35 @@ with jax.set_mesh(mesh):
 """
     versions = "All versions. NNX eager sharding of annotated Variables is on by default since flax 0.12.0."
     VALID = [
+        example({
+            "model.py": _LINEN_MODEL,
+            "train.py": """
+import jax
+import flax.linen as nn
+from model import MLP
+
+RULES = (("batch", "data"), ("embed", None), ("mlp", None))
+
+def main():
+    mesh = jax.make_mesh((8,), ("data",))
+    with jax.set_mesh(mesh), nn.logical_axis_rules(RULES):
+        abstract = jax.eval_shape(MLP().init, jax.random.key(0), jax.numpy.ones((8, 4)))
+        shardings = nn.logical_to_mesh_sharding(nn.get_partition_spec(abstract), mesh, RULES)
+        return jax.jit(MLP().init, out_shardings=shardings)(jax.random.key(0), jax.numpy.ones((8, 4)))
+""",
+            "convert.py": """
+import jax
+import numpy as np
+from model import MLP
+
+def convert(path):
+    variables = MLP().init(jax.random.key(0), jax.numpy.ones((1, 4)))
+    np.savez(path, **jax.tree_util.tree_map(np.asarray, variables["params"]))
+
+if __name__ == "__main__":
+    convert("params.npz")
+""",
+        }, title="a conversion script of a sharded project: it never builds a mesh or enters rules"),
         example(_LINEN_MODEL + """
 model = MLP()
 mesh = jax.make_mesh((8,), ("data",))
@@ -147,6 +178,22 @@ init_p = jax.experimental.pjit.pjit(lambda k: MLP().init(k, jax.numpy.ones((8, 1
 """, title="init inside functools.partial(jax.jit) and pjit"),
     ]
     INVALID = [
+        example({
+            "model.py": _LINEN_MODEL,
+            "convert.py": """
+import jax
+import numpy as np
+from model import MLP
+
+def convert(path):
+    with jax.set_mesh(jax.make_mesh((8,), ("data",))):
+        variables = MLP().init(jax.random.key(0), jax.numpy.ones((8, 4)))  # expect: SHL301
+    np.savez(path, **jax.tree_util.tree_map(np.asarray, variables["params"]))
+
+if __name__ == "__main__":
+    convert("params.npz")
+""",
+        }, title="the same script, entering a mesh: it shards, so the missing piece counts"),
         example(_LINEN_MODEL + """
 model = MLP()
 mesh = jax.make_mesh((8,), ("data",))
@@ -205,7 +252,12 @@ layer = build(jax.make_mesh((8,), ("data",)))
     def check(self):
         if not project_uses_mesh(self.project):
             return
+        # A program that never shards (a conversion or export script of a sharded project):
+        # its eager inits are meant for one device.
+        single = not self.project.program_shards(self.facts.module)
         for c in execution_of(self.facts).eager_calls():
+            if single and self.project.runs_only_from(self.facts.module, c.scope.qualname):
+                continue
             func = c.node.func
             linen = isinstance(func, ast.Attribute) and func.attr in INIT_METHODS
             # NNX: only constructors handed `rngs` create parameters (cheap tests first).

@@ -409,6 +409,41 @@ class ProjectIndex:
                 (MESH if s.mesh_provider or s.mesh_setter else 0)
         return out
 
+    @project_cached
+    def program_shards(self, module: str) -> bool:
+        """Whether ``module`` or a project module it imports (transitively) builds, enters or
+        sets a mesh, reads the legacy mesh environment, or enters or sets axis rules: a program
+        that does none of that (a conversion or export script, a single-device tool) runs on
+        one device by design."""
+        todo, seen = [module], set()
+        while todo:
+            m = todo.pop()
+            if m in seen:
+                continue
+            seen.add(m)
+            s = self.summaries.get(m)
+            if s is not None and (s.mesh_axes or s.mesh_provider or s.mesh_setter or
+                                  s.legacy_env or s.rules_provider or s.rules_setter):
+                return True
+            todo.extend(self.module_imports(m))
+        return False
+
+    def runs_only_from(self, module: str, qualname: str) -> bool:
+        """Whether every project caller of ``module:qualname``, transitively, is in
+        ``module`` (its code runs when that module runs, as a script or on import)."""
+        self._ensure()
+        todo, seen = [f"{module}:{qualname}"], set()
+        while todo:
+            key = todo.pop()
+            if key in seen:
+                continue
+            seen.add(key)
+            for caller, _, _, _ in self._callers.get(key, ()):
+                if caller.partition(":")[0] != module:
+                    return False
+                todo.append(caller)
+        return True
+
     def setter_base(self, module: str) -> int:
         """The contexts a global setter of ``module``'s program gives its code."""
         return self._setter_bases().get(module, 0)
@@ -554,11 +589,17 @@ class ProjectIndex:
         self._ensure()
         out: list[MissingContext] = []
         absent = ALL & ~self.provided_in(module)
+        single = not self.program_shards(module)
         for e in self.entries(module):
             if self._inside_module_class(module, e.scope):
                 continue  # a submodule built or applied by a parent module: not where it runs
             model = self.resolve(e.model, module)
             if model is None:
+                continue
+            if single and model.partition(":")[0] != module and \
+                    self.runs_only_from(module, e.scope):
+                # A program that never shards, running a model a library defines (a conversion
+                # script): one device by design, whatever the model's annotations.
                 continue
             needs = self._needs.get(model, 0)
             if not needs:
