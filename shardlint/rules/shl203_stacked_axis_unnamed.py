@@ -27,6 +27,8 @@ from shardlint.semantics.partitioning import (
 from shardlint.semantics.project import NNX_MODULE
 from shardlint.source import Span
 
+_MAX_SITES = 200  # annotation sites looked at for "all of them name only None"
+
 _LINEN_BLOCK = """
 import jax
 import flax.linen as nn
@@ -70,8 +72,11 @@ partition names, without saying how the new leading axis is named:
 
 Not flagged: transforms that stack no params (`variable_axes={"params": None}`, a forward
 `nn.vmap` with only `in_axes`, an `nnx.vmap` over a function that only calls a model or drops
-what it builds, `out_axes=None`), targets without partitioning annotations, and targets
-shardlint cannot resolve (lambdas over Linen modules, classes from other packages).
+what it builds, `out_axes=None`), targets without partitioning annotations, NNX targets whose
+every annotation names only None (`(None, None)`: the stacked variable's spec is replicated on
+every dimension, the new one included; reproduced on flax 0.12: `P(None, None)` on a
+stacked `(3, 4, 4)` kernel), and targets shardlint cannot resolve (lambdas over Linen modules,
+classes from other packages). Linen raises whatever the names, so all-None boxes still count.
 """
     why = """
 Partitioned variables carry one name per dimension. A lifted transform that adds a dimension
@@ -100,6 +105,22 @@ name of the stacked axis (and its rule) is a design decision, so it is never app
 """
     versions = "All Flax versions with Linen `metadata_params` and NNX `transform_metadata`."
     VALID = [
+        example("""
+import jax
+from flax import nnx
+
+class Block(nnx.Module):
+    def __init__(self, rngs: nnx.Rngs):
+        init = nnx.with_partitioning(nnx.initializers.lecun_normal(), (None, None))
+        self.linear = nnx.Linear(512, 1024, kernel_init=init, rngs=rngs)
+
+@nnx.vmap(in_axes=0, out_axes=0)
+def create_blocks(key):
+    return Block(nnx.Rngs(key))
+
+with jax.set_mesh(jax.make_mesh((8,), ("data",))):
+    blocks = create_blocks(jax.random.split(jax.random.key(0), 4))
+""", title="NNX annotations of only None: the stacked spec is replicated on every dimension, as meant"),
         example(_LINEN_BLOCK + """
 Stack = nn.scan(Block, variable_axes={"params": 0}, split_rngs={"params": True}, length=4,
                 metadata_params={nn.PARTITION_NAME: "layers"})
@@ -286,6 +307,8 @@ def make_blocks(rngs):
         if built is None:
             return None
         what, ref = built
+        if ref and self._only_unnamed(ref):
+            return None  # every annotation is all-None: a stacked copy is replicated as meant
         spelled = self._spelling(lift)
         nnx = self._prefix(lift, "flax.nnx", "nnx")
         msg = (f"`{spelled}` stacks {what} along a new axis, but without "
@@ -384,6 +407,14 @@ def make_blocks(rngs):
         if pairs is None:
             return None
         return any(is_partition_name_key(self.facts, k) for k, _ in pairs)
+
+    def _only_unnamed(self, ref: str) -> bool:
+        """Every NNX annotation the class reaches names only None (`(None, None)`): the stacked
+        variables' spec is then replicated on every dimension, the new one included."""
+        sites = [site for _, site in self.project.constraint_sites(ref, self.facts.module,
+                                                                   limit=_MAX_SITES)
+                 if site.api in NNX_ANNOTATIONS]
+        return bool(sites) and len(sites) < _MAX_SITES and all(s.spec == "none" for s in sites)
 
     def _box_sites(self, ref: str, apis: frozenset[str]) -> list[Related]:
         out = []

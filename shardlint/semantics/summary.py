@@ -57,6 +57,8 @@ class Site:
     end_col: int
     needs: int
     api: str
+    # "none": the names handed are a literal of only None (`(None, None)`): nothing to shard.
+    spec: str = ""
 
 
 @dataclass
@@ -169,6 +171,21 @@ class ModuleSummary:
         return s
 
 
+_NAMES_ARGS = ("names", "sharding", "out_sharding", "sharding_names", "logical_axes")
+
+
+def _all_none_names(facts: FileFacts, c: CallSite) -> bool:
+    """The partition names a boxing call is handed are a literal of only None."""
+    node = next((k.value for k in c.node.keywords if k.arg in _NAMES_ARGS), None)
+    if node is None and len(c.node.args) > 1 and c.api is not None and \
+            c.api.name.endswith("partitioning"):
+        node = c.node.args[1]  # with_partitioning(init, names) / with_logical_partitioning
+    if node is None:
+        return False
+    value = facts.literal(node, c.scope)
+    return isinstance(value, (tuple, list)) and bool(value) and all(v is None for v in value)
+
+
 def site_needs(facts: FileFacts, c: CallSite) -> int:
     """What context a constraint call needs at trace time, after its own ``rules=``/``mesh=``."""
     if c.api is None:
@@ -225,7 +242,7 @@ def _at(log, frag: _Fragment) -> _Fragment:
     return _Fragment(
         log.node.lineno,
         {q: Symbol(sym.kind, sym.needs, sym.refs, sym.bases,
-                   [Site(x.line + d, x.col, x.end_line + d, x.end_col, x.needs, x.api)
+                   [Site(x.line + d, x.col, x.end_line + d, x.end_col, x.needs, x.api, x.spec)
                     for x in sym.sites], sym.line + d,
                    shift_flow(sym.flow, d) if sym.flow is not None else None)
          for q, sym in frag.symbols.items()},
@@ -263,7 +280,7 @@ class _Member:
 
 def _shift_symbol(sym: Symbol, d: int) -> Symbol:
     return Symbol(sym.kind, sym.needs, sym.refs, sym.bases,
-                  [Site(x.line + d, x.col, x.end_line + d, x.end_col, x.needs, x.api)
+                  [Site(x.line + d, x.col, x.end_line + d, x.end_col, x.needs, x.api, x.spec)
                    for x in sym.sites], sym.line + d,
                   shift_flow(sym.flow, d) if sym.flow is not None else None)
 
@@ -597,7 +614,8 @@ class _Summariser:
             if sym is not None:  # (a call's scope is one of its statement's)
                 sym.needs |= needs
                 sym.sites.append(Site(n.lineno, n.col_offset, n.end_lineno or n.lineno,
-                                      n.end_col_offset or 0, needs, c.api.name if c.api else ""))
+                                      n.end_col_offset or 0, needs, c.api.name if c.api else "",
+                                      "none" if _all_none_names(f, c) else ""))
         func = n.func
         if c.api is not None and c.api.role == Role.EVAL_SHAPE:
             # `jax.eval_shape(init_state, ...)` traces on shapes: whatever it runs needs no
