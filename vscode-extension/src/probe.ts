@@ -39,3 +39,6 @@ export async function executableExists(file: string): Promise<boolean> {
 }
 
 export const PATH_PYTHONS = process.platform === "win32" ? ["py", "python"] : ["python3", "python"];
+/** Tried only when the project's requires-python rules the ones above out (newest first). */
+export const VERSIONED_PYTHONS: string[][] = ["3.14", "3.13", "3.12", "3.11", "3.10"].map((v) =>
+  process.platform === "win32" ? ["py", `-${v}`] : [`python${v}`]);

@@ -6,7 +6,10 @@
 //   2. the interpreter (`shardlint.interpreter`, else the Python extension's selection), when
 //      `import shardlint` works there: `<python> -m shardlint server`;
 //   3. the bundled server (bundled/libs) with a Python >= 3.10: the interpreter of step 2 if it is
-//      new enough, else `python3` / `python` on PATH.
+//      new enough, else `python3` / `python` on PATH. When the project's pyproject.toml says
+//      `requires-python` (e.g. ">=3.12"), the first candidate that satisfies it wins, and
+//      versioned names on PATH (`python3.13`...) are tried too: the server parses with the
+//      grammar of the Python it runs on, so 3.12 syntax needs a 3.12 server.
 // In an untrusted folder only step 3 runs, with PATH's Python: settings that name an executable
 // could come from the folder itself (.vscode/settings.json), and `-m` would import from it.
 
@@ -31,6 +34,10 @@ export interface Inputs {
   bundledTool: string;
   /** Fallback Pythons on PATH, in order. */
   pathPythons: string[];
+  /** The project's `requires-python` (PEP 440 specifiers, e.g. ">=3.12,<3.14"), if it says one. */
+  requiresPython?: string;
+  /** Versioned Pythons on PATH (commands), tried only to satisfy `requiresPython`, newest first. */
+  versionedPythons?: string[][];
   /** Whether a file exists (for `shardlint.path`); bare names are looked up on PATH by the caller. */
   exists: (file: string) => Promise<boolean>;
   /** Runs PROBE_SCRIPT with an interpreter; a string is why it failed. */
@@ -90,6 +97,58 @@ export function newEnough(info: PythonInfo): boolean {
 }
 
 export const versionText = (info: PythonInfo) => info.version.join(".");
+
+/** Reads `requires-python` from a pyproject.toml's [project] table (a plain or literal string). */
+export function requiresPythonOf(pyproject: string): string | undefined {
+  let table = "";
+  for (const raw of pyproject.split(/\r?\n/)) {
+    const line = raw.trim();
+    const header = /^\[([^\[\]]+)\]\s*(#.*)?$/.exec(line);
+    if (header) {
+      table = header[1].trim();
+      continue;
+    }
+    if (table !== "project") continue;
+    const m = /^requires-python\s*=\s*(?:"([^"]*)"|'([^']*)')/.exec(line);
+    if (m) return (m[1] ?? m[2]).trim() || undefined;
+  }
+  return undefined;
+}
+
+function parseVersion(text: string): number[] | undefined {
+  const m = /^(\d+)(?:\.(\d+))?(?:\.(\d+))?/.exec(text.trim());
+  return m ? [m[1], m[2] ?? "0", m[3] ?? "0"].map(Number) : undefined;
+}
+
+function compare(a: number[], b: number[]): number {
+  for (let i = 0; i < 3; i++) if ((a[i] ?? 0) !== (b[i] ?? 0)) return (a[i] ?? 0) - (b[i] ?? 0);
+  return 0;
+}
+
+/** Whether a Python version satisfies PEP 440 specifiers (`>=3.12`, `~=3.11`, `==3.12.*`,
+ * `!=3.13.0`, comma-separated). An unreadable clause is ignored: it never rules an interpreter
+ * out. */
+export function satisfies(version: readonly number[], spec: string): boolean {
+  for (const clause of spec.split(",").map((c) => c.trim()).filter(Boolean)) {
+    const m = /^(~=|===|==|!=|<=|>=|<|>)\s*([0-9][0-9.]*)(\.\*)?$/.exec(clause);
+    if (!m) continue;
+    const [, op, text, star] = m;
+    const want = parseVersion(text);
+    if (!want) continue;
+    const parts = text.split(".").length;
+    if (star && (op === "==" || op === "!=")) {
+      const same = want.slice(0, parts).every((v, i) => (version[i] ?? 0) === v);
+      if (op === "==" ? !same : same) return false;
+      continue;
+    }
+    const c = compare([...version], want);
+    const ok = op === ">=" ? c >= 0 : op === ">" ? c > 0 : op === "<=" ? c <= 0 : op === "<" ? c < 0
+      : op === "!=" ? c !== 0 : op === "~=" ? c >= 0 && want.slice(0, Math.max(1, parts - 1))
+        .every((v, i) => (version[i] ?? 0) === v) : c === 0;
+    if (!ok) return false;
+  }
+  return true;
+}
 const show = (cmd: string[]) => cmd.join(" ");
 
 export async function resolveServer(inp: Inputs): Promise<Resolution | Failure> {
@@ -137,27 +196,48 @@ export async function resolveServer(inp: Inputs): Promise<Resolution | Failure> 
     }
   }
 
-  // 3. the bundled server
+  // 3. the bundled server: the first new-enough candidate, or the first that also satisfies the
+  // project's requires-python when one does (versioned names on PATH are tried for that).
   const candidates: string[][] = [];
   if (chosen) candidates.push(chosen.command);
   for (const p of inp.pathPythons) candidates.push([p]);
-  for (const command of candidates) {
-    const info = chosen && command === chosen.command ? chosen.info : await inp.probe(command);
-    if (typeof info === "string") {
-      tried.push(`${show(command)}: ${info}`);
-      continue;
-    }
-    if (!newEnough(info)) {
-      tried.push(`${info.executable}: Python ${versionText(info)} is older than ${MIN_PYTHON.join(".")}`);
-      continue;
-    }
+  const wants = inp.requiresPython;
+  let fallback: { command: string[]; info: PythonInfo } | undefined;
+  const bundled = (command: string[], info: PythonInfo, note: string): Resolution => {
     const base = [...command.slice(1), "-I", inp.bundledTool];
     const why = !inp.trusted ? "the folder is not trusted" : "no shardlint.path or interpreter with shardlint";
     return {
       source: "bundled", command: command[0], args: [...base, "server"], prefix: base, python: info,
       userPython: chosen?.command, tried,
-      reason: `bundled server with ${info.executable} (Python ${versionText(info)}): ${why}`,
+      reason: `bundled server with ${info.executable} (Python ${versionText(info)}): ${why}${note}`,
     };
+  };
+  const seen = new Set<string>();
+  const queue = [...candidates];
+  let extended = false;
+  while (queue.length) {
+    const command = queue.shift() as string[];
+    const info = chosen && command === chosen.command ? chosen.info : await inp.probe(command);
+    if (typeof info === "string") {
+      tried.push(`${show(command)}: ${info}`);
+    } else if (!newEnough(info)) {
+      tried.push(`${info.executable}: Python ${versionText(info)} is older than ${MIN_PYTHON.join(".")}`);
+    } else if (!seen.has(info.executable)) {
+      seen.add(info.executable);
+      if (!wants || satisfies(info.version, wants)) {
+        return bundled(command, info, wants ? `; satisfies requires-python ${wants}` : "");
+      }
+      tried.push(`${info.executable}: Python ${versionText(info)} does not satisfy requires-python ${wants}`);
+      fallback ??= { command, info };
+    }
+    if (!queue.length && wants && !extended) {
+      extended = true;
+      for (const p of inp.versionedPythons ?? []) queue.push(p);
+    }
+  }
+  if (fallback) {
+    return bundled(fallback.command, fallback.info,
+      `; none of the interpreters found satisfies requires-python ${wants}`);
   }
   return {
     source: "none", tried,

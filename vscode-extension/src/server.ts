@@ -9,11 +9,22 @@ import {
   State,
 } from "vscode-languageclient/node";
 import { SERVER_MEASURE } from "./memory";
-import { executableExists, PATH_PYTHONS, probePython } from "./probe";
+import { executableExists, PATH_PYTHONS, probePython, VERSIONED_PYTHONS } from "./probe";
 import { selectedInterpreter } from "./python";
-import { Failure, Resolution, resolveServer } from "./resolve";
+import { Failure, requiresPythonOf, Resolution, resolveServer } from "./resolve";
 import * as settings from "./settings";
 import { StatusItem } from "./status";
+
+/** The workspace's `requires-python` (pyproject.toml, [project]), read as text, if any. */
+async function requiresPython(folder: vscode.Uri | undefined): Promise<string | undefined> {
+  if (!folder) return undefined;
+  try {
+    const data = await vscode.workspace.fs.readFile(vscode.Uri.joinPath(folder, "pyproject.toml"));
+    return requiresPythonOf(new TextDecoder("utf-8").decode(data));
+  } catch {
+    return undefined;
+  }
+}
 
 export class Server implements vscode.Disposable {
   private client: LanguageClient | undefined;
@@ -89,6 +100,8 @@ export class Server implements vscode.Disposable {
       pythonExtension: () => selectedInterpreter(folder?.uri),
       bundledTool: this.context.asAbsolutePath("bundled/tool/shardlint_tool.py"),
       pathPythons: PATH_PYTHONS,
+      versionedPythons: VERSIONED_PYTHONS,
+      requiresPython: await requiresPython(folder?.uri),
       exists: executableExists,
       probe: (cmd) => probePython(cmd, this.context.extensionPath),
     });

@@ -1,7 +1,7 @@
 // Which server starts, and why: resolveServer with fake interpreters (no VS Code, no Python).
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { Inputs, parseProbe, PythonInfo, resolveServer } from "../../src/resolve";
+import { Inputs, parseProbe, PythonInfo, requiresPythonOf, resolveServer, satisfies } from "../../src/resolve";
 
 const TOOL = "/ext/bundled/tool/shardlint_tool.py";
 
@@ -151,5 +151,51 @@ describe("parseProbe", () => {
 
   it("explains output it does not understand", () => {
     assert.match(parseProbe("Python 2.7.18") as string, /^unexpected output: "Python 2\.7\.18"$/);
+  });
+});
+
+describe("requires-python", () => {
+  it("reads requires-python from the [project] table only", () => {
+    assert.equal(requiresPythonOf('[tool.x]\nrequires-python = "<3"\n[project]\nname = "p"\nrequires-python = ">=3.12"\n'), ">=3.12");
+    assert.equal(requiresPythonOf("[project]\nrequires-python = '>=3.11,<3.14'  # c\n"), ">=3.11,<3.14");
+    assert.equal(requiresPythonOf('[project]\nname = "p"\n[tool.shardlint]\nrequires-python = ">=3.12"\n'), undefined);
+  });
+
+  it("judges PEP 440 specifiers", () => {
+    assert.equal(satisfies([3, 12, 1], ">=3.12"), true);
+    assert.equal(satisfies([3, 11, 9], ">=3.12"), false);
+    assert.equal(satisfies([3, 13, 0], ">=3.10,<3.13"), false);
+    assert.equal(satisfies([3, 12, 4], "~=3.12"), true);
+    assert.equal(satisfies([4, 0, 0], "~=3.12"), false);
+    assert.equal(satisfies([3, 12, 4], "==3.12.*"), true);
+    assert.equal(satisfies([3, 13, 0], "!=3.13.*"), false);
+    assert.equal(satisfies([3, 12, 0], "garbage"), true, "an unreadable clause rules nothing out");
+  });
+
+  it("the bundled server prefers a PATH Python that satisfies the project's requires-python", async () => {
+    const m = machine({ python3: { version: [3, 11, 4] }, "python3.13": { version: [3, 13, 0] }, "python3.12": { version: [3, 12, 2] } });
+    const r = await resolveServer(inputs({
+      ...m, requiresPython: ">=3.12", versionedPythons: [["python3.13"], ["python3.12"]],
+    }));
+    assert.ok(r.source === "bundled");
+    assert.equal(r.command, "python3.13");
+    assert.match(r.reason, /Python 3\.13\.0.*satisfies requires-python >=3\.12/);
+    assert.ok(r.tried.includes("python3: Python 3.11.4 does not satisfy requires-python >=3.12"));
+  });
+
+  it("probes no versioned names when the first candidate already satisfies it", async () => {
+    const m = machine({ python3: { version: [3, 12, 4] }, "python3.13": { version: [3, 13, 0] } });
+    const r = await resolveServer(inputs({ ...m, requiresPython: ">=3.12", versionedPythons: [["python3.13"]] }));
+    assert.ok(r.source === "bundled");
+    assert.equal(r.command, "python3");
+    assert.deepEqual(m.calls, ["python3"]);
+  });
+
+  it("falls back to the first new-enough Python, saying none satisfies requires-python", async () => {
+    const m = machine({ python3: { version: [3, 11, 4] } });
+    const r = await resolveServer(inputs({ ...m, requiresPython: ">=3.13", versionedPythons: [["python3.13"]] }));
+    assert.ok(r.source === "bundled");
+    assert.equal(r.command, "python3");
+    assert.match(r.reason, /none of the interpreters found satisfies requires-python >=3\.13/);
   });
 });
