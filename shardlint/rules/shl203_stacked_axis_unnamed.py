@@ -76,7 +76,9 @@ what it builds, `out_axes=None`), targets without partitioning annotations, NNX 
 every annotation names only None (`(None, None)`: the stacked variable's spec is replicated on
 every dimension, the new one included; reproduced on flax 0.12: `P(None, None)` on a
 stacked `(3, 4, 4)` kernel), and targets shardlint cannot resolve (lambdas over Linen modules,
-classes from other packages). Linen raises whatever the names, so all-None boxes still count.
+classes from other packages). Linen raises whatever the names, so all-None boxes still count;
+but only boxes on the traced path do: a Linen class's `setup` and `__call__` (or the methods a
+literal `methods=` names) and what they call, not a method the transform never runs.
 """
     why = """
 Partitioned variables carry one name per dimension. A lifted transform that adds a dimension
@@ -105,6 +107,22 @@ name of the stacked axis (and its rule) is a design decision, so it is never app
 """
     versions = "All Flax versions with Linen `metadata_params` and NNX `transform_metadata`."
     VALID = [
+        example("""
+import jax
+import flax.linen as nn
+
+class Block(nn.Module):
+    @nn.compact
+    def __call__(self, x, _):
+        return nn.Dense(16)(x), None
+
+    def decode(self, x):   # boxed, but the scan traces __call__: never created on that path
+        init = nn.with_logical_partitioning(nn.initializers.lecun_normal(), ("embed", "mlp"))
+        return nn.Dense(16, kernel_init=init)(x)
+
+Stack = nn.scan(Block, variable_axes={"params": 0}, split_rngs={"params": True}, length=4)
+variables = Stack().init(jax.random.key(0), jax.numpy.ones((2, 16)), None)
+""", title="Linen: the boxed params live in a method the transform does not trace"),
         example("""
 import jax
 from flax import nnx
@@ -192,6 +210,23 @@ def forward(block, x):   # runs the stacked blocks, creates nothing
     ]
     INVALID = [
         example("""
+import jax
+import flax.linen as nn
+
+class Block(nn.Module):
+    @nn.compact
+    def __call__(self, x, _):
+        return self.decode(x), None
+
+    def decode(self, x):
+        init = nn.with_logical_partitioning(nn.initializers.lecun_normal(), ("embed", "mlp"))
+        return nn.Dense(16, kernel_init=init)(x)
+
+Stack = nn.scan(Block, variable_axes={"params": 0}, split_rngs={"params": True},  # expect: SHL203
+                length=4)
+variables = Stack().init(jax.random.key(0), jax.numpy.ones((2, 16)), None)
+""", title="the same method called from __call__: created on the scanned path"),
+        example("""
             import jax
             import flax.linen as nn
 
@@ -266,7 +301,7 @@ def make_blocks(rngs):
         if stacked is None or self._names_axis(lift, "metadata_params") is not False:
             return None
         ref = lifted_ref(self.facts, lift)
-        if ref is None or not reached_apis(self.project, ref, self.facts.module) & LINEN_BOXES:
+        if ref is None or not self._traced_apis(ref, lift) & LINEN_BOXES:
             return None
         name = self._display(ref)
         spelled = self._spelling(lift)
@@ -407,6 +442,48 @@ def make_blocks(rngs):
         if pairs is None:
             return None
         return any(is_partition_name_key(self.facts, k) for k, _ in pairs)
+
+    def _traced_apis(self, ref: str, lift: Lift) -> frozenset[str]:
+        """The partitioning APIs the lifted class's traced code reaches: its `setup`, its
+        `__call__` (or the methods the transform's `methods=` names) and what they call. A
+        boxed param made only in another method is never created on that path. Where the class
+        does not define them itself (inherited, an alias shardlint cannot follow), all of its
+        code counts."""
+        module = self.facts.module
+        key = self.project.resolve(ref, module)
+        for _ in range(4):  # `Block = nn.remat(_Block)`: the class it stands for
+            sym = self.project.symbol(key) if key else None
+            if sym is None or sym.kind != "alias" or len(sym.refs) != 1:
+                break
+            key = self.project.resolve(sym.refs[0], key.partition(":")[0])
+        sym = self.project.symbol(key) if key else None
+        if key is None or sym is None or sym.kind != "class":
+            return reached_apis(self.project, ref, module)
+        methods = self._methods(lift)
+        if methods == ():
+            return reached_apis(self.project, ref, module)  # `methods=` not a literal
+        wanted = {"setup", *(methods or ("__call__",))}
+        own = [r for r in sym.refs if r.startswith(key + ".")]
+        starts = [r for r in own if r[len(key) + 1:] in wanted]
+        if not any(r.endswith(".__call__") for r in starts) and "__call__" in wanted:
+            return reached_apis(self.project, ref, module)  # inherited: not followed here
+        out = {site.api for site in sym.sites}
+        for r in [*starts, *(r for r in sym.refs if not r.startswith(key + "."))]:
+            out |= reached_apis(self.project, r, key.partition(":")[0])
+        return frozenset(out)
+
+    def _methods(self, lift: Lift) -> tuple[str, ...] | None:
+        """The method names a Linen transform's literal `methods=` lifts (a list, or a dict's
+        keys); None without `methods=`; () when it is not a literal (any method may be)."""
+        node = lift.keywords.get("methods")
+        if node is None:
+            return None
+        value = self.facts.literal(node, lift.scope)
+        if isinstance(value, dict):
+            value = tuple(value)
+        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+        return ()
 
     def _only_unnamed(self, ref: str) -> bool:
         """Every NNX annotation the class reaches names only None (`(None, None)`): the stacked
