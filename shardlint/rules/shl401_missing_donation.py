@@ -616,19 +616,24 @@ jax >= 0.8.1 (no fix is offered on older jax).
             and target is not None and target.scope is not None
         flow = LocalFlow(facts, target.scope) if rebind_counts and target is not None else None
         if sig is not None:
+            passing: dict[str, list[tuple[CallSite, ast.expr]]] = {}
             for c in calls:
                 for i, name in [*enumerate(sig.params), *((None, k) for k in sig.kwonly)]:
                     key_index = i - sig.offset if i is not None else -1
                     args = passed(c.node, {key_index} if key_index >= 0 else set(), {name})
                     for _, arg in args:
-                        if not in_place and use_after(facts, c, arg) is not None:
-                            kept.add(name)
-                        elif name not in evidence and flow is not None and c.in_loop is not None \
+                        passing.setdefault(name, []).append((c, arg))
+                        if name not in evidence and flow is not None and c.in_loop is not None \
                                 and _rebinds(c, arg) and flow.flows_to_return(name) \
                                 and not flow.returned_as_is(name):
                             evidence[name] = Evidence(
                                 "is called as `{1}` in a loop, rebinding {0}",
                                 f"{self.text(arg)} = {self.text(c.node.func)}(...)", ())
+            # A caller that reads the old value afterwards keeps it (donating would break it);
+            # asked only for what has evidence: the liveness walk is the costly part.
+            if not in_place:
+                kept = {name for name, uses in passing.items() if name in evidence
+                        and any(use_after(facts, c, arg) is not None for c, arg in uses)}
         candidates: list[Candidate] = []
         replicated = leaves_replicated(facts, site)
         if sig is None:  # the function is not known: its positions are (sharding identity)
