@@ -96,6 +96,10 @@ def finding_to_json(f: Finding) -> dict:
     }
 
 
+def _sha1(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def _rebased(f: Finding, old: str, new: str, rel: str) -> Finding:
     """``f`` with the file's path ``old`` written ``new``, and paths under the same root moved."""
     rel = rel.replace(os.sep, "/")
@@ -175,17 +179,34 @@ class Cache:
         """A hash of what ``rel`` contributes to the project index (its summary), remembered
         with it: other files' findings depend on this, not on every byte of the file (a comment
         or an edit the summary does not see keeps them). None: no summary held for ``rel``."""
+        held = self._summary_digests(rel)
+        return held[0] if held is not None else None
+
+    def summary_shape(self, rel: str) -> str | None:
+        """:meth:`summary_digest` of the summary with its positions zeroed
+        (``summary.without_positions``): the same when only lines moved (a line added above)."""
+        held = self._summary_digests(rel)
+        return held[1] if held is not None else None
+
+    def _summary_digests(self, rel: str) -> tuple[str, str] | None:
         entry = self.summaries.get(rel)
         if entry is None:
             return None
-        if len(entry) > 2:
-            return entry[2]
+        if len(entry) > 3:
+            return entry[2], entry[3]
         value = entry[1]
         if hasattr(value, "to_json"):
             value = entry[1] = value.to_json()
-        text = json.dumps(value, separators=(",", ":"))
-        entry.append(hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest())
-        return entry[2]
+        full = _sha1(json.dumps(value, separators=(",", ":")))
+        if value is None:
+            shape = full
+        else:
+            from shardlint.semantics.summary import without_positions
+
+            shape = _sha1(json.dumps(without_positions(value), separators=(",", ":")))
+        del entry[2:]
+        entry.extend((full, shape))
+        return full, shape
 
     def get_findings(self, rel: str, file_digest: str, project: str,
                      path: str | None = None) -> list[Finding] | None:
@@ -197,6 +218,9 @@ class Cache:
         entry = self.findings.get(rel)
         if entry is None or entry[0] != file_digest or entry[1] != project:
             return None
+        for other, digest in (entry[3] if len(entry) > 3 else {}).items():
+            if self.summary_digest(other) != digest:
+                return None  # a file its findings point into has moved (or changed)
         found = [finding_from_json(d) for d in entry[2]]
         if path is None or not found or found[0].path == path:
             return found
@@ -204,10 +228,39 @@ class Cache:
 
     def put_findings(self, rel: str, file_digest: str, project: str,
                      findings: list[Finding]) -> None:
+        """Also remembered: the summary digest of each other project file the findings point
+        into (a related location, or its name with a line in a message), since the project
+        digest leaves out positions."""
         if not self.enabled:
             return
-        self.findings[rel] = [file_digest, project, [finding_to_json(f) for f in findings]]
+        refs: dict[str, str] = {}
+        for other in self._pointed_into(rel, findings):
+            digest = self.summary_digest(other)
+            if digest is not None:
+                refs[other] = digest
+        self.findings[rel] = [file_digest, project, [finding_to_json(f) for f in findings], refs]
         self.dirty = True
+
+    def _pointed_into(self, rel: str, findings: list[Finding]) -> set[str]:
+        """The other files (by rel) whose positions the findings show."""
+        if not findings:
+            return set()
+        out: set[str] = set()
+        root = os.path.realpath(self.root)
+        names: dict[str, list[str]] | None = None
+        for f in findings:
+            for r in f.related:
+                other = os.path.relpath(os.path.realpath(r.path), root).replace(os.sep, "/")
+                if other != rel and other in self.summaries:
+                    out.add(other)
+            if ".py:" in f.message:
+                if names is None:
+                    names = {}
+                    for known in self.summaries:
+                        names.setdefault(known.rsplit("/", 1)[-1], []).append(known)
+                for m in re.finditer(r"([\w.-]+\.py):\d", f.message):
+                    out.update(k for k in names.get(m.group(1), ()) if k != rel)
+        return out
 
     def save(self) -> None:
         if not self.enabled or not self.dirty:

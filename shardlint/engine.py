@@ -549,11 +549,13 @@ class Engine:
 
     def _project_digest(self) -> str:
         """What every file's findings may depend on: all summaries (by content: an edit that
-        leaves a file's summary as it was keeps the other files' findings), config, versions,
-        rules."""
+        leaves a file's summary as it was keeps the other files' findings; and by content
+        without positions: a line added only moves what the summary says, so the other files'
+        findings hold unless they point into the moved file, which ``cache.get_findings``
+        checks), config, versions, rules."""
         h = hashlib.sha1()
         for rel in sorted(self._digests):
-            held = self.cache.summary_digest(rel) if self.use_cache else None
+            held = self.cache.summary_shape(rel) if self.use_cache else None
             h.update(f"{rel}\0{held or self._digests[rel]}\n".encode("utf-8", "surrogatepass"))
         h.update(repr((self.cache.key, self.versions, self.config.select, self.config.ignore,
                        self.config.extend_select, self.config.per_file_ignores,

@@ -321,3 +321,73 @@ def test_cached_findings_take_the_paths_of_this_run(tmp_path, capsys, monkeypatc
     warm = run(["check", "pkg"], capsys)
     assert warm == cold
     assert "pkg/a.py" in cold[1] and str(project) not in warm[1]
+
+
+_MODEL_PY = """\
+import jax
+import flax.linen as nn
+
+
+class MLP(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        init = nn.with_logical_partitioning(nn.initializers.lecun_normal(), ("embed", "mlp"))
+        y = nn.Dense(512, kernel_init=init)(x)
+        return nn.with_logical_constraint(y, ("batch", "mlp"))
+
+
+def create_variables(x):
+    return MLP().init(jax.random.key(0), x)
+"""
+_TRAIN_PY = """\
+import jax
+from jax.sharding import Mesh
+from model import MLP, create_variables
+
+mesh = Mesh(jax.devices(), ("data",))
+variables = create_variables(jax.numpy.ones((8, 4)))
+again = MLP().init(jax.random.key(1), jax.numpy.ones((8, 4)))
+params = jax.tree_map(lambda p: p, variables)
+"""
+
+
+@pytest.mark.parametrize("edited", ["model.py", "train.py"])
+@pytest.mark.parametrize("edit", ["line at the top", "line in the middle", "comment",
+                                  "statement", "line removed"])
+def test_a_warm_run_after_an_edit_equals_a_cold_one(tmp_path, capsys, monkeypatch, edit,
+                                                     edited):
+    """The project digest leaves positions out, so the other files' cached findings survive a
+    line added; those that point into the moved file (train.py's SHL102 relates the constraint
+    sites of model.py; model.py's says `create_variables` is called at train.py:6) are made
+    again: the output equals a cold run's, positions included."""
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (project / "model.py").write_text(_MODEL_PY)
+    (project / "train.py").write_text(_TRAIN_PY)
+    (project / "other.py").write_text("import jax\nleaves = jax.tree_leaves({})\n")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.chdir(project)
+    run(["check", "--format", "json", "."], capsys)  # fills the cache
+    text = (project / edited).read_text()
+    middle = "\n\ndef create_variables" if edited == "model.py" else "\nvariables ="
+    if edit == "line at the top":
+        text = "import jax  # added\n" + text
+    elif edit == "line in the middle":
+        text = text.replace(middle, "\nX = 1\n" + middle, 1)
+    elif edit == "comment":
+        text = text.replace("jax.numpy.ones((8, 4))", "jax.numpy.ones(  # why\n    (8, 4))", 1)
+    elif edit == "statement":
+        text = text.replace("import jax\n", "import jax\nimport numpy\n", 1)
+    else:
+        text = text.replace("import jax\n", "", 1)
+    (project / edited).write_text(text)
+    warm = run(["check", "--format", "json", "."], capsys)
+    cold = run(["check", "--format", "json", "--no-cache", "."], capsys)
+    assert warm == cold
+    found = json.loads(cold[1])
+    assert {f["code"] for f in found} >= {"SHL102", "SHL501"}
+    assert any(f["path"].endswith("train.py") and r["path"].endswith("model.py")
+               for f in found for r in f["related"])
+    assert any(f["path"].endswith("model.py") and "is called at train.py:" in f["message"]
+               for f in found)

@@ -29,6 +29,7 @@ from shardlint.semantics.valueflow import (
     kind_terms,
     method_attributes,
 )
+from shardlint.semantics.valueflow import map_positions
 from shardlint.semantics.valueflow import shift as shift_flow
 from shardlint.syntax import nodes as walk_nodes
 
@@ -184,6 +185,29 @@ def _all_none_names(facts: FileFacts, c: CallSite) -> bool:
         return False
     value = facts.literal(node, c.scope)
     return isinstance(value, (tuple, list)) and bool(value) and all(v is None for v in value)
+
+
+def without_positions(data: dict) -> dict:
+    """A summary's JSON (``ModuleSummary.to_json``) with every line and column zeroed: what the
+    summary says, whatever moved. Two summaries of a file that differ only where its code sits
+    (a line added above) are equal here; the positions are only ever shown, in messages and
+    related locations (see ``cache.summary_shape``)."""
+    def spot(d: dict, *keys: str) -> dict:
+        return {**d, **{k: 0 for k in keys if k in d}}
+
+    zero = lambda p: [0, 0, 0, 0]  # noqa: E731
+    out = dict(data)
+    out["symbols"] = {
+        k: {**v, "line": 0, "sites": [spot(x, "line", "col", "end_line", "end_col")
+                                      for x in v.get("sites", ())],
+            "flow": map_positions(v["flow"], zero) if v.get("flow") else v.get("flow")}
+        for k, v in data.get("symbols", {}).items()}
+    out["calls"] = [spot(c, "line", "col") for c in data.get("calls", ())]
+    out["entries"] = [spot(e, "line", "col", "end_line", "end_col")
+                      for e in data.get("entries", ())]
+    out["config_tables"] = [spot(t, "line") for t in data.get("config_tables", ())]
+    out.pop("path", None)
+    return out
 
 
 def site_needs(facts: FileFacts, c: CallSite) -> int:

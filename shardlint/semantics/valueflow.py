@@ -544,8 +544,14 @@ def callable_of(facts: FileFacts, scope: Scope, expr: ast.expr, ref: RefFn,
 
 def shift(flow: dict, d: int) -> dict:
     """The summary of a function the parser moved down by ``d`` lines."""
+    return map_positions(flow, lambda p: [p[0] + d, p[1], p[2] + d, p[3]])
+
+
+def map_positions(flow: dict, fn: Callable[[list[int]], list[int] | None]) -> dict:
+    """The summary with every position ``[line, col, end_line, end_col]`` of its terms mapped
+    by ``fn`` (the terms that hold positions: ``ret`` and ``mut``)."""
     def pos(p: list[int] | None) -> list[int] | None:
-        return None if p is None else [p[0] + d, p[1], p[2] + d, p[3]]
+        return None if p is None else fn(p)
 
     def move(t: list) -> list:
         if t[0] == "p":
