@@ -55,6 +55,34 @@ class StatementLog:
 
 
 @dataclass(eq=False)
+class MemberLog:
+    """What visiting one member of a top-level class (a method, a class attribute) read and
+    wrote: a class of thousands of lines is one top-level statement, and an edit inside one
+    method should not visit the others again. The class's Scope object is reused by the next
+    build (as the module's is), so what the member's records point at stays valid."""
+
+    owner: Scope  # the class scope it was visited in
+    imports_before: dict[str, str]
+    star_before: bool
+    reads: list[tuple[str, Any, Any, Any]] = field(default_factory=list)
+    calls: list[CallSite] = field(default_factory=list)
+    jit_sites: list[JitSite] = field(default_factory=list)
+    meshes: list[MeshBinding] = field(default_factory=list)
+    with_items: list[WithItem] = field(default_factory=list)
+    other_withs: list[WithItem] = field(default_factory=list)
+    references: list[Reference] = field(default_factory=list)
+    scopes: list[tuple[str, Scope]] = field(default_factory=list)
+    bindings: list[tuple[str, Any]] = field(default_factory=list)  # into the class scope
+    annotations: list[tuple[str, Any]] = field(default_factory=list)
+    children: list[tuple[str, Scope]] = field(default_factory=list)
+    class_references: set[str] = field(default_factory=set)
+    class_self_calls: set[str] = field(default_factory=set)
+    roles: set = field(default_factory=set)
+    uses_jax: bool = False
+    uses_flax: bool = False
+
+
+@dataclass(eq=False)
 class FactsMemo:
     """The statement logs of one build of one file, for the next build of that file."""
 
@@ -62,6 +90,9 @@ class FactsMemo:
     root: Scope
     statements: dict[ast.stmt, StatementLog] = field(default_factory=dict)
     reuse: Reuse | None = None  # per-call results of the analyses (reuse.py)
+    # The members of top-level classes (by node: the incremental parser keeps the node of an
+    # untouched method), for a class statement visited again.
+    members: dict[ast.stmt, MemberLog] = field(default_factory=dict)
 
 
 def reset(root: Scope, tree: ast.Module) -> Scope:
@@ -141,3 +172,98 @@ def replay(b: FactsBuilder, log: StatementLog) -> None:
         f.uses_jax = True
     if log.uses_flax:
         f.uses_flax = True
+
+
+def _lengths(f) -> tuple[int, ...]:
+    return (len(f.calls), len(f.jit_sites), len(f.meshes), len(f.with_items),
+            len(f.references), len(f.other_withs))
+
+
+def record_member(b: FactsBuilder, member: ast.stmt, owner: Scope) -> MemberLog | None:
+    """Visit a member of a top-level class (``b.scope`` is ``owner``), logging what it read and
+    wrote; None when it cannot be replayed later (it changed the import map)."""
+    f = b.facts
+    outer = b.log
+    log = MemberLog(owner, dict(f.imports.names), f.imports.star)
+    lengths = _lengths(f)
+    sizes = {k: len(v) for k, v in owner.bindings.items()}
+    annotations = set(owner.annotations)
+    children = dict(owner.children)
+    refs, calls = owner.references, owner.self_calls
+    owner.references, owner.self_calls = set(), set()
+    b.member_log = log
+    try:
+        b.visit(member)
+    finally:
+        b.member_log = None
+        log.class_references, log.class_self_calls = owner.references, owner.self_calls
+        owner.references = refs | owner.references
+        owner.self_calls = calls | owner.self_calls
+    log.calls = f.calls[lengths[0]:]
+    log.jit_sites = f.jit_sites[lengths[1]:]
+    log.meshes = f.meshes[lengths[2]:]
+    log.with_items = f.with_items[lengths[3]:]
+    log.references = f.references[lengths[4]:]
+    log.other_withs = f.other_withs[lengths[5]:]
+    log.bindings = [(k, v) for k, values in owner.bindings.items()
+                    for v in values[sizes.get(k, 0):]]
+    log.annotations = [(k, v) for k, v in owner.annotations.items() if k not in annotations]
+    log.children = [(k, v) for k, v in owner.children.items() if children.get(k) is not v]
+    if outer is not None:
+        log.uses_jax, log.uses_flax = outer.uses_jax, outer.uses_flax
+    if f.imports.names != log.imports_before or f.imports.star != log.star_before:
+        return None
+    return log
+
+
+def member_still_valid(b: FactsBuilder, log: MemberLog, owner: Scope) -> bool:
+    f = b.facts
+    if log.owner is not owner or f.imports.star != log.star_before \
+            or f.imports.names != log.imports_before:
+        return False
+    for kind, x, scope, seen in log.reads:
+        if kind == "function":
+            if b.function_named_from(x, scope) is not seen:
+                return False
+        elif kind == "mesh":
+            if f.mesh_for(x, scope) is not seen:
+                return False
+        elif f.axis_names(x, scope) != seen:
+            return False
+    return True
+
+
+def replay_member(b: FactsBuilder, log: MemberLog) -> None:
+    """Write a member's records again, into the facts, the class scope and the statement's
+    log."""
+    f, owner, outer = b.facts, log.owner, b.log
+    f.calls.extend(log.calls)
+    index = f._call_index
+    for c in log.calls:
+        index[c.node] = c
+    f.jit_sites.extend(log.jit_sites)
+    f.meshes.extend(log.meshes)
+    f.with_items.extend(log.with_items)
+    f.other_withs.extend(log.other_withs)
+    f.references.extend(log.references)
+    for qual, scope in log.scopes:
+        f.scopes[qual] = scope
+    for name, value in log.bindings:
+        owner.bindings.setdefault(name, []).append(value)
+    for name, value in log.annotations:
+        owner.annotations[name] = value
+    for name, scope in log.children:
+        owner.children[name] = scope
+    owner.references |= log.class_references
+    owner.self_calls |= log.class_self_calls
+    f.roles.update(log.roles)
+    if log.uses_jax:
+        f.uses_jax = True
+    if log.uses_flax:
+        f.uses_flax = True
+    if outer is not None:
+        outer.reads.extend(log.reads)
+        outer.scopes.extend(log.scopes)
+        outer.roles.update(log.roles)
+        outer.uses_jax |= log.uses_jax
+        outer.uses_flax |= log.uses_flax

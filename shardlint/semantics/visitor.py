@@ -20,7 +20,18 @@ from shardlint.semantics.facts import (
     WithItem,
 )
 from shardlint.semantics.names import STAR_CONVENTIONS, ImportMap, dotted
-from shardlint.semantics.replay import FactsMemo, StatementLog, record, replay, reset, still_valid
+from shardlint.semantics.replay import (
+    FactsMemo,
+    MemberLog,
+    StatementLog,
+    member_still_valid,
+    record,
+    record_member,
+    replay,
+    replay_member,
+    reset,
+    still_valid,
+)
 from shardlint.semantics.reuse import start as start_reuse
 from shardlint.semantics.rule_tables import collect_rule_tables
 from shardlint.semantics.wrappers import NO_WRAPPERS, Wrappers
@@ -45,6 +56,7 @@ class FactsBuilder:
         self.previous = previous
         self.memo = FactsMemo(key, root) if keep else None
         self.log: StatementLog | None = None  # the top-level statement being recorded
+        self.member_log: MemberLog | None = None  # the member of a top-level class, likewise
         self.wrappers = wrappers.table
         self.scope = root
         self.ctx = 0
@@ -65,6 +77,11 @@ class FactsBuilder:
                 log = previous.get(s)
                 if log is not None and still_valid(self, log):
                     replay(self, log)
+                    if isinstance(s, ast.ClassDef):  # its members' logs stay for a later edit
+                        kept = self.previous.members  # type: ignore[union-attr]
+                        for m in s.body:
+                            if m in kept:
+                                self.memo.members[m] = kept[m]
                 else:
                     log = record(self, s)
                 logs[s] = log
@@ -152,15 +169,36 @@ class FactsBuilder:
             self.facts.uses_flax = self.facts.uses_jax = True
             if self.log is not None:
                 self.log.uses_flax = self.log.uses_jax = True
+            if self.member_log is not None:
+                self.member_log.uses_flax = self.member_log.uses_jax = True
         elif top in ("jax", "optax"):
             self.facts.uses_jax = True
             if self.log is not None:
                 self.log.uses_jax = True
+            if self.member_log is not None:
+                self.member_log.uses_jax = True
 
     # ---- scopes --------------------------------------------------------------------------------
-    def _new_scope(self, node: ast.AST, kind: str, name: str) -> Scope:
+    def _previous_class(self, node: ast.ClassDef) -> Scope | None:
+        """The Scope object the previous build gave this top-level class, when a member of it
+        is the same node (so its member logs can be replayed into it), emptied for reuse."""
+        if self.previous is None or self.log is None or self.scope is not self.root:
+            return None
+        for m in node.body:
+            old = self.previous.members.get(m)
+            if old is not None and old.owner.qualname == node.name and \
+                    old.owner.kind == "class" and old.owner.parent is self.root:
+                owner = old.owner
+                owner.node, owner.bindings, owner.annotations = node, {}, {}
+                owner.references, owner.self_calls, owner.children = set(), set(), {}
+                owner.bases, owner.decorators, owner.params = [], [], []
+                return owner
+        return None
+
+    def _new_scope(self, node: ast.AST, kind: str, name: str,
+                   reused: Scope | None = None) -> Scope:
         qual = f"{self.scope.qualname}.{name}" if self.scope.qualname else name
-        scope = Scope(qual, kind, node, self.scope)
+        scope = reused if reused is not None else Scope(qual, kind, node, self.scope)
         self.scope.children[name] = scope
         # A redefinition keeps the last one, as Python does at run time.
         self.facts.scopes[qual] = scope
@@ -168,6 +206,8 @@ class FactsBuilder:
             self.log.scopes.append((qual, scope))
             if self.scope is self.root:
                 self.log.children.append((name, scope))
+        if self.member_log is not None:
+            self.member_log.scopes.append((qual, scope))
         return scope
 
     def v_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -204,7 +244,7 @@ class FactsBuilder:
         for kw in node.keywords:
             self.visit(kw.value)
         self._bind(node.name, node)  # type: ignore[arg-type]
-        scope = self._new_scope(node, "class", node.name)
+        scope = self._new_scope(node, "class", node.name, self._previous_class(node))
         scope.decorators = list(node.decorator_list)
         for b in node.bases:
             q = self.facts.imports.qualify(b)
@@ -212,8 +252,27 @@ class FactsBuilder:
             scope.bases.append(api.canonical(q) if q else ".".join(parts) if parts else "")
         saved = (self.scope, self.ctx, self.loop, self.stmt)
         self.scope, self.ctx, self.loop = scope, 0, None
-        self._body(node.body)
+        if self.memo is not None and self.log is not None and saved[0] is self.root:
+            self._members(node, scope)  # a top-level class in the language server
+        else:
+            self._body(node.body)
         self.scope, self.ctx, self.loop, self.stmt = saved
+
+    def _members(self, node: ast.ClassDef, scope: Scope) -> None:
+        """The members of a top-level class, each replayed from the previous build when its
+        node is the same and its reads still hold, else visited (and logged)."""
+        previous = self.previous.members if self.previous is not None else {}
+        logs = self.memo.members  # type: ignore[union-attr]
+        for m in node.body:
+            self.stmt = m
+            old = previous.get(m)
+            if old is not None and member_still_valid(self, old, scope):
+                replay_member(self, old)
+                logs[m] = old
+                continue
+            log = record_member(self, m, scope)
+            if log is not None:
+                logs[m] = log
 
     def v_lambda(self, node: ast.Lambda) -> None:
         # A lambda's parameters shadow outer names only inside it; record them as opaque there.
@@ -492,6 +551,8 @@ class FactsBuilder:
         found = self.function_named_from(target, self.scope)
         if self.log is not None:
             self.log.reads.append(("function", target, self.scope, found))
+        if self.member_log is not None:
+            self.member_log.reads.append(("function", target, self.scope, found))
         return found
 
     def function_named_from(self, target: ast.Name, scope: Scope) -> Scope | None:
@@ -508,12 +569,16 @@ class FactsBuilder:
         found = self.facts.mesh_for(expr, scope)
         if self.log is not None:
             self.log.reads.append(("mesh", expr, scope, found))
+        if self.member_log is not None:
+            self.member_log.reads.append(("mesh", expr, scope, found))
         return found
 
     def _axis_names(self, node: ast.expr, scope: Scope) -> tuple | None:
         found = self.facts.axis_names(node, scope)
         if self.log is not None:
             self.log.reads.append(("axes", node, scope, found))
+        if self.member_log is not None:
+            self.member_log.reads.append(("axes", node, scope, found))
         return found
 
     def _decorator_jits(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope) -> None:
@@ -541,6 +606,8 @@ class FactsBuilder:
         self.facts.roles.add(role)
         if self.log is not None:
             self.log.roles.add(role)
+        if self.member_log is not None:
+            self.member_log.roles.add(role)
 
     def v_name(self, node: ast.Name) -> None:
         if type(node.ctx) is ast.Load:
