@@ -108,19 +108,13 @@ def record(b: FactsBuilder, stmt: ast.stmt) -> StatementLog:
     """Visit a top-level statement, logging its reads and writes."""
     f = b.facts
     log = StatementLog(dict(f.imports.names), f.imports.star, stmt)
-    lengths = (len(f.calls), len(f.jit_sites), len(f.meshes), len(f.with_items),
-               len(f.references), len(f.other_withs))
+    lengths = _lengths(f)
     b.log = log
     try:
         b.visit(stmt)
     finally:
         b.log = None
-    log.calls = f.calls[lengths[0]:]
-    log.jit_sites = f.jit_sites[lengths[1]:]
-    log.meshes = f.meshes[lengths[2]:]
-    log.with_items = f.with_items[lengths[3]:]
-    log.references = f.references[lengths[4]:]
-    log.other_withs = f.other_withs[lengths[5]:]
+    _take(f, log, lengths)
     before = log.imports_before
     log.imports_changes = [(k, v) for k, v in f.imports.names.items() if before.get(k) != v]
     log.star_after = f.imports.star and not log.star_before
@@ -129,6 +123,11 @@ def record(b: FactsBuilder, stmt: ast.stmt) -> StatementLog:
 
 def still_valid(b: FactsBuilder, log: StatementLog) -> bool:
     """Whether visiting the statement now would read what it read when it was recorded."""
+    return _reads_hold(b, log)
+
+
+def _reads_hold(b: FactsBuilder, log: StatementLog | MemberLog) -> bool:
+    """The import map and every logged lookup give now what they gave when ``log`` was made."""
     f = b.facts
     if f.imports.star != log.star_before or f.imports.names != log.imports_before:
         return False
@@ -144,8 +143,23 @@ def still_valid(b: FactsBuilder, log: StatementLog) -> bool:
     return True
 
 
-def replay(b: FactsBuilder, log: StatementLog) -> None:
-    f, root = b.facts, b.root
+def _lengths(f) -> tuple[int, ...]:
+    return (len(f.calls), len(f.jit_sites), len(f.meshes), len(f.with_items),
+            len(f.references), len(f.other_withs))
+
+
+def _take(f, log: StatementLog | MemberLog, lengths: tuple[int, ...]) -> None:
+    """The records the visit appended to the facts since ``lengths``, into ``log``."""
+    log.calls = f.calls[lengths[0]:]
+    log.jit_sites = f.jit_sites[lengths[1]:]
+    log.meshes = f.meshes[lengths[2]:]
+    log.with_items = f.with_items[lengths[3]:]
+    log.references = f.references[lengths[4]:]
+    log.other_withs = f.other_withs[lengths[5]:]
+
+
+def _put(f, log: StatementLog | MemberLog) -> None:
+    """A log's records appended to the facts again (and its scopes named), in order."""
     f.calls.extend(log.calls)
     index = f._call_index
     for c in log.calls:
@@ -157,6 +171,16 @@ def replay(b: FactsBuilder, log: StatementLog) -> None:
     f.references.extend(log.references)
     for qual, scope in log.scopes:
         f.scopes[qual] = scope
+    f.roles.update(log.roles)
+    if log.uses_jax:
+        f.uses_jax = True
+    if log.uses_flax:
+        f.uses_flax = True
+
+
+def replay(b: FactsBuilder, log: StatementLog) -> None:
+    f, root = b.facts, b.root
+    _put(f, log)
     for name, scope in log.children:
         root.children[name] = scope
     for name, value in log.bindings:
@@ -167,23 +191,12 @@ def replay(b: FactsBuilder, log: StatementLog) -> None:
         f.imports.names[name] = q
     if log.star_after:
         f.imports.star = True
-    f.roles.update(log.roles)
-    if log.uses_jax:
-        f.uses_jax = True
-    if log.uses_flax:
-        f.uses_flax = True
-
-
-def _lengths(f) -> tuple[int, ...]:
-    return (len(f.calls), len(f.jit_sites), len(f.meshes), len(f.with_items),
-            len(f.references), len(f.other_withs))
 
 
 def record_member(b: FactsBuilder, member: ast.stmt, owner: Scope) -> MemberLog | None:
     """Visit a member of a top-level class (``b.scope`` is ``owner``), logging what it read and
     wrote; None when it cannot be replayed later (it changed the import map)."""
     f = b.facts
-    outer = b.log
     log = MemberLog(owner, dict(f.imports.names), f.imports.star)
     lengths = _lengths(f)
     sizes = {k: len(v) for k, v in owner.bindings.items()}
@@ -199,55 +212,25 @@ def record_member(b: FactsBuilder, member: ast.stmt, owner: Scope) -> MemberLog 
         log.class_references, log.class_self_calls = owner.references, owner.self_calls
         owner.references = refs | owner.references
         owner.self_calls = calls | owner.self_calls
-    log.calls = f.calls[lengths[0]:]
-    log.jit_sites = f.jit_sites[lengths[1]:]
-    log.meshes = f.meshes[lengths[2]:]
-    log.with_items = f.with_items[lengths[3]:]
-    log.references = f.references[lengths[4]:]
-    log.other_withs = f.other_withs[lengths[5]:]
+    _take(f, log, lengths)
     log.bindings = [(k, v) for k, values in owner.bindings.items()
                     for v in values[sizes.get(k, 0):]]
     log.annotations = [(k, v) for k, v in owner.annotations.items() if k not in annotations]
     log.children = [(k, v) for k, v in owner.children.items() if children.get(k) is not v]
-    if outer is not None:
-        log.uses_jax, log.uses_flax = outer.uses_jax, outer.uses_flax
     if f.imports.names != log.imports_before or f.imports.star != log.star_before:
         return None
     return log
 
 
 def member_still_valid(b: FactsBuilder, log: MemberLog, owner: Scope) -> bool:
-    f = b.facts
-    if log.owner is not owner or f.imports.star != log.star_before \
-            or f.imports.names != log.imports_before:
-        return False
-    for kind, x, scope, seen in log.reads:
-        if kind == "function":
-            if b.function_named_from(x, scope) is not seen:
-                return False
-        elif kind == "mesh":
-            if f.mesh_for(x, scope) is not seen:
-                return False
-        elif f.axis_names(x, scope) != seen:
-            return False
-    return True
+    return log.owner is owner and _reads_hold(b, log)
 
 
 def replay_member(b: FactsBuilder, log: MemberLog) -> None:
     """Write a member's records again, into the facts, the class scope and the statement's
     log."""
     f, owner, outer = b.facts, log.owner, b.log
-    f.calls.extend(log.calls)
-    index = f._call_index
-    for c in log.calls:
-        index[c.node] = c
-    f.jit_sites.extend(log.jit_sites)
-    f.meshes.extend(log.meshes)
-    f.with_items.extend(log.with_items)
-    f.other_withs.extend(log.other_withs)
-    f.references.extend(log.references)
-    for qual, scope in log.scopes:
-        f.scopes[qual] = scope
+    _put(f, log)
     for name, value in log.bindings:
         owner.bindings.setdefault(name, []).append(value)
     for name, value in log.annotations:
@@ -256,11 +239,6 @@ def replay_member(b: FactsBuilder, log: MemberLog) -> None:
         owner.children[name] = scope
     owner.references |= log.class_references
     owner.self_calls |= log.class_self_calls
-    f.roles.update(log.roles)
-    if log.uses_jax:
-        f.uses_jax = True
-    if log.uses_flax:
-        f.uses_flax = True
     if outer is not None:
         outer.reads.extend(log.reads)
         outer.scopes.extend(log.scopes)
