@@ -133,6 +133,17 @@ def finding_from_json(d: dict) -> Finding:
                    tuple(d["tags"]), d["symbol"], tuple(d["cell"]) if d["cell"] else None)
 
 
+def summary_digests(value: dict | None) -> tuple[str, str]:
+    """(digest, digest without positions) of a summary's JSON, as ``Cache.summary_digest`` and
+    ``Cache.summary_shape`` give them (a batch's workers make them in parallel)."""
+    full = _sha1(json.dumps(value, separators=(",", ":")))
+    if value is None:
+        return full, full
+    from shardlint.semantics.summary import without_positions
+
+    return full, _sha1(json.dumps(without_positions(value), separators=(",", ":")))
+
+
 @dataclass
 class Cache:
     root: Path
@@ -145,6 +156,8 @@ class Cache:
     _loaded: bool = False
     # Where the cache file lives; None: ``.shardlint_cache/`` of ``root``. Set before ``load``.
     folder: Path | None = None
+    # The summaries as the next save writes them, when encoded ahead (``snapshot``).
+    _snapshot: str | None = field(default=None, repr=False)
 
     @property
     def path(self) -> Path:
@@ -161,6 +174,7 @@ class Cache:
         if isinstance(data, dict) and data.get("key") == self.key:
             self.summaries = data.get("files", {})
             self.findings = data.get("findings", {})
+            self._snapshot = None
 
     def summary(self, rel: str, file_digest: str) -> tuple[bool, dict | None]:
         """(hit, summary json) for this file content."""
@@ -173,6 +187,7 @@ class Cache:
         """``summary``: a ModuleSummary (serialised only when the cache is saved: the language
         server puts one per keystroke) or its JSON, or None."""
         self.summaries[rel] = [file_digest, summary]
+        self._snapshot = None
         self.dirty = True
 
     def summary_digest(self, rel: str) -> str | None:
@@ -197,16 +212,10 @@ class Cache:
         value = entry[1]
         if hasattr(value, "to_json"):
             value = entry[1] = value.to_json()
-        full = _sha1(json.dumps(value, separators=(",", ":")))
-        if value is None:
-            shape = full
-        else:
-            from shardlint.semantics.summary import without_positions
-
-            shape = _sha1(json.dumps(without_positions(value), separators=(",", ":")))
         del entry[2:]
-        entry.extend((full, shape))
-        return full, shape
+        entry.extend(summary_digests(value))
+        self._snapshot = None  # (the entry now holds its digests too)
+        return entry[2], entry[3]
 
     def get_findings(self, rel: str, file_digest: str, project: str,
                      path: str | None = None) -> list[Finding] | None:
@@ -262,6 +271,17 @@ class Cache:
                     out.update(k for k in names.get(m.group(1), ()) if k != rel)
         return out
 
+    def _encoded_files(self) -> str:
+        return json.dumps(
+            {rel: [e[0], e[1].to_json() if hasattr(e[1], "to_json") else e[1], *e[2:]]
+             for rel, e in self.summaries.items()}, separators=(",", ":"))
+
+    def snapshot(self) -> None:
+        """Encode the summaries now (a batch does it while its workers run the rules): the
+        next save writes them as they are now unless one is put in the meantime."""
+        if self.enabled and self.dirty:
+            self._snapshot = self._encoded_files()
+
     def save(self) -> None:
         if not self.enabled or not self.dirty:
             return
@@ -274,11 +294,10 @@ class Cache:
                     gitignore.write_text("# created by shardlint\n*\n", encoding="utf-8")
             else:
                 folder.mkdir(parents=True, exist_ok=True)
-            files = {rel: [e[0], e[1].to_json() if hasattr(e[1], "to_json") else e[1], *e[2:]]
-                     for rel, e in self.summaries.items()}
+            files = self._snapshot if self._snapshot is not None else self._encoded_files()
             # (dumps, not dump: one call of the C encoder instead of Python's chunked one)
-            text = json.dumps({"key": self.key, "files": files, "findings": self.findings},
-                              separators=(",", ":"))
+            text = (f'{{"key":{json.dumps(self.key)},"files":{files},"findings":'
+                    f'{json.dumps(self.findings, separators=(",", ":"))}}}')
             write_atomic(self.path, text)
             self.dirty = False
         except OSError:

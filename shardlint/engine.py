@@ -9,6 +9,7 @@ import contextlib
 import gc
 import hashlib
 import os
+import pickle
 import re
 import sys
 import threading
@@ -62,7 +63,6 @@ def _summary(cached) -> ModuleSummary | None:
     if cached is None or isinstance(cached, ModuleSummary):
         return cached
     return ModuleSummary.from_json(cached)
-_WORKER: Engine | None = None
 
 
 def _quiet_read(path: Path) -> str | None:
@@ -76,40 +76,172 @@ def _quiet_read(path: Path) -> str | None:
         return None
 
 
-def _init_worker(engine: Engine) -> None:
-    global _WORKER
-    _WORKER = engine
+class _Worker:
+    """One process of a batch run, for the whole run: it summarises the files it is handed and
+    keeps their trees and facts (within a budget of characters), then runs the rules on the files
+    it is handed next, against the index the batch sends it, so that no file is parsed twice.
+    A worker that dies (killed, out of memory) answers None and the batch does its share."""
+
+    def __init__(self, context, engine: Engine) -> None:
+        self.conn, child = context.Pipe()
+        self.process = context.Process(target=_serve, args=(engine, child), daemon=True)
+        self.process.start()
+        child.close()
+        self.alive = True
+        self.answer: bytes | None = None
+
+    def send(self, message: tuple) -> None:
+        if not self.alive:
+            return
+        try:
+            self.conn.send(message)
+        except (OSError, EOFError, ValueError):
+            self.alive = False
+
+    def receive(self):
+        """The answer to the last message (None: the worker is gone); ``self.answer`` keeps
+        it as received (a pickle), for the batch to forward to the other workers."""
+        self.answer = None
+        if not self.alive:
+            return None
+        try:
+            raw = self.conn.recv_bytes()
+            status, value = pickle.loads(raw)
+        except (OSError, EOFError, pickle.UnpicklingError):
+            self.alive = False
+            return None
+        self.answer = raw
+        if status != "ok":  # (an error outside the rules, which are guarded one by one)
+            print(f"shardlint: a worker failed, its files are done in the main process:\n{value}",
+                  file=sys.stderr)
+            return None
+        return value
+
+    def close(self) -> None:
+        if self.alive:
+            try:
+                self.conn.send(("stop",))
+            except (OSError, ValueError):
+                pass
+        self.conn.close()
+        self.process.join(5)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+
+
+def _serve(engine: Engine, conn) -> None:
     gc.disable()  # see gc_paused
+    held: dict[str, tuple] = {}  # path -> what _prepare made of it, for the rules
+    own: list[list] = []  # the cache entries of the summaries made here
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError, KeyboardInterrupt):
+            return
+        try:
+            if message[0] == "summarise":
+                answer = _summarise_items(engine, message[1], message[2], held)
+                own = answer[0]
+            elif message[0] == "lint":
+                if message[1] is not None:
+                    engine.index = _index_of(*message[1], own)
+                    engine.index._ensure()
+                answer = _lint_items(engine, message[2], held)
+            else:
+                return
+            conn.send(("ok", answer))
+        except KeyboardInterrupt:
+            return
+        except BaseException:  # noqa: BLE001 (the batch does this share itself and says why)
+            try:
+                conn.send(("failed", traceback.format_exc(limit=-4)))
+            except (OSError, ValueError):
+                return
 
 
-def _summarise_worker(item: tuple[str, str, str]) -> tuple[str, str, dict | None]:
-    path, rel, digest = item
-    assert _WORKER is not None
-    text = _quiet_read(Path(path))
-    summary = _WORKER.summary_for(Path(path), text) if text is not None else None
-    return rel, digest, summary.to_json() if summary is not None else None
+def _index_of(order: list[tuple[str, str]], answers: list[bytes], extra: dict[str, dict],
+              own: list[list]) -> ProjectIndex:
+    """The batch's project index, in its order (``order``: (module, rel) of each summary),
+    from the summaries this worker made (``own``), the other workers' answers to "summarise"
+    as the batch received them, and the summaries only the batch has (``extra``: the cache's,
+    the config files')."""
+    data = dict(extra)
+    for entries in [own, *(pickle.loads(raw)[1][0] for raw in answers)]:
+        for rel, _, summary, *_ in entries:
+            data[rel] = summary
+    index = ProjectIndex()
+    for _, rel in order:
+        index.add(ModuleSummary.from_json(data[rel]))
+    return index
 
 
-def _lint_worker(items: list[tuple[str, str, str]]) -> list[tuple[str, str, list[Finding],
-                                                                  list[InternalError]]]:
-    """Rules on each ``(path, rel, digest)`` against the index the worker was handed: per file,
-    (rel, digest, findings, errors) -- a file whose rules failed is not cached."""
-    engine = _WORKER
-    assert engine is not None
+def _summarise_items(engine: Engine, items: list[tuple[str, str, str, bool]], budget: int,
+                     held: dict[str, tuple]) -> tuple[list[list], list[str]]:
+    """Cache entries ``[rel, digest, summary JSON, summary digests...]`` of ``(path, rel,
+    digest, is a target)``, and the targets whose trees and facts this worker now holds for
+    their rules (the first ``budget`` characters of them)."""
+    made = []
+    kept = 0
+    for p, rel, digest, target in items:
+        path = Path(p)
+        text = _quiet_read(path)
+        summary = None
+        if text is None:
+            pass
+        elif target and kept + len(text) <= budget:
+            item = engine._prepare(path, text, add_to_index=False)
+            facts = item[3]
+            try:
+                if facts is not None:
+                    summary = summarise(facts)
+                    summary.path = os.path.abspath(path)
+            except (RecursionError, MemoryError):
+                facts.release()  # (linted afresh, as the file is in a batch without workers)
+            else:
+                held[p] = item  # (a file that does not parse: its SHL000, made once)
+                kept += len(text)
+        else:
+            summary = engine.summary_for(path, text)
+        data = summary.to_json() if summary is not None else None
+        made.append([rel, digest, data, *(cache_mod.summary_digests(data) if engine.use_cache
+                                          else ())])
+    return made, list(held)
+
+
+def _lint_items(engine: Engine, items: list[tuple[str, str, str]],
+                held: dict[str, tuple] | None = None) -> list[tuple[str, str, list[Finding],
+                                                                    list[InternalError]]]:
+    """Rules on each ``(path, rel, digest)`` against the engine's index: per file, (rel, digest,
+    findings, errors) -- a file whose rules failed is not cached."""
     out = []
     for p, rel, digest in items:
         engine.errors = []
-        text = engine._read_text(Path(p))
-        if text is None or not mentions_jax(text):
-            out.append((rel, digest, [], engine.errors))
-            continue
-        # The index already holds this file's summary: do not invalidate it per file.
-        item = engine._prepare(Path(p), text, add_to_index=False)
+        item = held.pop(p, None) if held is not None else None
+        if item is None:
+            text = engine._read_text(Path(p))
+            if text is None or not mentions_jax(text):
+                out.append((rel, digest, [], engine.errors))
+                continue
+            # The index already holds this file's summary: do not invalidate it per file.
+            item = engine._prepare(Path(p), text, add_to_index=False)
         found = engine._run_rules(*item)
         if item[3] is not None:
             item[3].release()
         out.append((rel, digest, found, engine.errors))
     return out
+
+
+def _balance(items: list, sizes: list[int], parts: int) -> list[list]:
+    """``items`` in ``parts`` shares of about equal total size (largest first to the least
+    loaded share; each share keeps the items' order)."""
+    load = [0] * parts
+    owner = [0] * len(items)
+    for k in sorted(range(len(items)), key=lambda k: (-sizes[k], k)):
+        i = min(range(parts), key=lambda j: (load[j], j))
+        owner[k] = i
+        load[i] += sizes[k]
+    return [[item for k, item in enumerate(items) if owner[k] == i] for i in range(parts)]
 
 
 @contextlib.contextmanager
@@ -202,10 +334,12 @@ class Engine:
 
     # ---- the project index ------------------------------------------------------------------------
     def build_index(self, skip: set[Path] | None = None, save: bool = True,
-                    sources: bool = True) -> ProjectIndex:
+                    sources: bool = True,
+                    configs: list[ModuleSummary | None] | None = None) -> ProjectIndex:
         """Summaries of every project file into the index (``save``: write the cache now; a
         batch run saves once, at its end; ``sources=False``: the caller added the Python
-        files' summaries itself, only the config files are left)."""
+        files' summaries itself, only the config files are left; ``configs``: what
+        ``_config_summaries`` gave, when the caller read them already)."""
         if self._indexed:
             return self.index
         self.cache.load()
@@ -218,8 +352,7 @@ class Engine:
             summary = self.summary_for(path, text)
             if summary is not None:
                 self.index.add(summary)
-        for path in sorted(self.iter_python_files(self.root, CONFIG_SUFFIXES)):
-            summary = self.config_summary_for(path)
+        for summary in self._config_summaries() if configs is None else configs:
             if summary is not None:
                 self.index.add(summary)
         self._indexed = True
@@ -254,6 +387,11 @@ class Engine:
         self._digests[key] = digest
         hit, cached = self.cache.summary(key, digest)
         return key, digest, hit, cached
+
+    def _config_summaries(self) -> list[ModuleSummary | None]:
+        """The project's YAML files, each as ``config_summary_for`` reads it, in path order."""
+        return [self.config_summary_for(path)
+                for path in sorted(self.iter_python_files(self.root, CONFIG_SUFFIXES))]
 
     def config_summary_for(self, path: Path, text: str | None = None) -> ModuleSummary | None:
         """A YAML file's rules tables (read as data: config_tables.py), as a summary of its own
@@ -563,15 +701,17 @@ class Engine:
         return h.hexdigest()
 
     def _lint_parallel(self, targets: list[Path], jobs: int) -> list[Finding]:
-        """The batch on ``jobs`` processes, with the same cache as the serial path: summaries
-        the cache lacks are made in a pool, the index is built here, then the rules run in a
-        pool on the files whose findings the cache does not hold for this project digest
-        (a warm run starts no pool at all)."""
+        """The batch on ``jobs`` worker processes, with the same cache as the serial path, each
+        file parsed once: the workers summarise the files whose summaries the cache lacks and
+        keep their trees and facts (up to FACTS_BUDGET each); the index is built here from all
+        summaries and handed to them; each then runs the rules on the files it holds and on a
+        share of the others whose findings the cache does not hold for this project digest (a
+        warm run starts no process at all)."""
         self.cache.load()
         # 1. Summaries of every project file and target the cache does not hold, in parallel.
         wanted = {p.resolve(): p for p in [*self.project_files(), *targets]}
         is_target = set(targets)
-        missing: list[tuple[str, str, str]] = []
+        missing: list[tuple[str, str, str, bool]] = []  # (path, rel, digest, is a target)
         texts: dict[Path, tuple[str, str]] = {}  # target -> (rel, digest)
         sources: dict[Path, str] = {}  # every file read, read once
         for path in wanted.values():
@@ -584,54 +724,104 @@ class Engine:
             if path in is_target:
                 texts[path] = (rel, digest)
             if not self.cache.summary(rel, digest)[0]:
-                missing.append((str(path), rel, digest))
+                missing.append((str(path), rel, digest, path in is_target))
         if not missing and self.use_cache:
             # Every summary is in the cache: when every target's findings are too, for this
             # project digest, that is the answer, without decoding a summary or an index.
-            for path in sorted(self.iter_python_files(self.root, CONFIG_SUFFIXES)):
-                self.config_summary_for(path)  # (their digests count in the project's)
+            self._config_summaries()  # (their digests count in the project's)
             project = self._project_digest()
             cached = [self.cache.get_findings(rel, digest, project, str(path))
                       for path, (rel, digest) in texts.items()]
             if all(found is not None for found in cached):
                 self.cache.save()
                 return [f for found in cached for f in found]  # type: ignore[union-attr]
-        if len(missing) >= _MIN_FILES_PER_JOB * 2:
-            with self._pool(jobs) as pool:
-                chunk = max(1, len(missing) // (jobs * 4))
-                for rel, digest, summary in pool.map(_summarise_worker, missing, chunksize=chunk):
-                    self.cache.summaries[rel] = [digest, summary]  # in memory even with no cache
-                    self.cache.dirty = True
-        for path, text in sources.items():  # (summarises here what is still missing)
-            summary = self.summary_for(path, text)
-            if summary is not None:
-                self.index.add(summary)
-        self.build_index(save=False, sources=False)  # the config files
-        # 2. Rules against the finished index, for the files the cache holds no findings of.
-        project = self._project_digest() if self.use_cache else ""
-        findings: list[Finding] = []
-        todo: list[tuple[str, str, str]] = []
-        for path, (rel, digest) in texts.items():
-            reused = self.cache.get_findings(rel, digest, project, str(path)) \
-                if self.use_cache else None
-            if reused is not None:
-                findings.extend(reused)
-            else:
-                todo.append((str(path), rel, digest))
-        if todo:
-            self.index._ensure()  # (once here, not in each worker; a warm run needs none of it)
-        if len(todo) >= _MIN_FILES_PER_JOB * 2:
-            size = max(_MIN_FILES_PER_JOB, len(todo) // (jobs * 4) + 1)
-            chunks = [todo[i:i + size] for i in range(0, len(todo), size)]
-            with self._pool(jobs) as pool:
-                results = [r for part in pool.map(_lint_worker, chunks) for r in part]
-        else:  # a few files: here, not worth starting processes for
-            global _WORKER
-            _WORKER = self
-            try:
-                results = _lint_worker(todo)
-            finally:
-                _WORKER = None
+        size = {str(p): len(t) for p, t in sources.items()}
+        workers: list[_Worker] = []
+        configs = None
+        try:
+            held: dict[str, int] = {}  # path -> the worker holding its tree and facts
+            made_by: dict[str, int] = {}  # rel -> the worker that summarised it
+            if len(missing) >= _MIN_FILES_PER_JOB * 2:
+                workers = self._start_workers(jobs)
+                shares = _balance(missing, [size[m[0]] for m in missing], len(workers))
+                for w, share in zip(workers, shares):
+                    w.send(("summarise", share, FACTS_BUDGET))
+                configs = self._config_summaries()  # (read here while the workers parse)
+                for i, w in enumerate(workers):
+                    done = w.receive()
+                    if done is None:  # the worker is gone: its share is summarised below
+                        continue
+                    made, kept = done
+                    for rel, *entry in made:
+                        self.cache.summaries[rel] = entry  # (in memory even with no cache)
+                        self.cache.dirty = True
+                        made_by[rel] = i
+                    held.update(dict.fromkeys(kept, i))
+            origin: dict[str, str] = {}  # module -> rel of the file whose summary the index has
+            for path, text in sources.items():  # (summarises here what is still missing)
+                summary = self.summary_for(path, text)
+                if summary is not None:
+                    self.index.add(summary)
+                    origin[summary.module] = self._rel(path)
+            self.build_index(save=False, sources=False, configs=configs)  # the config files
+            # 2. Rules against the finished index, for the files the cache holds no findings of.
+            project = self._project_digest() if self.use_cache else ""
+            findings: list[Finding] = []
+            todo: list[tuple[str, str, str]] = []
+            for path, (rel, digest) in texts.items():
+                reused = self.cache.get_findings(rel, digest, project, str(path)) \
+                    if self.use_cache else None
+                if reused is not None:
+                    findings.extend(reused)
+                else:
+                    todo.append((str(path), rel, digest))
+            plan = None
+            if todo and not workers and len(todo) >= _MIN_FILES_PER_JOB * 2:
+                self.index._ensure()  # (once here: the workers start with it)
+                workers = self._start_workers(jobs)
+            elif todo and workers:
+                # What a worker of the first step needs to build this index: its order, the
+                # other workers' summaries (their answers, forwarded as received), the rest as
+                # JSON (summaries from the cache, the config files').
+                order = [(m, origin.get(m, m)) for m in self.index.summaries]
+                extra = {rel: s.to_json() for (_, rel), s in
+                         zip(order, self.index.summaries.values()) if rel not in made_by}
+                plan = order, extra
+            live = [i for i, w in enumerate(workers) if w.alive] if todo else []
+            if live:
+                # A file held by a worker is linted there; the others go where the load is least
+                # (a file still to parse costs about three times one whose facts are held).
+                load = dict.fromkeys(live, 0)
+                parts: dict[int, list[tuple[str, str, str]]] = {i: [] for i in live}
+                rest = []
+                for item in todo:
+                    owner = held.get(item[0])
+                    if owner in parts:
+                        parts[owner].append(item)
+                        load[owner] += size.get(item[0], 0)
+                    else:
+                        rest.append(item)
+                for item in sorted(rest, key=lambda it: -size.get(it[0], 0)):
+                    i = min(live, key=lambda k: (load[k], k))
+                    parts[i].append(item)
+                    load[i] += 3 * size.get(item[0], 0)
+                for i in live:
+                    workers[i].send(("lint", None if plan is None else (
+                        plan[0], [w.answer for k, w in enumerate(workers)
+                                  if k != i and w.answer is not None], plan[1]), parts[i]))
+                self.cache.snapshot()  # (the cache's summaries encoded while the rules run)
+                results = []
+                for i in live:
+                    got = workers[i].receive()
+                    if got is None:  # the worker is gone: its share is linted here
+                        self.index._ensure()
+                        got = _lint_items(self, parts[i])
+                    results.extend(got)
+            else:  # a few files: here, not worth starting processes for
+                results = _lint_items(self, todo)
+        finally:
+            for w in workers:
+                w.close()
         for rel, digest, found, errors in results:
             findings.extend(found)
             self.errors.extend(errors)
@@ -640,16 +830,15 @@ class Engine:
         self.cache.save()
         return findings
 
-    def _pool(self, jobs: int):
+    def _start_workers(self, jobs: int) -> list[_Worker]:
         import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
 
         # fork is cheapest, but unsafe once threads exist (a language server, a test runner).
         methods = multiprocessing.get_all_start_methods()
         method = "fork" if "fork" in methods and threading.active_count() == 1 else \
             "forkserver" if "forkserver" in methods else "spawn"
-        return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context(method),
-                                   initializer=_init_worker, initargs=(self,))
+        context = multiprocessing.get_context(method)
+        return [_Worker(context, self) for _ in range(jobs)]
 
     def expand(self, paths: list[Path]) -> list[Path]:
         """The files under ``paths`` (folders walked), each once. An already expanded list

@@ -277,3 +277,82 @@ def test_paths_of_two_projects_are_linted_apart(tmp_path, capsys):
     key = lambda items: sorted((i["path"], i["line"], i["code"], i["message"]) for i in items)
     assert key(both) == key(a + b)
     assert [i["code"] for i in a] == ["SHL101"] and b == []
+
+
+def _mesh_pairs(root: Path, pairs: int = 12) -> None:
+    """``pairs`` mesh helpers, each in its own module, and a script per helper that enters the
+    helper's mesh the legacy way: SHL101 in a script needs its helper's summary."""
+    for i in range(pairs):
+        (root / f"lib{i}.py").write_text(
+            f"import jax\nfrom jax.sharding import Mesh\n\n\ndef make_mesh{i}():\n"
+            f"    return Mesh(jax.devices(), ('data',))\n")
+        (root / f"use{i}.py").write_text(
+            f"import jax\nfrom lib{i} import make_mesh{i}\n\nmesh = make_mesh{i}()\n"
+            f"with mesh:\n    pass\n")
+
+
+def _forking(monkeypatch) -> None:
+    """The batch forks its workers only when no other thread runs; a test session may have
+    one (an earlier test's server thread): the workers must inherit this test's patches."""
+    import threading
+
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+
+
+def test_a_parallel_run_parses_each_file_once(tmp_path, capsys, monkeypatch):
+    """The workers keep the trees and facts of the files they summarise and run their rules
+    on them once the index is built: one parse per file in a cold ``--jobs 2`` run, and the
+    cross-file findings (each script's mesh comes from another module) are the serial run's."""
+    from shardlint import engine as engine_mod
+
+    _mesh_pairs(tmp_path)
+    _, serial, _ = check(capsys, str(tmp_path), "--jobs", "1")
+    assert [f["code"] for f in serial] == ["SHL101"] * 12
+    log = tmp_path.parent / "parsed.log"
+    real = engine_mod.parse_module
+
+    def counting(text, filename):
+        with open(log, "a") as fh:  # (from every process)
+            fh.write(Path(filename).name + "\n")
+        return real(text, filename)
+
+    _forking(monkeypatch)
+    monkeypatch.setattr(engine_mod, "parse_module", counting)
+    _, parallel, _ = check(capsys, str(tmp_path), "--jobs", "2")
+    assert parallel == serial
+    parsed = log.read_text().split()
+    assert sorted(parsed) == sorted(p.name for p in tmp_path.glob("*.py"))  # each once
+
+
+def test_a_batch_does_the_share_of_a_worker_that_dies(tmp_path, capsys, monkeypatch):
+    """A worker killed while it summarises (out of memory, say) or failing while it lints
+    leaves its share to the main process: the same findings, and a failure says so."""
+    import os
+
+    from shardlint import engine as engine_mod
+
+    _mesh_pairs(tmp_path)
+    _, serial, _ = check(capsys, str(tmp_path), "--jobs", "1")
+    parent = os.getpid()
+    _forking(monkeypatch)
+    real_summarise, real_lint = engine_mod._summarise_items, engine_mod._lint_items
+
+    def dying(*args):
+        if os.getpid() != parent:
+            os._exit(3)
+        return real_summarise(*args)
+
+    monkeypatch.setattr(engine_mod, "_summarise_items", dying)
+    code, found, _ = check(capsys, str(tmp_path), "--jobs", "2")
+    assert (code, found) == (1, serial)
+    monkeypatch.setattr(engine_mod, "_summarise_items", real_summarise)
+
+    def failing(engine, items, held=None):
+        if os.getpid() != parent:
+            raise ValueError("a bug in a worker")
+        return real_lint(engine, items, held)
+
+    monkeypatch.setattr(engine_mod, "_lint_items", failing)
+    code, found, err = check(capsys, str(tmp_path), "--jobs", "2")
+    assert (code, found) == (1, serial)
+    assert "a worker failed" in err and "a bug in a worker" in err
