@@ -5,8 +5,12 @@ Two things are kept, both keyed by the file's content hash:
 - each file's findings, valid only for the same *project digest* (the hashes of every summary in
   the index, the configuration, the versions and the rule selection), because a finding in
   ``model.py`` can depend on what ``train.py`` contributes to the index.
-The whole cache is one JSON file, replaced atomically (write a temporary file, then rename), so
-concurrent runs never read half a file; the last writer wins.
+The cache is two JSON files, each replaced atomically (write a temporary file, then rename), so
+concurrent runs never read half a file; the last writer wins. ``index-v3.json`` holds each file's
+content hash and summary digests, and the findings: all a run with nothing changed reads.
+``summaries-v3.json`` holds the summaries, read only when one is needed (a file changed) and
+written only when one changed; both carry the same generation stamp, and summaries of another
+generation (a run stopped between the two writes) are not used.
 
 Where: ``.shardlint_cache/`` of the project root by default (``shardlint check``: the user asked
 for the run). The language server in a workspace its client did not declare trusted writes nothing
@@ -30,7 +34,9 @@ from shardlint.rules.base import Edit, Finding, Fix, Related
 from shardlint.source import Span
 
 DIR = ".shardlint_cache"
-FILE = "index-v2.json"
+FILE = "index-v3.json"
+SUMMARIES = "summaries-v3.json"
+_UNREAD = object()  # a summary the summaries file holds, not read yet
 
 
 def user_cache_dir() -> Path:
@@ -144,6 +150,13 @@ def summary_digests(value: dict | None) -> tuple[str, str]:
     return full, _sha1(json.dumps(without_positions(value), separators=(",", ":")))
 
 
+def _read_json(path: Path) -> object:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
 @dataclass
 class Cache:
     root: Path
@@ -158,37 +171,77 @@ class Cache:
     folder: Path | None = None
     # The summaries as the next save writes them, when encoded ahead (``snapshot``).
     _snapshot: str | None = field(default=None, repr=False)
+    _generation: str | None = field(default=None, repr=False)  # of the files read
+    _unread: bool = field(default=False, repr=False)  # entries hold _UNREAD
+    _summaries_dirty: bool = field(default=False, repr=False)
 
     @property
     def path(self) -> Path:
         return (self.root / DIR if self.folder is None else self.folder) / FILE
 
     def load(self) -> None:
+        """Read the index file (content hashes, summary digests, findings); the summaries are
+        read when the first one is asked for."""
         if not self.enabled or self._loaded:
             return
         self._loaded = True
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        data = _read_json(self.path)
+        if not isinstance(data, dict) or data.get("key") != self.key:
             return
-        if isinstance(data, dict) and data.get("key") == self.key:
-            self.summaries = data.get("files", {})
-            self.findings = data.get("findings", {})
-            self._snapshot = None
+        files, findings = data.get("files"), data.get("findings")
+        if not isinstance(files, dict) or not isinstance(findings, dict) or not all(
+                isinstance(e, list) and len(e) == 3 for e in files.values()):
+            return
+        self.summaries = {rel: [e[0], _UNREAD, e[1], e[2]] for rel, e in files.items()}
+        self.findings = findings
+        self._generation = data.get("generation")
+        self._unread = bool(self.summaries)
+        self._snapshot = None
+
+    def _read_summaries(self) -> None:
+        """Fill in the summaries from their file; entries it does not hold (another generation,
+        a file that cannot be read) are dropped: those files are summarised again."""
+        if not self._unread:
+            return
+        self._unread = False
+        data = _read_json(self.path.with_name(SUMMARIES))
+        held = data.get("summaries") if isinstance(data, dict) and data.get("key") == self.key \
+            and data.get("generation") == self._generation else None
+        if not isinstance(held, dict):
+            held = {}
+        for rel in [r for r, e in self.summaries.items() if e[1] is _UNREAD]:
+            if rel in held:
+                self.summaries[rel][1] = held[rel]
+            else:
+                del self.summaries[rel]
+
+    def has_summary(self, rel: str, file_digest: str) -> bool:
+        """Whether the cache holds the summary of this file content (without reading it)."""
+        entry = self.summaries.get(rel)
+        return entry is not None and entry[0] == file_digest
 
     def summary(self, rel: str, file_digest: str) -> tuple[bool, dict | None]:
         """(hit, summary json) for this file content."""
         entry = self.summaries.get(rel)
+        if entry is not None and entry[1] is _UNREAD:
+            self._read_summaries()
+            entry = self.summaries.get(rel)
         if entry is not None and entry[0] == file_digest:
             return True, entry[1]
         return False, None
+
+    def put_entry(self, rel: str, entry: list) -> None:
+        """A whole entry, ``[digest, summary json, summary digests...]`` (made by a worker)."""
+        self.summaries[rel] = entry
+        self._snapshot = None
+        self._summaries_dirty = self.dirty = True
 
     def put_summary(self, rel: str, file_digest: str, summary) -> None:
         """``summary``: a ModuleSummary (serialised only when the cache is saved: the language
         server puts one per keystroke) or its JSON, or None."""
         self.summaries[rel] = [file_digest, summary]
         self._snapshot = None
-        self.dirty = True
+        self._summaries_dirty = self.dirty = True
 
     def summary_digest(self, rel: str) -> str | None:
         """A hash of what ``rel`` contributes to the project index (its summary), remembered
@@ -214,7 +267,6 @@ class Cache:
             value = entry[1] = value.to_json()
         del entry[2:]
         entry.extend(summary_digests(value))
-        self._snapshot = None  # (the entry now holds its digests too)
         return entry[2], entry[3]
 
     def get_findings(self, rel: str, file_digest: str, project: str,
@@ -271,16 +323,17 @@ class Cache:
                     out.update(k for k in names.get(m.group(1), ()) if k != rel)
         return out
 
-    def _encoded_files(self) -> str:
+    def _encoded_summaries(self) -> str:
+        self._read_summaries()  # (what is not rewritten would be lost)
         return json.dumps(
-            {rel: [e[0], e[1].to_json() if hasattr(e[1], "to_json") else e[1], *e[2:]]
+            {rel: e[1].to_json() if hasattr(e[1], "to_json") else e[1]
              for rel, e in self.summaries.items()}, separators=(",", ":"))
 
     def snapshot(self) -> None:
         """Encode the summaries now (a batch does it while its workers run the rules): the
         next save writes them as they are now unless one is put in the meantime."""
-        if self.enabled and self.dirty:
-            self._snapshot = self._encoded_files()
+        if self.enabled and self._summaries_dirty:
+            self._snapshot = self._encoded_summaries()
 
     def save(self) -> None:
         if not self.enabled or not self.dirty:
@@ -294,11 +347,22 @@ class Cache:
                     gitignore.write_text("# created by shardlint\n*\n", encoding="utf-8")
             else:
                 folder.mkdir(parents=True, exist_ok=True)
-            files = self._snapshot if self._snapshot is not None else self._encoded_files()
-            # (dumps, not dump: one call of the C encoder instead of Python's chunked one)
-            text = (f'{{"key":{json.dumps(self.key)},"files":{files},"findings":'
-                    f'{json.dumps(self.findings, separators=(",", ":"))}}}')
-            write_atomic(self.path, text)
+            key = json.dumps(self.key)
+            if self._summaries_dirty or self._generation is None:
+                held = self._snapshot if self._snapshot is not None else \
+                    self._encoded_summaries()
+                self._generation = os.urandom(8).hex()
+                # (dumps, not dump: one call of the C encoder instead of Python's chunked one)
+                write_atomic(self.path.with_name(SUMMARIES),
+                             f'{{"key":{key},"generation":"{self._generation}",'
+                             f'"summaries":{held}}}')
+                self._summaries_dirty = False
+                self._snapshot = None
+            files = {rel: [e[0], *self._summary_digests(rel)]  # type: ignore[misc]
+                     for rel, e in self.summaries.items()}
+            write_atomic(self.path, json.dumps(
+                {"key": self.key, "generation": self._generation, "files": files,
+                 "findings": self.findings}, separators=(",", ":")))
             self.dirty = False
         except OSError:
             pass  # a read-only checkout still lints, just without a cache

@@ -487,7 +487,7 @@ class Engine:
         key = self._rel(path)
         digest = cache_mod.digest(text)
         self._digests[key] = digest
-        if self.use_cache and self.cache.summary(key, digest)[0] is False:
+        if self.use_cache and not self.cache.has_summary(key, digest):
             self.cache.put_summary(key, digest, summary)
         return spath, text, source, facts, None
 
@@ -723,12 +723,15 @@ class Engine:
             self._digests[rel] = digest
             if path in is_target:
                 texts[path] = (rel, digest)
-            if not self.cache.summary(rel, digest)[0]:
+            if not self.cache.has_summary(rel, digest):
                 missing.append((str(path), rel, digest, path in is_target))
         if not missing and self.use_cache:
             # Every summary is in the cache: when every target's findings are too, for this
             # project digest, that is the answer, without decoding a summary or an index.
-            self._config_summaries()  # (their digests count in the project's)
+            for path in sorted(self.iter_python_files(self.root, CONFIG_SUFFIXES)):
+                text = _quiet_read(path)  # (their digests count in the project's)
+                if text is not None and YAML_HINT in text:
+                    self._digests[self._rel(path)] = cache_mod.digest(text)
             project = self._project_digest()
             cached = [self.cache.get_findings(rel, digest, project, str(path))
                       for path, (rel, digest) in texts.items()]
@@ -753,8 +756,7 @@ class Engine:
                         continue
                     made, kept = done
                     for rel, *entry in made:
-                        self.cache.summaries[rel] = entry  # (in memory even with no cache)
-                        self.cache.dirty = True
+                        self.cache.put_entry(rel, entry)  # (in memory even with no cache)
                         made_by[rel] = i
                     held.update(dict.fromkeys(kept, i))
             origin: dict[str, str] = {}  # module -> rel of the file whose summary the index has

@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 
+from shardlint import cache as cache_mod
 from shardlint.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,7 +115,7 @@ def test_cache_is_written_ignored_and_reused(tmp_path, capsys, monkeypatch):
     assert main(["check", "--format", "json"]) == 1
     capsys.readouterr()
     cache = tmp_path / ".shardlint_cache"
-    assert (cache / "index-v2.json").is_file()
+    assert (cache / cache_mod.FILE).is_file() and (cache / cache_mod.SUMMARIES).is_file()
     assert (cache / ".gitignore").read_text().strip().endswith("*")
     # one file, as pre-commit passes it: the constraint in model.py still counts
     assert main(["check", "train.py", "--format", "json"]) == 1
@@ -356,3 +357,34 @@ def test_a_batch_does_the_share_of_a_worker_that_dies(tmp_path, capsys, monkeypa
     code, found, err = check(capsys, str(tmp_path), "--jobs", "2")
     assert (code, found) == (1, serial)
     assert "a worker failed" in err and "a bug in a worker" in err
+
+
+def test_a_warm_run_reads_no_summary_and_a_lost_summaries_file_costs_only_time(
+        tmp_path, capsys, monkeypatch):
+    """Nothing changed: the findings come from the small index file (the summaries file is not
+    read). Summaries that are gone, or of another generation (a run stopped between the two
+    writes), are made again: the findings stay those of a run without a cache."""
+    _mesh_pairs(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 't'\n")
+    monkeypatch.chdir(tmp_path)
+    _, fresh, _ = check(capsys, ".")
+
+    def run() -> list[dict]:
+        assert main(["check", ".", "--format", "json"]) == 1
+        return json.loads(capsys.readouterr()[0])
+
+    assert run() == fresh
+    cache = tmp_path / cache_mod.DIR
+    held = cache / cache_mod.SUMMARIES
+    held.unlink()
+    assert run() == fresh and not held.exists()  # (not read, not written)
+    with open(tmp_path / "lib3.py", "a") as fh:
+        fh.write("\n\ndef other():\n    return 1\n")  # (its summary changes)
+    edited = run()
+    assert [f["path"] for f in edited] == [f["path"] for f in fresh] and held.exists()
+    data = json.loads(held.read_text())
+    data["generation"] = "0" * 16
+    held.write_text(json.dumps(data))
+    (tmp_path / "lib3.py").write_text((tmp_path / "lib3.py").read_text() + "\nX = 2\n")
+    assert run() == edited
+    assert json.loads(held.read_text())["generation"] != "0" * 16

@@ -435,6 +435,7 @@ class _Summariser:
     def __init__(self, facts: FileFacts):
         self.f = facts
         self.out = ModuleSummary(facts.module, facts.path)
+        self._name_kinds: dict[tuple[Scope, str], list] = {}  # see _arg_kinds
         self.nnx = any(q == "flax.nnx" or q.startswith("flax.nnx.")
                        for q in facts.imports.names.values())
 
@@ -693,9 +694,18 @@ class _Summariser:
             if type(a) not in (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Tuple,
                                ast.List):
                 continue
-            terms = kind_terms(self.f, c.scope, a, self.ref, None, assigned=assigned)
+            if type(a) is ast.Name:
+                # (what a name is does not depend on where in its function it is read: the
+                # same name handed to many calls is traced once)
+                memo = (c.scope, a.id)
+                terms = self._name_kinds.get(memo)
+                if terms is None:
+                    terms = self._name_kinds[memo] = kind_terms(
+                        self.f, c.scope, a, self.ref, None, assigned=assigned)
+            else:
+                terms = kind_terms(self.f, c.scope, a, self.ref, None, assigned=assigned)
             if terms and any(t[0] in INTERESTING for t in terms):
-                out[key] = terms
+                out[key] = list(terms)
         if not out:
             return None
         out["#n"] = len(n.args) if not any(isinstance(a, ast.Starred) for a in n.args) else 99
