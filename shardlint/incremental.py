@@ -205,17 +205,11 @@ class IncrementalParser:
         if start < 2 or start <= cls.lineno:
             return None
         end = starts[k + 1] - 1 + delta if k + 1 < len(body) else end_line
-        chunk = "\n".join(lines[start - 1:end])
-        try:
-            part = parse("\n" * (start - 2) + "class _:\n" + chunk, filename)
-        except (SyntaxError, ValueError):
+        members = self._in_body(body[k], first, old_last, delta, lines, end, filename)
+        if members is None:  # (not inside one statement of a method's body)
+            members = self._block(body, start, end, lines, filename, "class _:")
+        if members is None:
             return None
-        if len(part.body) != 1 or not isinstance(part.body[0], ast.ClassDef):
-            return None  # a line dedented out of the class: a new top-level statement
-        members = part.body[0].body
-        indent = body[0].col_offset
-        if not members or any(m.col_offset != indent for m in members):
-            return None  # indented differently from the other members: the full parse decides
         rest = body[k + 1:]
         if delta:
             _shift(rest, delta, self._positioned)
@@ -223,8 +217,67 @@ class IncrementalParser:
         new.body = [*body[:k], *members, *rest]
         last = new.body[-1]
         new.end_lineno, new.end_col_offset = last.end_lineno, last.end_col_offset
-        self.full, self.reparsed = False, len(members)
+        self.full = False
         return new
+
+    def _block(self, body: list[ast.stmt], start: int, end: int | None, lines: list[str],
+               filename: str, header: str) -> list[ast.stmt] | None:
+        """The statements of lines ``start``..``end`` (the new text's, 1-based, inclusive),
+        parsed under a stand-in ``header`` line just above them with their own indentation
+        (every position exact, no string changed), when they are all indented as ``body``'s
+        statements are: else None (the caller parses more)."""
+        chunk = "\n".join(lines[start - 1:end])
+        try:
+            part = parse("\n" * (start - 2) + header + "\n" + chunk, filename)
+        except (SyntaxError, ValueError):
+            return None
+        if len(part.body) != 1:
+            return None  # a line dedented out of the block: a statement of its own
+        inner = part.body[0]
+        found = inner.body if isinstance(inner, (ast.ClassDef, ast.If)) else None
+        if not found or getattr(inner, "orelse", None) or any(
+                m.col_offset != body[0].col_offset for m in found):
+            return None  # indented unlike the statements beside it: the full parse decides
+        self.reparsed = len(found)
+        return found
+
+    def _in_body(self, fn: ast.stmt, first: int, old_last: int, delta: int, lines: list[str],
+                 end_line: int | None, filename: str, depth: int = 0) -> list[ast.stmt] | None:
+        """``[fn]`` with only the statement of its body the edit touched parsed again (one of
+        the hundreds of statements of a long method, or of a function nested in it, any
+        depth), when the edit lies inside that statement's region: the lines from its first
+        one up to the next statement of the body (the function's last: up to ``end_line``).
+        The region is parsed under a stand-in ``if 1:`` (``ast.parse`` accepts ``return``,
+        ``yield`` and ``await`` there as it does in the function: it only parses)."""
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or depth > 16:
+            return None
+        body = fn.body
+        if len(body) < 2:
+            return None
+        starts = [_first_line(m) for m in body]
+        k = bisect.bisect_right(starts, first) - 1
+        if k < 0:
+            return None  # the header, the decorators or the signature
+        k = bisect.bisect_left(starts, starts[k])
+        if k + 1 < len(body) and old_last >= starts[k + 1]:
+            return None  # the edit spans two statements, or statements share a line
+        start = starts[k]
+        if start < 2 or start <= fn.lineno:
+            return None
+        end = starts[k + 1] - 1 + delta if k + 1 < len(body) else end_line
+        stmts = self._in_body(body[k], first, old_last, delta, lines, end, filename, depth + 1)
+        if stmts is None:
+            stmts = self._block(body, start, end, lines, filename, "if 1:")
+        if stmts is None:
+            return None
+        rest = body[k + 1:]
+        if delta:
+            _shift(rest, delta, self._positioned)
+        new = copy.copy(fn)  # (a new object: what was derived from the old one goes)
+        new.body = [*body[:k], *stmts, *rest]
+        last = new.body[-1]
+        new.end_lineno, new.end_col_offset = last.end_lineno, last.end_col_offset
+        return [new]
 
     def _from_region(self, tree: ast.Module, i: int, start_line: int, lines: list[str],
                      text: str, s: int, filename: str) -> ast.Module:

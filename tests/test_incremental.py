@@ -463,6 +463,74 @@ def test_an_edit_inside_one_member_reparses_only_it(old, new, member):
     assert dump(again, parser) == dump(again)
 
 
+LONG_METHOD = """\
+import jax
+
+
+class Layer:
+    def setup(self):
+        pass
+
+    def call(self, x):
+        '''A long method: its statements are reparsed one by one.'''
+        def inner(y):
+            z = y + 1
+            return z
+
+        async def waits(q):
+            return await q
+
+        def gen():
+            yield 1
+            for i in range(3):
+                if i:
+                    break
+
+        a = inner(x)
+        b = [a for _ in range(2)]
+        return a + b[0]
+
+    def after(self):
+        return 2
+
+
+y = 1
+"""
+
+
+@pytest.mark.parametrize("old,new,statements", [
+    ("        a = inner(x)", "        a = inner(x) * 2", 1),  # a statement of the method
+    ("        a = inner(x)", "        a = inner(\n            x)", 1),  # lines added
+    ("            z = y + 1", "            z = y + 2", 1),  # inside a nested function
+    ("            return await q", "            return await (q)", 1),  # await, in an async def
+    ("                    break", "                    continue", 1),  # break, in a generator
+    ("        return a + b[0]", "        return a + b[0]\n        c = 3", 2),  # after the last
+    ("'''A long method", "'''The long method", 1),  # the docstring
+    ("        a = inner(x)", "    a = inner(x)", None),  # dedented to the class's members
+    ("        a = inner(x)", "a = inner(x)", None),  # dedented out of the class
+    ("        a = inner(x)", "          a = inner(x)", None),  # indented unlike the others
+    ("        a = inner(x)", "        a = inner((x)", None),  # does not parse alone
+    ("    def call(self, x):", "    def call(self, x, w=1):", None),  # the signature
+    ("        a = inner(x)\n        b", "        a = inner(x); b", None),  # two statements
+    ("            return z\n", "            return z\n        else:\n            pass\n",
+     None),  # a clause that cannot start a statement
+])
+def test_an_edit_inside_one_statement_of_a_method_reparses_only_it(old, new, statements):
+    parser = IncrementalParser()
+    method = parser.parse(LONG_METHOD, "f.py").body[1].body[1]
+    kept = list(method.body)
+    text = LONG_METHOD.replace(old, new, 1)
+    assert text != LONG_METHOD
+    assert outcome(text, parser) == outcome(text)
+    if statements is not None:
+        assert not parser.full and parser.reparsed == statements
+        # the method's other statements are the old tree's (moved when lines were added)
+        now = parser.parse(text, "f.py").body[1].body[1].body
+        assert sum(any(s is k for k in kept) for s in now) == len(kept) - 1
+    again = text.replace("y = 1", "y = 2")  # (the next edit, from this base)
+    assert outcome(again, parser) == outcome(again)
+
+
 JOINED = """\
 def shape(x):
   if x:
