@@ -19,15 +19,20 @@ from shardlint.semantics.lifts import (
 from shardlint.semantics.partitioning import (
     LINEN_BOXES,
     NNX_ANNOTATIONS,
+    deref,
     is_partition_name_key,
     literal_dict,
     reached_apis,
     symbol_ref,
 )
 from shardlint.semantics.project import NNX_MODULE
+from shardlint.semantics.summary import reference
+from shardlint.semantics.valueflow import kind_terms
 from shardlint.source import Span
 
-_MAX_SITES = 200  # annotation sites looked at for "all of them name only None"
+_MAX_SITES = 200
+# What an NNX function returns of a module: its states (`nnx.split`, `nnx.state`).
+_SPLITS = frozenset({"flax.nnx.split", "flax.nnx.state"})  # annotation sites looked at for "all of them name only None"
 
 _LINEN_BLOCK = """
 import jax
@@ -50,6 +55,79 @@ class Block(nnx.Module):
         self.linear = nnx.Linear(512, 1024, kernel_init=init, rngs=rngs)
 """
 
+_HANDED_LAYERS = """
+from flax import nnx
+
+
+class Dense(nnx.Module):
+    def __init__(self, config, rngs: nnx.Rngs):
+        init = nnx.with_partitioning(nnx.initializers.lecun_normal(), ("embed", "mlp"))
+        self.linear = nnx.Linear(512, 1024, kernel_init=init, rngs=rngs)
+
+
+class Plain(nnx.Module):
+    def __init__(self, config, rngs: nnx.Rngs):
+        self.linear = nnx.Linear(512, 1024, rngs=rngs)
+"""
+
+# A stage class handed its layer class by a decoder that picks it from a table of classes
+# (the shape of maxtext's NNXScannedPipelineStage / NNXDecoder.get_decoder_layers).
+_HANDED_STAGE = """
+from flax import nnx
+
+
+class Stage(nnx.Module):
+    def __init__(self, layer_cls, config, *, rngs: nnx.Rngs):
+        def create(rng):
+            return layer_cls(config, rngs=rng)
+
+        self.layers = nnx.vmap(create, in_axes=0, out_axes=0{metadata})(rngs.fork(split=4))
+"""
+_HANDED_DECODER = """
+from flax import nnx
+from layers import {classes}
+from stage import Stage
+
+
+class Decoder(nnx.Module):
+    def __init__(self, config, rngs: nnx.Rngs):
+        blocks = self.pick(config)
+        self.stage = Stage(blocks[0], config, rngs=rngs)
+
+    def pick(self, config):
+        table = {{"dense": [{first}], "plain": [{second}]}}
+        return table[config.kind]
+"""
+
+# A pipeline whose base class stacks what a factory it is handed builds, twice (the shape of
+# maxtext's PipelineBase: `nnx.split` of the stage under two nested `nnx.vmap`s).
+_PIPELINE = """
+from flax import nnx
+
+
+class PipelineBase(nnx.Module):
+    def __init__(self, config, stage_factory, *, rngs: nnx.Rngs):
+        def create_stage(r):
+            stage = stage_factory(r)
+            return nnx.split(stage, nnx.Param, ...)
+
+        stages = nnx.vmap(create_stage, in_axes=0, out_axes=(None, 0, 0),
+                          transform_metadata={{nnx.PARTITION_NAME: "stages"}})
+        repeats = nnx.vmap(stages, in_axes=0, out_axes=(None, 0, 0){metadata})
+        self.graphdef, self.params, self.rest = repeats(rngs.fork(split=(2, 4)))
+
+
+class Pipeline(PipelineBase):
+    pass
+
+
+def build(config, rngs):
+    def make_stage(r):
+        return {layer}(config, rngs=r)
+
+    return Pipeline(config, make_stage, rngs=rngs)
+"""
+
 
 @register
 class StackedAxisUnnamed(Rule):
@@ -68,6 +146,12 @@ partition names, without saying how the new leading axis is named:
 * NNX `nnx.vmap` / `nnx.scan`, as a decorator or a call, whose function constructs and returns
   an `nnx.Module` of the project annotated with `nnx.with_partitioning` or `out_sharding=` (or an
   `nnx` layer given such an initializer), with no `transform_metadata={nnx.PARTITION_NAME: ...}`.
+  The module may be named, or built by a class or factory the function is handed: a parameter
+  of it or of an enclosing function, which the value-flow layer follows to what the callers pass
+  (any depth, across files; an item of a list or dict of classes counts as its classes; a
+  subclass's constructor call counts for the `__init__` it inherits). What is returned may be
+  the module or its states (`nnx.split`, `nnx.state`), and the function may itself be an
+  `nnx.vmap` of one (an outer transform stacks what the inner one builds).
   A warning: nothing fails, the metadata is wrong.
 
 Not flagged: transforms that stack no params (`variable_axes={"params": None}`, a forward
@@ -76,7 +160,8 @@ what it builds, `out_axes=None`), targets without partitioning annotations, NNX 
 every annotation names only None (`(None, None)`: the stacked variable's spec is replicated on
 every dimension, the new one included; reproduced on flax 0.12: `P(None, None)` on a
 stacked `(3, 4, 4)` kernel), and targets shardlint cannot resolve (lambdas over Linen modules,
-classes from other packages). Linen raises whatever the names, so all-None boxes still count;
+classes from other packages, a handed-in class or factory none of whose callers' values leads to
+an annotated project class). Linen raises whatever the names, so all-None boxes still count;
 but only boxes on the traced path do: a Linen class's `setup` and `__call__` (or the methods a
 literal `methods=` names) and what they call, not a method the transform never runs.
 """
@@ -207,6 +292,24 @@ def forward(block, x):   # runs the stacked blocks, creates nothing
                                 length=4, metadata_params={"partition_name": None})
             """,
         }, title="cross-file, named with the string key"),
+        example({
+            "layers.py": _HANDED_LAYERS,
+            "stage.py": _HANDED_STAGE.format(metadata=""),
+            "decoder.py": _HANDED_DECODER.format(classes="Plain", first="Plain", second="Plain"),
+        }, title="a class handed in as a parameter: every class its callers hand in is "
+                 "unannotated"),
+        example({
+            "layers.py": _HANDED_LAYERS,
+            "stage.py": _HANDED_STAGE.format(
+                metadata=", transform_metadata={nnx.PARTITION_NAME: 'layers'}"),
+            "decoder.py": _HANDED_DECODER.format(classes="Dense, Plain", first="Dense",
+                                                 second="Plain"),
+        }, title="a class handed in as a parameter, the stacked axis named"),
+        example({
+            "layers.py": _HANDED_LAYERS,
+            "pipeline.py": "from layers import Plain\n" + _PIPELINE.format(
+                layer="Plain", metadata=""),
+        }, title="a factory handed to a base class builds only unannotated modules"),
     ]
     INVALID = [
         example("""
@@ -275,6 +378,21 @@ def make_blocks(rngs):
                 blocks = nnx.vmap(lambda r: Block(r), in_axes=0, out_axes=0)(rngs.split(4))  # expect: SHL203
             """,
         }, title="cross-file NNX, call form"),
+        example({
+            "layers.py": _HANDED_LAYERS,
+            "stage.py": _HANDED_STAGE.format(metadata="").replace(
+                "self.layers = nnx.vmap(", "self.layers = nnx.vmap(  # expect: SHL203\n            "),
+            "decoder.py": _HANDED_DECODER.format(classes="Dense, Plain", first="Dense",
+                                                 second="Plain"),
+        }, title="a class handed in as a constructor parameter, picked from a table of classes "
+                 "in another module (one of them annotated)"),
+        example({
+            "layers.py": _HANDED_LAYERS,
+            "pipeline.py": "from layers import Dense\n" + _PIPELINE.format(
+                layer="Dense", metadata="").replace(
+                "repeats = nnx.vmap(", "repeats = nnx.vmap(  # expect: SHL203\n            "),
+        }, title="a factory handed to the base class of a pipeline, `nnx.split` of what it "
+                 "builds stacked again by an outer `nnx.vmap`"),
     ]
 
     @classmethod
@@ -287,7 +405,8 @@ def make_blocks(rngs):
             finding = self._linen(lift)
             if finding is not None:
                 yield finding
-        for lift in lifts(self.facts, Role.NNX_LIFT):
+        self._nnx_lifts = lifts(self.facts, Role.NNX_LIFT)
+        for lift in self._nnx_lifts:
             finding = self._nnx(lift)
             if finding is not None:
                 yield finding
@@ -371,7 +490,7 @@ def make_blocks(rngs):
         return Fix(f"Add `{keyword}={{{key}: {value}}}` (choose the axis name)", "display-only",
                    (Edit(at, text),))
 
-    def _annotated_construction(self, lift: Lift) -> tuple[str, str | None] | None:
+    def _annotated_construction(self, lift: Lift, depth: int = 0) -> tuple[str, str | None] | None:
         """What the lifted function builds and returns that carries sharding annotations."""
         if lift.function is not None:
             return self._returned(lift.function, lift.function)
@@ -384,7 +503,13 @@ def make_blocks(rngs):
         key = self.project.resolve(ref, self.facts.module) if ref else None
         sym = self.project.symbol(key) if key else None
         if key is None or sym is None:
-            return None
+            # a transform of a transformed function (`nnx.vmap(stages, ...)` where `stages =
+            # nnx.vmap(make_stage, ...)`): the outer one stacks what the inner one builds
+            value, _ = deref(self.facts, target, lift.scope)
+            inner = next((other for other in self._nnx_lifts if isinstance(value, ast.Call)
+                          and other.node in (value, value.func) and other is not lift), None)
+            return self._annotated_construction(inner, depth + 1) \
+                if inner is not None and depth < 8 else None
         if sym.kind == "class":
             return self._annotated_class(key)  # `nnx.vmap(Block, ...)(rngs)`
         mod, _, qual = key.partition(":")
@@ -411,6 +536,12 @@ def make_blocks(rngs):
                 continue
             if is_nnx_annotation(site):
                 return f"the `{ast.unparse(call.func)}` it creates", None
+            if site.qualified in _SPLITS and call.args:
+                # `return nnx.split(stage, nnx.Param, ...)`: the states of the module it built
+                found = self._handed(call.args[0], site.scope)
+                if found is not None:
+                    return found
+                continue
             if site.qualified and site.qualified.startswith("flax.nnx."):
                 if annotation_calls(self.facts, call, site.scope):
                     return f"the `{ast.unparse(call.func)}` it creates", None
@@ -418,10 +549,31 @@ def make_blocks(rngs):
             if isinstance(call.func, (ast.Name, ast.Attribute)):
                 ref = symbol_ref(self.facts, call.func, site.scope)
                 key = self.project.resolve(ref, self.facts.module) if ref else None
-                found = self._annotated_class(key) if key else None
+                found = self._annotated_class(key) if key else self._handed(call, site.scope)
                 if found is not None:
                     return found
         return None
+
+    def _handed(self, value: ast.expr, scope: Scope) -> tuple[str, str | None] | None:
+        """A module built by a class or factory the function is handed rather than names
+        (``layer_cls(config, rngs=r)``, ``stage_factory(rngs)``: a parameter, here or of an
+        enclosing function, or an item of a list of classes): the first, by name, of the
+        annotated NNX classes the value may be an instance of (the value-flow layer follows
+        what the callers hand in, any depth)."""
+        terms = kind_terms(self.facts, scope, value, lambda n, s: reference(self.facts, n, s),
+                           None, assigned=scope.assigned if scope.kind == "function" else None)
+        if not terms:
+            return None
+        where = f"{self.facts.module}:{scope.qualname}"
+        found = [(key, hit) for key in sorted(self.project.flows.instances(terms, where))
+                 if (hit := self._annotated_class(key)) is not None]
+        if not found:
+            return None
+        key, _ = found[0]
+        spelled = ast.unparse(value.func if isinstance(value, ast.Call) else value)
+        more = f" (or one of {len(found) - 1} other annotated classes its callers hand in)" \
+            if len(found) > 1 else ""
+        return f"the `{self._display(key)}` it constructs through `{spelled}`{more}", key
 
     def _annotated_class(self, key: str) -> tuple[str, str | None] | None:
         sym = self.project.symbol(key)

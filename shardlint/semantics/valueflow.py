@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from shardlint.semantics.project import ProjectIndex
 
 MAX_DEPTH = 10
+_CLASS_HOPS = 24  # calls and parameters followed to find the classes a value may be
 _TEXT = 48  # evidence text kept per term (the message shows it)
 _MAX_SLOTS = 8
 
@@ -211,8 +212,13 @@ def function_flow(facts: FileFacts, scope: Scope, ref: RefFn,
 # project function returns, ["p", param] the function's parameter, ["a", name] an attribute of
 # the enclosing class's instance (``self.mesh``). A value shardlint cannot place adds nothing.
 _MESH_ROLES = (Role.MESH, Role.ABSTRACT_MESH)
-# Kind terms worth keeping in a summary: those that may say "a mesh" or "a rules table".
-INTERESTING = frozenset({"mesh", "c", "p", "a", "table", "key"})
+# Kind terms worth keeping in a summary: those that may say "a mesh", "a rules table", "a
+# class" or "an instance of one" (``["sym", ref]``: the class or function ``ref`` itself,
+# named; ``["pc", param]``: what calling the parameter gives; ``["elts", terms]``: a list,
+# tuple or dict whose items are such; ``["sub", terms]``: an item of such a value).
+INTERESTING = frozenset({"mesh", "c", "p", "a", "table", "key", "sym", "pc", "elts", "sub"})
+# The kinds a class or an instance can come through (``FlowIndex.classes``/``instances``).
+_CLASS_KINDS = frozenset({"sym", "pc", "elts", "sub", "c", "p"})
 # APIs whose argument (position, keyword) must be a mesh: a name handed there is one.
 MESH_ARGUMENTS = {
     "jax.sharding.NamedSharding": (0, "mesh"),
@@ -267,7 +273,11 @@ def kind_terms(facts: FileFacts, scope: Scope, expr: ast.expr | None, ref: RefFn
             if isinstance(value, (tuple, list)) and (not value or is_table(value)):
                 return [["table", [[e[0], list(e[1]) if isinstance(e[1], (list, tuple)) else e[1]]
                                    for e in value]]]
-        return [["other"]] if not index else []
+            return [["other"], *_items(facts, scope, expr.elts, ref, flow, depth, assigned, seen)]
+        return []
+    if isinstance(expr, ast.Dict):  # (`{kind: [Block], ...}`: a table of classes)
+        return _items(facts, scope, expr.values, ref, flow, depth, assigned, seen) \
+            if not index else []
     if isinstance(expr, ast.IfExp):
         return [*kind_terms(facts, scope, expr.body, ref, flow, index, depth + 1, assigned, seen),
                 *kind_terms(facts, scope, expr.orelse, ref, flow, index, depth + 1, assigned,
@@ -285,6 +295,12 @@ def kind_terms(facts: FileFacts, scope: Scope, expr: ast.expr | None, ref: RefFn
             return [["mesh"]] if known.role in _MESH_ROLES else [["other"]]
         c = Resolver(facts, scope, ref)(expr)
         if c is None:
+            # `stage_factory(rngs)`, `layer_cls(config)`: a factory or class the function is
+            # handed (its own parameter, or an enclosing function's)
+            name = expr.func.id if isinstance(expr.func, ast.Name) else None
+            if name is not None and (name in params or (assigned is None or name not in assigned)
+                                     and _closure_param(scope, name)):
+                return [["pc", name]]
             return []
         # (what its first argument is: a project function of a rules table is taken to keep
         # that table's logical names; see FlowIndex.tables)
@@ -331,15 +347,51 @@ def kind_terms(facts: FileFacts, scope: Scope, expr: ast.expr | None, ref: RefFn
                     and type(values[0]).__name__ != "Opaque" and key not in seen:
                 return kind_terms(facts, owner, values[0], ref, None, (), depth + 1,
                                   seen=seen | {key})
+        if not index and (expr.id[:1].isupper() or found is not None and found[1] and isinstance(
+                found[1][-1], (ast.FunctionDef, ast.AsyncFunctionDef))):
+            # (a class by its name, defined here or imported: `Block`; a function defined
+            # here, handed on as a factory: `make_stage`)
+            r = ref(expr, scope)
+            if r is not None:
+                return [["sym", r]]
         return []
     if isinstance(expr, ast.Attribute) and not index and isinstance(expr.value, ast.Name) \
             and expr.value.id == "self":
         return [["a", expr.attr], ["key", expr.attr]]
+    if not index and isinstance(expr, ast.Attribute) and expr.attr[:1].isupper():
+        r = ref(expr, scope)  # `layers.Block`
+        if r is not None:
+            return [["sym", r]]
     if not index and isinstance(expr, (ast.Attribute, ast.Subscript)):
         key = table_key(expr)
         if key is not None:
             return [["key", key]]  # `config.logical_axis_rules`, `cfg["logical_axis_rules"]`
+    if not index and isinstance(expr, ast.Subscript):  # `blocks[0]`, `layer_map[kind]`
+        inner = [t for t in kind_terms(facts, scope, expr.value, ref, flow, (), depth + 1,
+                                       assigned, seen) if t[0] in _CLASS_KINDS]
+        return [["sub", inner]] if inner else []
     return []
+
+
+def _closure_param(scope: Scope, name: str) -> bool:
+    """Whether ``name``, read in ``scope``, is a parameter of an enclosing function."""
+    found = scope.lookup(name)
+    return found is not None and found[0] is not scope and found[0].kind == "function" \
+        and name in found[0].params
+
+
+def _items(facts: FileFacts, scope: Scope, elts: list, ref: RefFn, flow: LocalFlow | None,
+           depth: int, assigned: dict | None, seen: frozenset) -> list[list]:
+    """``[["elts", terms]]`` for the items of a list, tuple or dict display that may be
+    classes (``[Block, Other]``), else nothing."""
+    inner: list[list] = []
+    for e in elts:
+        if e is None or isinstance(e, ast.Starred):
+            continue
+        for t in kind_terms(facts, scope, e, ref, flow, (), depth + 1, assigned, seen):
+            if t[0] in _CLASS_KINDS and t not in inner:
+                inner.append(t)
+    return [["elts", inner]] if inner else []
 
 
 def _returned_kinds(facts: FileFacts, scope: Scope, flow: LocalFlow, ref: RefFn,
@@ -598,7 +650,10 @@ class FlowIndex:
         self._returns: dict[tuple[str, tuple[int, ...]], dict[str, Flowing]] = {}
         self._mutates: dict[str, dict[str, Flowing]] = {}
         self._kinds: dict[tuple, bool] = {}
+        self._classes: dict[tuple, frozenset[str]] = {}
+        self._cuts = 0  # answers cut short so far (see _memo_classes)
         self._by_target: dict[str, list] | None = None
+        self._subclasses: dict[str, list[str]] | None = None
         self._active: set = set()
 
     # ---- lookup -------------------------------------------------------------------------------
@@ -895,8 +950,32 @@ class FlowIndex:
                         index.setdefault(t, []).append((f"{mod}:{e.caller}", e.args, False))
         out = list(index.get(fn, ()))
         if fn.endswith(".__init__"):
-            cls = fn[: -len(".__init__")]
-            out += [(c, a, True) for c, a, _ in index.get(cls, ())]
+            # a constructor call of the class, or of a project subclass that inherits this
+            # `__init__` (`NNXPipeline(...)` runs `PipelineBase.__init__`)
+            for cls in self._inheriting(fn[: -len(".__init__")]):
+                out += [(c, a, True) for c, a, _ in index.get(cls, ())]
+        return out
+
+    def _inheriting(self, cls: str) -> list[str]:
+        """``cls`` and its project subclasses, at any depth, that define no ``__init__``."""
+        subs = self._subclasses
+        if subs is None:
+            subs = self._subclasses = {}
+            for mod, s in self.project.summaries.items():
+                for qual, sym in s.symbols.items():
+                    if sym.kind != "class":
+                        continue
+                    for b in sym.bases:
+                        base = self.project.resolve(f"ext:{b}", mod) or \
+                            self.project.resolve(f"{mod}:{b}")
+                        if base is not None:
+                            subs.setdefault(base, []).append(f"{mod}:{qual}")
+        out, todo = [cls], [cls]
+        while todo and len(out) < 256:
+            for sub in subs.get(todo.pop(), ()):
+                if sub not in out and self.project.symbol(f"{sub}.__init__") is None:
+                    out.append(sub)
+                    todo.append(sub)
         return out
 
     def attribute_mesh(self, member: str, attr: str, depth: int = 0) -> bool:
@@ -923,6 +1002,128 @@ class FlowIndex:
                 if t is not None:
                     todo.append(t)
         return False
+
+    # ---- classes ------------------------------------------------------------------------------
+    def classes(self, terms: list[list], key: str, depth: int = 0) -> frozenset[str]:
+        """The project classes (resolved keys) a value with these kind terms, written in the
+        function or member ``key``, may be: a class named there, one a project function
+        returns, one a caller hands in as the parameter (any caller: each is a class the code
+        may run with). A list, tuple or dict of classes, and an item of one, count as their
+        classes (``layer_cls = blocks[0]``)."""
+        out: set[str] = set()
+        module = key.partition(":")[0]
+        for t in terms:
+            what = t[0]
+            if what == "sym":
+                found = self.project.resolve(t[1], module)
+                sym = self.project.symbol(found) if found is not None else None
+                if sym is not None and sym.kind == "class":
+                    out.add(found)  # type: ignore[arg-type]
+            elif what in ("elts", "sub"):
+                out |= self.classes(t[1], key, depth)
+            elif what == "c":
+                target = self.function(t[1], module)
+                if target is not None:
+                    out |= self._memo_classes(("ret", target[0]), depth)
+            elif what == "p":
+                out |= self._memo_classes(("param", key, t[1]), depth)
+        return frozenset(out)
+
+    def instances(self, terms: list[list], key: str, depth: int = 0) -> frozenset[str]:
+        """The project classes a value with these kind terms, written in ``key``, may be an
+        instance of: what a project class's constructor or a project function returns, what
+        calling a handed-in factory or class gives (``stage_factory(rngs)``), what callers
+        hand in as the parameter; items of lists of them count."""
+        out: set[str] = set()
+        module = key.partition(":")[0]
+        for t in terms:
+            what = t[0]
+            if what in ("elts", "sub"):
+                out |= self.instances(t[1], key, depth)
+            elif what == "c":
+                found = self.project.resolve(t[1], module)
+                sym = self.project.symbol(found) if found is not None else None
+                if sym is not None and sym.kind == "class":
+                    out.add(found)  # type: ignore[arg-type]
+                else:
+                    target = self.function(t[1], module)
+                    if target is not None:
+                        out |= self._memo_classes(("new", target[0]), depth)
+            elif what == "p":
+                out |= self._memo_classes(("param-new", key, t[1]), depth)
+            elif what == "pc":
+                out |= self._memo_classes(("call", key, t[1]), depth)
+        return frozenset(out)
+
+    def _called(self, terms: list[list], key: str, depth: int) -> frozenset[str]:
+        """The instances calling a value with these terms gives: a class's, or those the
+        function it is returns."""
+        out: set[str] = set(self.classes(terms, key, depth))
+        module = key.partition(":")[0]
+        for t in terms:
+            if t[0] == "sym":
+                target = self.function(t[1], module)
+                if target is not None:
+                    out |= self._memo_classes(("new", target[0]), depth)
+            elif t[0] == "p":  # handed on by the caller: what calling that one gives
+                out |= self._memo_classes(("call", key, t[1]), depth)
+            elif t[0] in ("elts", "sub"):
+                out |= self._called(t[1], key, depth)
+        return frozenset(out)
+
+    def _memo_classes(self, memo: tuple, depth: int) -> frozenset[str]:
+        """One hop (a function's returns, a parameter's callers), remembered unless its answer
+        was cut short (a cycle, or past ``_CLASS_HOPS``: asked again from nearer, it may say
+        more)."""
+        found = self._classes.get(memo)
+        if found is not None:
+            return found
+        if memo in self._active or depth >= _CLASS_HOPS:
+            self._cuts += 1
+            return frozenset()
+        cuts = self._cuts
+        self._active.add(memo)
+        try:
+            what = memo[0]
+            if what in ("ret", "new"):  # the classes, or the instances, a function returns
+                sym = self.project.symbol(memo[1])
+                kinds = (sym.flow or {}).get("kind", {}) if sym is not None else {}
+                terms = [t for slot in kinds.values() for t in slot]
+                found = self.classes(terms, memo[1], depth + 1) if what == "ret" else \
+                    self.instances(terms, memo[1], depth + 1)
+            else:  # what callers hand in as the parameter: classes, instances, or called
+                how = {"param": self.classes, "param-new": self.instances,
+                       "call": self._called}[what]
+                found = self._param_classes(memo[1], memo[2], depth + 1, how)
+        finally:
+            self._active.discard(memo)
+        if self._cuts == cuts:
+            self._classes[memo] = found
+        return found
+
+    def _param_classes(self, fn: str, param: str, depth: int,
+                       how: Callable[[list[list], str, int], frozenset[str]]) -> frozenset[str]:
+        # The function the parameter is of: ``fn``, or one ``fn`` is nested in (a closure).
+        while True:
+            sym = self.project.symbol(fn)
+            flow = (sym.flow or {}) if sym is not None and sym.kind == "function" else {}
+            if param in flow.get("params", ()) or param in flow.get("kwonly", ()):
+                break
+            module, _, qual = fn.partition(":")
+            if "." not in qual:
+                return frozenset()
+            fn = f"{module}:{qual.rpartition('.')[0]}"
+        params, method = flow.get("params", []), flow.get("method", 0)
+        out: set[str] = set()
+        for caller, args, constructor in self._callers_of(fn):
+            if not args:
+                continue
+            offset = method if constructor or "self" in args else 0
+            pos = params.index(param) - offset if param in params else -1
+            terms = args.get(param) or (args.get(str(pos)) if pos >= 0 else None)
+            if terms:
+                out |= how(terms, caller, depth + 1)
+        return frozenset(out)
 
     def mutates(self, key: str, depth: int = 0) -> dict[str, Flowing]:
         """Parameters of the function ``key`` it changes in place, with the chain."""
