@@ -21,7 +21,10 @@ def _codes(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; ``memory``'s own arguments are added only when ``argv`` (default: this
+    process's) may run it, since defining them imports the memory check (a ``check`` run, as
+    pre-commit starts one per commit, does not pay for that)."""
     parser = argparse.ArgumentParser(
         prog="shardlint",
         description="Find silent sharding and memory pitfalls in JAX/Flax code.")
@@ -69,17 +72,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("server", help="run the language server over stdio")
 
     memory = sub.add_parser("memory", help="trace probes and report per-device memory")
-    try:
+    if "memory" in (sys.argv[1:] if argv is None else argv):
         from shardlint.memory.cli import add_arguments
-    except ImportError:  # pragma: no cover - the memory package is part of the wheel
-        add_arguments = None
-    if add_arguments is not None:
+
         add_arguments(memory)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help exits 0, a usage error exits 2

@@ -44,6 +44,12 @@ _SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "ve
 _PREFILTER = re.compile(r"\b(?:jax|flax|optax)\b|axis_rules")
 
 
+def path_order(path: Path) -> list[str]:
+    """The order ``sorted`` gives paths (their parts, case-folded where the platform folds
+    case), as a key computed once per path instead of at every comparison."""
+    return os.path.normcase(str(path)).split(os.sep)
+
+
 def mentions_jax(text: str) -> bool:
     # (substring tests first: a file that names none of them is rejected without the regex's
     # word-boundary scan of the whole text)
@@ -296,7 +302,7 @@ class Engine:
         return self.config.root
 
     def project_files(self) -> list[Path]:
-        return sorted(self.iter_python_files(self.root))
+        return sorted(self.iter_python_files(self.root), key=path_order)
 
     def iter_python_files(self, folder: Path, suffixes: tuple[str, ...] = (".py", ".pyi", ".ipynb")):
         for dirpath, dirnames, filenames in os.walk(folder):
@@ -310,6 +316,14 @@ class Engine:
                     p = Path(dirpath) / name
                     if not self.config.is_excluded(p):
                         yield p
+
+    def resolved(self, path: Path) -> Path:
+        """``path.resolve()``, once per path and run (each costs a system call per part)."""
+        memo = self.__dict__.setdefault("_resolved_paths", {})
+        found = memo.get(path)
+        if found is None:
+            found = memo[path] = path.resolve()
+        return found
 
     def _relative(self, path: Path | str) -> Path | None:
         """``path`` relative to the project root (abspath, not resolve: no syscalls per file)."""
@@ -344,7 +358,7 @@ class Engine:
             return self.index
         self.cache.load()
         for path in self.project_files() if sources else ():
-            if skip and path.resolve() in skip:
+            if skip and self.resolved(path) in skip:
                 continue
             text = _quiet_read(path)
             if text is None:
@@ -391,7 +405,7 @@ class Engine:
     def _config_summaries(self) -> list[ModuleSummary | None]:
         """The project's YAML files, each as ``config_summary_for`` reads it, in path order."""
         return [self.config_summary_for(path)
-                for path in sorted(self.iter_python_files(self.root, CONFIG_SUFFIXES))]
+                for path in sorted(self.iter_python_files(self.root, CONFIG_SUFFIXES), key=path_order)]
 
     def config_summary_for(self, path: Path, text: str | None = None) -> ModuleSummary | None:
         """A YAML file's rules tables (read as data: config_tables.py), as a summary of its own
@@ -663,7 +677,7 @@ class Engine:
                 summary = self.summary_for(path, text)
                 if summary is not None:
                     self.index.add(summary)
-        self.build_index(skip={p.resolve() for p in texts}, save=False)
+        self.build_index(skip={self.resolved(p) for p in texts}, save=False)
         project = self._project_digest()
         findings: list[Finding] = []
         for path, text in texts.items():
@@ -709,7 +723,7 @@ class Engine:
         warm run starts no process at all)."""
         self.cache.load()
         # 1. Summaries of every project file and target the cache does not hold, in parallel.
-        wanted = {p.resolve(): p for p in [*self.project_files(), *targets]}
+        wanted = {self.resolved(p): p for p in [*self.project_files(), *targets]}
         is_target = set(targets)
         missing: list[tuple[str, str, str, bool]] = []  # (path, rel, digest, is a target)
         texts: dict[Path, tuple[str, str]] = {}  # target -> (rel, digest)
@@ -728,7 +742,7 @@ class Engine:
         if not missing and self.use_cache:
             # Every summary is in the cache: when every target's findings are too, for this
             # project digest, that is the answer, without decoding a summary or an index.
-            for path in sorted(self.iter_python_files(self.root, CONFIG_SUFFIXES)):
+            for path in sorted(self.iter_python_files(self.root, CONFIG_SUFFIXES), key=path_order):
                 text = _quiet_read(path)  # (their digests count in the project's)
                 if text is not None and YAML_HINT in text:
                     self._digests[self._rel(path)] = cache_mod.digest(text)
@@ -855,9 +869,9 @@ class Engine:
         out: list[Path] = []
         seen: set[Path] = set()
         for p in paths:
-            files = sorted(self.iter_python_files(p)) if p.is_dir() else [p]
+            files = sorted(self.iter_python_files(p), key=path_order) if p.is_dir() else [p]
             for f in files:
-                key = f.resolve()
+                key = self.resolved(f)
                 if key not in seen:
                     seen.add(key)
                     out.append(f)
