@@ -116,11 +116,11 @@ class _Worker:
         except (OSError, EOFError, pickle.UnpicklingError):
             self.alive = False
             return None
-        self.answer = raw
         if status != "ok":  # (an error outside the rules, which are guarded one by one)
             print(f"shardlint: a worker failed, its files are done in the main process:\n{value}",
                   file=sys.stderr)
             return None
+        self.answer = raw
         return value
 
     def close(self) -> None:

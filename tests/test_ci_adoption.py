@@ -388,3 +388,35 @@ def test_a_warm_run_reads_no_summary_and_a_lost_summaries_file_costs_only_time(
     (tmp_path / "lib3.py").write_text((tmp_path / "lib3.py").read_text() + "\nX = 2\n")
     assert run() == edited
     assert json.loads(held.read_text())["generation"] != "0" * 16
+
+
+def test_a_batch_that_fails_to_summarise_in_a_worker_and_a_batch_without_fork(
+        tmp_path, capsys, monkeypatch):
+    """A worker whose summaries fail is left out of the index it would have forwarded (the
+    main process summarises its share; the other worker still lints with a whole index); and
+    with other threads running the workers are started without fork (the engine is handed to
+    them whole): the same findings either way."""
+    import os
+    import threading
+
+    from shardlint import engine as engine_mod
+
+    _mesh_pairs(tmp_path)
+    _, serial, _ = check(capsys, str(tmp_path), "--jobs", "1")
+    parent = os.getpid()
+    _forking(monkeypatch)
+    real = engine_mod._summarise_items
+
+    def failing_once(engine, items, budget, held):
+        if os.getpid() != parent and any(p.endswith("lib0.py") for p, *_ in items):
+            raise RuntimeError("a summary bug")  # (in the one worker that has lib0.py)
+        return real(engine, items, budget, held)
+
+    monkeypatch.setattr(engine_mod, "_summarise_items", failing_once)
+    code, found, err = check(capsys, str(tmp_path), "--jobs", "2")
+    assert (code, found) == (1, serial) and "a summary bug" in err
+    assert err.count("a worker failed") == 1  # (the other one linted its share)
+    monkeypatch.setattr(engine_mod, "_summarise_items", real)
+    monkeypatch.setattr(threading, "active_count", lambda: 2)  # (as in a language server)
+    code, found, _ = check(capsys, str(tmp_path), "--jobs", "2")
+    assert (code, found) == (1, serial)
