@@ -80,7 +80,9 @@ update is followed through the calls it makes, in any file, to where it happens:
   `lax.scan`/`fori_loop`/`while_loop`, `nnx.state(...)`/`nnx.split(...)` of a module merged
   from it, a record rebuilt field by field from its fields (`{"pos": state["pos"] + 1,
   "cache": ...}`, `DecodeState(pos=state.pos + 1, ...)`), or the argument rebound to the result
-  of a method it is handed to (`decode_state = self.engine.insert(prefix, decode_state)`);
+  of a method it is handed to (`decode_state = self.engine.insert(prefix, decode_state)`); also
+  what a branch of `lax.cond`/`lax.switch` returns (a lambda or a nested function, reading the
+  step's names from the enclosing scope or taking them as operands);
 * under `nnx.jit`, an in-place update (`optimizer.update(model, grads)`, `nnx.update(model,
   state)`), also inside a helper the step calls;
 * the same sharding for an argument and an output (`in_shardings=(state_sh, batch_sh),
@@ -133,6 +135,19 @@ jax >= 0.8.1 (no fix is offered on older jax).
 """
     versions = "All versions. The `@jax.jit(donate_argnums=...)` spelling of the fix needs jax >= 0.8.1."
     VALID = [
+        example("""
+            import jax
+
+            @jax.jit
+            def step(cache, tokens, is_decode):
+                def fresh(_):
+                    return jax.numpy.zeros_like(tokens), tokens
+
+                return jax.lax.cond(is_decode, fresh, lambda t: (t * 2, t), tokens)
+
+            for batch in range(10):
+                cache, out = step(cache, batch, batch > 0)
+        """, title="`lax.cond` whose branches build new values: nothing of the cache is returned"),
         example("""
             import jax
 
@@ -312,6 +327,26 @@ jax >= 0.8.1 (no fix is offered on older jax).
     ]
 
     INVALID = [
+        example("""
+            import jax
+
+            def decode(cache, tokens):
+                return cache.at[0].set(tokens), tokens
+
+            def prefill(cache, tokens):
+                return cache.at[:, 0].set(tokens[0]), tokens
+
+            @jax.jit  # expect: SHL401
+            def step(cache, tokens, is_decode):
+                def decode_branch(_):
+                    return decode(cache, tokens)     # reads the step's cache from here
+
+                return jax.lax.cond(is_decode, decode_branch,
+                                    lambda t: prefill(cache, t), tokens)
+
+            for batch in range(10):
+                cache, out = step(cache, batch, batch > 0)
+        """, title="the update happens in the branches of `lax.cond` (nested functions, lambdas)"),
         example("""
             import jax
 

@@ -59,6 +59,9 @@ ACCUMULATE = frozenset({"jax.numpy.add", "jax.numpy.subtract", "jax.numpy.multip
 SCAN = "jax.lax.scan"
 LOOP_CARRY = {"jax.lax.fori_loop": (3, "init_val"), "jax.lax.while_loop": (2, "init_val"),
               SCAN: (1, "init")}
+# Calls whose result is what one of their branch functions returns (`lax.cond(p, f, g, *xs)`:
+# where the branches are, positionally and by keyword; the operands follow them).
+BRANCHES = {"jax.lax.cond": ((1, "true_fun"), (2, "false_fun")), "jax.lax.switch": ((1, "branches"),)}
 # `x.at[i].set(v)` and its siblings: a copy of x with entries written.
 _AT_METHODS = frozenset({"set", "add", "multiply", "mul", "divide", "power", "min", "max", "apply"})
 
@@ -142,9 +145,15 @@ class LocalFlow:
     """Assignments and returns of one function (or lambda) body."""
 
     def __init__(self, facts: FileFacts, scope: Scope | None, node: ast.AST | None = None,
-                 callee: Callable[[ast.Call], Callee | None] | None = None):
+                 callee: Callable[[ast.Call], Callee | None] | None = None,
+                 enclosing: LocalFlow | None = None):
         self.facts = facts
         self.scope = scope
+        # The flow of the function this one is nested in, when it runs as a branch of it
+        # (`lax.cond`): the names it reads from there are traced there.
+        self.enclosing = enclosing
+        self._branches: dict[int, LocalFlow | None] = {}
+        self._tracing: set[tuple[int, tuple[int, ...]]] = set()
         self.node = node if node is not None else scope.node  # type: ignore[union-attr]
         self.callee = callee
         self._memo: dict[tuple[int, tuple[int, ...]], Terms] = {}
@@ -223,9 +232,13 @@ class LocalFlow:
         found = self._memo.get(key)
         if found is not None:
             return found
-        if len(_seen) > 40:
-            return Terms()
-        found = self._trace(expr, index, _seen)
+        if len(_seen) > 40 or key in self._tracing:
+            return Terms()  # (a value reached again while it is traced: a cycle, cut)
+        self._tracing.add(key)
+        try:
+            found = self._trace(expr, index, _seen)
+        finally:
+            self._tracing.discard(key)
         self._memo[key] = found
         return found
 
@@ -242,6 +255,8 @@ class LocalFlow:
                     return Terms({name: Origin(name, SAME)})
                 if index and not assigned and name in self.all_params:
                     return Terms({name: Origin(name, ITEM)})
+                if self.enclosing is not None and not assigned and name not in self.all_params:
+                    return self.enclosing.trace_terms(expr, index, _seen)  # a closure read
                 return _EMPTY
             seen = _seen | {seen_key}
             parts = []
@@ -350,6 +365,8 @@ class LocalFlow:
                 else _EMPTY
         if q in PASS_THROUGH and call.args:
             return self.trace_terms(call.args[0], index, seen)
+        if q in BRANCHES:
+            return self._branch_results(call, q, index, seen)
         if q in TREE_MAP and len(call.args) >= 2 and not index:
             # `jax.tree.map(lambda p, g: p - lr * g, params, grads)`: `params` is updated;
             # `jax.tree.map(jnp.add, acc_grads, grads)`: an accumulator.
@@ -375,6 +392,70 @@ class LocalFlow:
         if q.partition(".")[0] in EXTERNAL_PACKAGES:
             return _EMPTY  # jnp.concatenate(...), np.asarray(...): not a project function
         return self._project_call(call, index, seen)
+
+    def _branch_results(self, call: ast.Call, q: str, index: tuple[int, ...],
+                        seen: frozenset) -> Terms:
+        """What ``lax.cond``/``lax.switch`` returns: what any of its branches returns. A
+        branch is a function nested here (its reads of this function's names are traced here)
+        or a lambda; what it returns of its own parameters is what the operands are. A branch
+        shardlint cannot see makes the result unknown."""
+        spots = BRANCHES[q]
+        fns: list[ast.expr] = []
+        for position, keyword in spots:
+            arg = next((k.value for k in call.keywords if k.arg == keyword), None)
+            if arg is None and len(call.args) > position:
+                arg = call.args[position]
+            if arg is None:
+                return _EMPTY
+            fns.extend(arg.elts if isinstance(arg, (ast.List, ast.Tuple)) else [arg])
+        start = max(p for p, _ in spots) + 1
+        operands = [a for a in call.args[start:] if not isinstance(a, ast.Starred)]
+        if any(isinstance(a, ast.Starred) for a in call.args[start:]):
+            return _EMPTY
+        operand = next((k.value for k in call.keywords if k.arg == "operand"), None)
+        if operand is not None:  # (the old single-operand spelling)
+            operands = [operand]
+        out = Terms()
+        for fn in fns:
+            flow = self._branch(fn)
+            if flow is None or len(seen) > 40:
+                return _EMPTY
+            found = Terms()
+            # (with what is being traced so far: a branch that reads back the name this call
+            # is bound to, `x = lax.cond(p, lambda _: f(x), ...)`, cuts the cycle there)
+            for r in flow.returns:
+                found.merge(flow.trace_terms(r, index, seen | {("#branch", id(fn))}))
+            # the branch's own parameters are the operands, in order
+            bound = {p: (self.trace_terms(operands[i], (), seen).origins
+                         if i < len(operands) else {}) for i, p in enumerate(flow.params)}
+            origins: dict[str, Origin] = {}
+            for name, o in found.origins.items():
+                if name not in flow.all_params:
+                    _merge(origins, {name: o})  # (read from here: already ours)
+                    continue
+                for outer, ours in bound.get(name, {}).items():
+                    kind = UPDATED if o.kind == UPDATED else ours.kind if o.kind == SAME \
+                        else o.kind
+                    _merge(origins, {outer: Origin(outer, kind, o.evidence or ours.evidence)})
+            calls = [c for c in found.calls if all(
+                name not in flow.all_params for _, traced in c.args for name in traced)]
+            out.merge(Terms(origins, calls))
+        return out
+
+    def _branch(self, fn: ast.expr) -> LocalFlow | None:
+        """The flow of a branch function: a lambda, or a function nested in this one."""
+        key = id(fn)
+        if key in self._branches:
+            return self._branches[key]
+        flow = None
+        if isinstance(fn, ast.Lambda):
+            flow = LocalFlow(self.facts, self.scope, fn, self.callee, enclosing=self)
+        elif isinstance(fn, ast.Name) and self.scope is not None and fn.id not in self.assigned:
+            nested = self.scope.children.get(fn.id) if hasattr(self.scope, "children") else None
+            if nested is not None and nested.kind == "function":
+                flow = LocalFlow(self.facts, nested, callee=self.callee, enclosing=self)
+        self._branches[key] = flow
+        return flow
 
     def _project_call(self, call: ast.Call, index: tuple[int, ...], seen: frozenset) -> Terms:
         """A call this module cannot see into: a :class:`CallTerm` when it runs a project
