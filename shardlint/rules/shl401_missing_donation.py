@@ -151,6 +151,14 @@ jax >= 0.8.1 (no fix is offered on older jax).
         example("""
             import jax
 
+            @jax.jit
+            def zeros_like_params(params, batch):
+                # a new tree of the same structure, not an update: params is still needed after
+                return jax.tree.map(jax.numpy.zeros_like, params)
+        """, title="a leaf-wise map of an argument that no update touched"),
+        example("""
+            import jax
+
             def cell(h, x):
                 return h * 0.5 + x, h
 
@@ -347,6 +355,28 @@ jax >= 0.8.1 (no fix is offered on older jax).
             for batch in range(10):
                 cache, out = step(cache, batch, batch > 0)
         """, title="the update happens in the branches of `lax.cond` (nested functions, lambdas)"),
+        example({
+            "utils.py": """
+                import jax
+
+                def unbox(tree):
+                    return jax.tree_util.tree_map(lambda x: x.unbox() if hasattr(x, "unbox") else x,
+                                                  tree)
+            """,
+            "engine.py": """
+                import jax
+                import utils
+
+                def _decode(params, state):
+                    return {"cache": state["cache"].at[0].set(params["w"]), "pos": state["pos"] + 1}
+
+                def generate(params, state):
+                    return utils.unbox(_decode(params, state))
+
+                step = jax.jit(generate)  # expect: SHL401
+            """,
+        }, title="a helper maps the leaves of the updated state before it is returned "
+                 "(`unbox(decode(state))`)"),
         example("""
             import jax
 

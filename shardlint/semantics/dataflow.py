@@ -36,7 +36,10 @@ UPDATED = "updated"  # a new value of the same structure, built from it by a sta
 # An item of a tuple parameter (`params, opt_state = state`): an update of it is an update of
 # that parameter, but the item itself is not the parameter (`return state[0]` returns part of it).
 ITEM = "item"
-_RANK = {PART: 0, ITEM: 0.5, SAME: 1, UPDATED: 2}
+# A leaf-wise map of it (`jax.tree.map(unbox, x)`, one tree): its structure with new leaves, not
+# an update by itself -- but a map of an update is still that update.
+MAPPED = "mapped"
+_RANK = {PART: 0, ITEM: 0.5, MAPPED: 0.75, SAME: 1, UPDATED: 2}
 
 TREE_MAP = ("jax.tree.map", "jax.tree_util.tree_map")
 NNX_STATE = ("flax.nnx.state", "flax.nnx.graph.state", "flax.nnx.split", "flax.nnx.graph.split")
@@ -121,6 +124,8 @@ class CallTerm:
     index: tuple[int, ...]
     args: list[tuple[int | str, dict[str, Origin]]]  # position as written, or keyword name
     node: ast.Call
+    # arguments that are themselves results of project calls (`unbox(step(state)[0])`)
+    nested: list[tuple[int | str, list[CallTerm]]] = field(default_factory=list)
 
 
 @dataclass
@@ -375,6 +380,10 @@ class LocalFlow:
                 and self.facts.qualify(f) in ACCUMULATE else _updated_leaf(f)
             if i is not None and 1 + i < len(call.args):
                 return Terms(_updated(origins(call.args[1 + i]), call))
+            if len(call.args) == 2:  # one tree: its leaves mapped
+                return Terms({p: o if o.kind == UPDATED else Origin(p, MAPPED)
+                              for p, o in origins(call.args[1]).items()
+                              if o.kind in (SAME, UPDATED, MAPPED)})
             return Terms()
         if q in NNX_STATE and call.args:
             if q.endswith("split") and index[:1] == (0,):
@@ -472,19 +481,19 @@ class LocalFlow:
         if callee is None:
             return out
         args: list[tuple[int | str, dict[str, Origin]]] = []
-        for i, a in enumerate(call.args):
+        nested: list[tuple[int | str, list[CallTerm]]] = []
+        given = [*((i, a) for i, a in enumerate(call.args)),
+                 *((kw.arg, kw.value) for kw in call.keywords if kw.arg is not None)]
+        for key, a in given:
             if isinstance(a, ast.Starred):
                 break
-            traced = self.trace_terms(a, (), seen).origins
-            if traced:
-                args.append((i, traced))
-        for kw in call.keywords:
-            if kw.arg is not None:
-                traced = self.trace_terms(kw.value, (), seen).origins
-                if traced:
-                    args.append((kw.arg, traced))
-        if args:
-            out.calls.append(CallTerm(callee, index, args, call))
+            traced = self.trace_terms(a, (), seen)
+            if traced.origins:
+                args.append((key, traced.origins))
+            elif traced.calls:
+                nested.append((key, traced.calls))
+        if args or nested:
+            out.calls.append(CallTerm(callee, index, args, call, nested))
         return out
 
     def _rebuilt(self, fields: list[tuple[ast.expr | None, ast.expr]],

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from shardlint.semantics.api import Role
 from shardlint.semantics.dataflow import (
+    MAPPED,
     SAME,
     UPDATED,
     Callee,
@@ -100,10 +101,14 @@ def _origin_term(o: Origin) -> list:
 
 
 def terms_json(terms: Terms) -> list[list]:
-    out: list[list] = [_origin_term(o) for o in terms.origins.values() if o.kind in (SAME, UPDATED)]
+    out: list[list] = [_origin_term(o) for o in terms.origins.values()
+                       if o.kind in (SAME, UPDATED, MAPPED)]
     for c in terms.calls:
         args = [[key, *_origin_term(o)[1:]] for key, origins in c.args for o in origins.values()
                 if o.kind in (SAME, UPDATED)]
+        # (an argument that is another project call's result: ``[key, "#call", its terms]``)
+        args += [[key, "#call", inner] for key, calls in c.nested
+                 if (inner := terms_json(Terms(calls=calls)))]
         if args:
             out.append(["c", c.callee.ref, c.callee.bound, c.callee.via_attr, list(c.index), args,
                         _pos(c.node), _text(c.node)])
@@ -608,7 +613,8 @@ def map_positions(flow: dict, fn: Callable[[list[int]], list[int] | None]) -> di
     def move(t: list) -> list:
         if t[0] == "p":
             return [t[0], t[1], t[2], pos(t[3]), t[4]]
-        args = [[a[0], a[1], a[2], pos(a[3]), a[4]] for a in t[5]]
+        args = [[a[0], a[1], [move(x) for x in a[2]]] if a[1] == "#call"
+                else [a[0], a[1], a[2], pos(a[3]), a[4]] for a in t[5]]
         return [*t[:5], args, pos(t[6]), t[7]]
 
     out = dict(flow)
@@ -631,8 +637,8 @@ class Link:
 
 @dataclass(frozen=True)
 class Flowing:
-    """A parameter as (part of) a result: ``kind`` SAME or UPDATED, and the chain of calls down
-    to the update (empty for SAME)."""
+    """A parameter as (part of) a result: ``kind`` SAME, MAPPED (a leaf-wise map of it) or
+    UPDATED, and the chain of calls down to the update (empty for the others)."""
 
     kind: str
     chain: tuple[Link, ...] = ()
@@ -727,14 +733,40 @@ class FlowIndex:
             if not below:
                 continue
             here = _link(path, pos, text)
+            for a in args:
+                if a[1] == "#call":  # handed another call's result: what that one holds
+                    self._through_call(out, a, below, callee_flow, bound, via_attr, module,
+                                       path, depth, here)
             for p, kind, ev, flowing in _bind(callee_flow, below, args, bound, via_attr):
-                if kind == SAME:
-                    _add(out, p, Flowing(SAME))
+                if kind in (SAME, MAPPED):
+                    _add(out, p, Flowing(kind))
                 elif ev is None:
                     _add(out, p, Flowing(UPDATED, (here, *flowing.chain)))
                 else:  # the callee hands back what we updated before the call
                     _add(out, p, Flowing(UPDATED, (_link(path, ev[0], ev[1]),)))
         return out
+
+    def _through_call(self, out: dict[str, Flowing], arg: list, below: dict[str, Flowing],
+                      callee_flow: dict, bound: int, via_attr: bool, module: str, path: str,
+                      depth: int, here: Link) -> None:
+        """``unbox(step(state)[0])``: the callee returns (a map of) its parameter, and what
+        it is handed is the result of another project call, which holds an update of our
+        ``state``: so does this result."""
+        params = callee_flow.get("params", [])
+        offset = bound + (callee_flow.get("method", 0) if via_attr else 0)
+        key = arg[0]
+        q = key if isinstance(key, str) else (params[key + offset]
+                                             if 0 <= key + offset < len(params) else None)
+        flowing = below.get(q) if q is not None else None
+        if flowing is None or depth > MAX_DEPTH:
+            return
+        for p, inner in self.resolve_terms(arg[2], (), module, path, depth + 1).items():
+            if inner.kind == UPDATED and flowing.kind in (SAME, MAPPED):
+                _add(out, p, Flowing(UPDATED, inner.chain))
+            elif flowing.kind == UPDATED and inner.kind in (SAME, UPDATED):
+                _add(out, p, Flowing(UPDATED, (here, *flowing.chain)))
+            elif inner.kind == SAME and flowing.kind in (SAME, MAPPED):
+                _add(out, p, Flowing(flowing.kind))
 
     # ---- kinds of values --------------------------------------------------------------------------
     def returns_linen(self, ref: str, from_module: str | None, depth: int = 0) -> str | None:
@@ -1184,10 +1216,12 @@ def _bind(callee_flow: dict, below: dict[str, Flowing], args: list, bound: int, 
             p, kind = a[1], a[2]
             if flowing.kind == UPDATED and kind in (SAME, UPDATED):
                 yield p, UPDATED, None, flowing
-            elif flowing.kind == SAME and kind == UPDATED:
-                yield p, UPDATED, (a[3], a[4]), flowing
+            elif flowing.kind in (SAME, MAPPED) and kind == UPDATED:
+                yield p, UPDATED, (a[3], a[4]), flowing  # (a map of our update: still it)
             elif flowing.kind == SAME and kind == SAME:
                 yield p, SAME, None, flowing
+            elif flowing.kind == MAPPED and kind == SAME:
+                yield p, MAPPED, None, flowing
 
 
 def _add(out: dict[str, Flowing], param: str, flowing: Flowing) -> None:
