@@ -760,6 +760,7 @@ class Engine:
             made_by: dict[str, int] = {}  # rel -> the worker that summarised it
             if len(missing) >= _MIN_FILES_PER_JOB * 2:
                 workers = self._start_workers(jobs)
+            if workers:
                 shares = _balance(missing, [size[m[0]] for m in missing], len(workers))
                 for w, share in zip(workers, shares):
                     w.send(("summarise", share, FACTS_BUDGET))
@@ -854,7 +855,20 @@ class Engine:
         method = "fork" if "fork" in methods and threading.active_count() == 1 else \
             "forkserver" if "forkserver" in methods else "spawn"
         context = multiprocessing.get_context(method)
-        return [_Worker(context, self) for _ in range(jobs)]
+        workers: list[_Worker] = []
+        if self.__dict__.get("_no_workers"):
+            return workers
+        try:
+            for _ in range(jobs):
+                workers.append(_Worker(context, self))
+        except OSError as exc:  # (no processes left, no semaphores): this process does it all
+            print(f"shardlint: cannot start worker processes ({exc}); linting in one process",
+                  file=sys.stderr)
+            for w in workers:
+                w.close()
+            self.__dict__["_no_workers"] = True  # (not tried again in this run)
+            return []
+        return workers
 
     def expand(self, paths: list[Path]) -> list[Path]:
         """The files under ``paths`` (folders walked), each once. An already expanded list

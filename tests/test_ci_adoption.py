@@ -420,3 +420,19 @@ def test_a_batch_that_fails_to_summarise_in_a_worker_and_a_batch_without_fork(
     monkeypatch.setattr(threading, "active_count", lambda: 2)  # (as in a language server)
     code, found, _ = check(capsys, str(tmp_path), "--jobs", "2")
     assert (code, found) == (1, serial)
+
+
+def test_a_batch_that_cannot_start_workers_lints_in_one_process(tmp_path, capsys, monkeypatch):
+    """No processes can be started (a container's process limit): the run says so on stderr
+    and gives the findings of a serial run."""
+    from shardlint import engine as engine_mod
+
+    _mesh_pairs(tmp_path)
+    _, serial, _ = check(capsys, str(tmp_path), "--jobs", "1")
+
+    def refused(self, context, engine):
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(engine_mod._Worker, "__init__", refused)
+    code, found, err = check(capsys, str(tmp_path), "--jobs", "2")
+    assert (code, found) == (1, serial) and err.count("cannot start worker processes") == 1
