@@ -197,6 +197,8 @@ APIS: tuple[Api, ...] = (
        note="it is what the legacy `with mesh:` sets; read the mesh `jax.set_mesh` sets"),
     _a("jax.interpreters.pxla.MeshComputation", R.OTHER, deprecated="0.8.2"),
     _a("jax.interpreters.pxla.global_avals_to_results_handler", R.OTHER, deprecated="0.8.2"),
+    _a("jax.lib.xla_client", R.OTHER, removed="0.12.0", removed_by=True,
+       note="the module is gone: `import jax.lib.xla_client` raises ModuleNotFoundError"),
     _a("jax.lib.xla_client.Device", R.OTHER, deprecated="0.4.34", removed="0.5.0",
        replacement="jax.Device"),
     _a("jax.lib.xla_client.OpSharding", R.OTHER, deprecated="0.6.0", removed="0.12.0",
