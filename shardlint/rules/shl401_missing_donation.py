@@ -159,6 +159,15 @@ jax >= 0.8.1 (no fix is offered on older jax).
         example("""
             import jax
 
+            @jax.jit
+            def first_rows(cache, x):
+                new = cache.at[0].set(x)
+                # every leaf indexed: other shapes, the old buffers cannot be reused
+                return jax.tree.map(lambda c: c[0], new)
+        """, title="a one-tree map that changes the leaves' shapes (an index, a reduction)"),
+        example("""
+            import jax
+
             def cell(h, x):
                 return h * 0.5 + x, h
 

@@ -380,7 +380,7 @@ class LocalFlow:
                 and self.facts.qualify(f) in ACCUMULATE else _updated_leaf(f)
             if i is not None and 1 + i < len(call.args):
                 return Terms(_updated(origins(call.args[1 + i]), call))
-            if len(call.args) == 2:  # one tree: its leaves mapped
+            if len(call.args) == 2 and _keeps_shapes(self.facts, f):  # one tree, leaves mapped
                 return Terms({p: o if o.kind == UPDATED else Origin(p, MAPPED)
                               for p, o in origins(call.args[1]).items()
                               if o.kind in (SAME, UPDATED, MAPPED)})
@@ -684,6 +684,27 @@ def _field_of(node: ast.expr, key: str) -> str | None:
     elif tp is ast.Attribute and node.attr == key and type(node.value) is ast.Name:  # type: ignore[attr-defined]
         return node.value.id  # type: ignore[attr-defined]
     return None
+
+
+# Leaf functions whose result has another shape than the leaf (a reduction, an index).
+_RESHAPING = frozenset({"sum", "mean", "max", "min", "prod", "any", "all", "argmax", "argmin",
+                        "norm", "ravel", "flatten", "reshape", "squeeze", "item", "size",
+                        "shape", "ndim", "tolist"})
+
+
+def _keeps_shapes(facts: FileFacts, fn: ast.expr) -> bool:
+    """Whether a one-tree map's leaf function gives each leaf back with its shape, as far as
+    the code shows (``x.unbox()``, ``x.astype(t)``, ``lambda x: x if ... else x.value``): not
+    an index (``x[0]``), a reduction (``jnp.sum``, ``x.mean()``), a shape."""
+    body = fn.body if isinstance(fn, ast.Lambda) else fn
+    for n in ast.walk(body):
+        if isinstance(n, ast.Subscript):
+            return False
+        name = n.attr if isinstance(n, ast.Attribute) else n.id if isinstance(n, ast.Name) \
+            else None
+        if name in _RESHAPING:
+            return False
+    return True
 
 
 def _updated_leaf(fn: ast.expr) -> int | None:
