@@ -76,7 +76,8 @@ update is followed through the calls it makes, in any file, to where it happens:
   `state.replace(...)`, `x._replace(...)`, `dataclasses.replace(x, ...)`,
   `optax.apply_updates(params, ...)`, the new optimizer state from `tx.update(grads,
   opt_state, ...)`, `jax.tree.map(lambda p, g: p - lr * g, params, grads)`, a cache written
-  with `cache.at[i].set(v)` or `lax.dynamic_update_slice(cache, ...)`, the carry of
+  with `cache.at[i].set(v)` or `lax.dynamic_update_slice(cache, ...)` (also leaf by leaf in a
+  `jax.tree.map`), the carry of
   `lax.scan`/`fori_loop`/`while_loop`, `nnx.state(...)`/`nnx.split(...)` of a module merged
   from it, a record rebuilt field by field from its fields (`{"pos": state["pos"] + 1,
   "cache": ...}`, `DecodeState(pos=state.pos + 1, ...)`), or the argument rebound to the result
@@ -364,6 +365,14 @@ jax >= 0.8.1 (no fix is offered on older jax).
             for batch in range(10):
                 cache, out = step(cache, batch, batch > 0)
         """, title="the update happens in the branches of `lax.cond` (nested functions, lambdas)"),
+        example("""
+            import jax
+
+            @jax.jit  # expect: SHL401
+            def write(cache, new, idx):
+                # every leaf of the cache written at `idx`: the KV-cache of a decode step
+                return jax.tree.map(lambda c, n: c.at[idx].set(n), cache, new)
+        """, title="a tree map whose leaf function writes entries of the leaf (`.at[].set`)"),
         example({
             "utils.py": """
                 import jax

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from shardlint.semantics.facts import Assigned, FileFacts, Scope
-from shardlint.semantics.names import EXTERNAL_PACKAGES
+from shardlint.semantics.names import EXTERNAL_PACKAGES, dotted
 from shardlint.syntax import nodes as walk_nodes
 
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
@@ -707,14 +707,35 @@ def _keeps_shapes(facts: FileFacts, fn: ast.expr) -> bool:
     return True
 
 
+def _written_leaf(body: ast.expr) -> str | None:
+    """The name a leaf function writes entries of and returns: ``c.at[i].set(v)``,
+    ``lax.dynamic_update_slice(c, v, idx)``."""
+    if not isinstance(body, ast.Call):
+        return None
+    func = body.func
+    if isinstance(func, ast.Attribute) and func.attr in _AT_METHODS and _at_subscript(func.value) \
+            and isinstance(func.value.value.value, ast.Name):  # type: ignore[attr-defined]
+        return func.value.value.value.id  # type: ignore[attr-defined]
+    head = dotted(func) if isinstance(func, (ast.Name, ast.Attribute)) else None
+    if head and head[-1].startswith("dynamic_update_") and body.args \
+            and isinstance(body.args[0], ast.Name):
+        return body.args[0].id
+    return None
+
+
 def _updated_leaf(fn: ast.expr) -> int | None:
     """``lambda p, g: p - lr * g`` -> 0: which tree a leaf-wise update starts from (the leftmost
     operand of arithmetic that also uses another tree's leaf). None for one-tree maps
     (``lambda t: t / c`` computes a new value, the old one is usually still needed),
     ``jnp.zeros_like``, reductions, calls."""
-    if not isinstance(fn, ast.Lambda) or not isinstance(fn.body, ast.BinOp):
+    if not isinstance(fn, ast.Lambda):
         return None
     names = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+    written = _written_leaf(fn.body)  # `lambda c, n: c.at[i].set(n)`: each leaf written
+    if written is not None:
+        return names.index(written) if written in names else None
+    if not isinstance(fn.body, ast.BinOp):
+        return None
     left: ast.expr = fn.body
     while isinstance(left, ast.BinOp):
         left = left.left
