@@ -99,6 +99,29 @@ def _shift(stmts: list[ast.stmt], delta: int, known: dict[ast.stmt, list[ast.AST
             node.end_lineno += delta  # type: ignore[attr-defined]
 
 
+def _edited_statement(block: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef, first: int,
+                      old_last: int, delta: int, end_line: int | None
+                      ) -> tuple[int, int, int | None] | None:
+    """The statement of ``block``'s body whose region holds the whole edit (old lines
+    ``first``..``old_last``): its index, its first line and its region's last line in the new
+    text (the block's last statement: ``end_line``). None when the edit is in the header (the
+    decorators, the signature), spans two statements, or the body has one statement."""
+    body = block.body
+    if len(body) < 2:
+        return None
+    starts = [_first_line(m) for m in body]
+    k = bisect.bisect_right(starts, first) - 1
+    if k < 0:
+        return None  # the header, or before the first statement
+    k = bisect.bisect_left(starts, starts[k])
+    if k + 1 < len(body) and old_last >= starts[k + 1]:
+        return None  # the edit spans two statements, or statements share a line
+    start = starts[k]
+    if start < 2 or start <= block.lineno:
+        return None
+    return k, start, starts[k + 1] - 1 + delta if k + 1 < len(body) else end_line
+
+
 class IncrementalParser:
     """Parses successive versions of one file, reusing what did not change."""
 
@@ -192,19 +215,10 @@ class IncrementalParser:
         that would not give the tree a full parse gives returns None (the caller parses the
         whole class)."""
         body = cls.body
-        if len(body) < 2:
+        found = _edited_statement(cls, first, old_last, delta, end_line)
+        if found is None:
             return None
-        starts = [_first_line(m) for m in body]
-        k = bisect.bisect_right(starts, first) - 1
-        if k < 0:
-            return None  # the header, or before the first member
-        k = bisect.bisect_left(starts, starts[k])
-        if k + 1 < len(body) and old_last >= starts[k + 1]:
-            return None  # the edit spans two members, or members share a line
-        start = starts[k]
-        if start < 2 or start <= cls.lineno:
-            return None
-        end = starts[k + 1] - 1 + delta if k + 1 < len(body) else end_line
+        k, start, end = found
         members = self._in_body(body[k], first, old_last, delta, lines, end, filename)
         if members is None:  # (not inside one statement of a method's body)
             members = self._block(body, start, end, lines, filename, "class _:")
@@ -252,19 +266,10 @@ class IncrementalParser:
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or depth > 16:
             return None
         body = fn.body
-        if len(body) < 2:
+        found = _edited_statement(fn, first, old_last, delta, end_line)
+        if found is None:
             return None
-        starts = [_first_line(m) for m in body]
-        k = bisect.bisect_right(starts, first) - 1
-        if k < 0:
-            return None  # the header, the decorators or the signature
-        k = bisect.bisect_left(starts, starts[k])
-        if k + 1 < len(body) and old_last >= starts[k + 1]:
-            return None  # the edit spans two statements, or statements share a line
-        start = starts[k]
-        if start < 2 or start <= fn.lineno:
-            return None
-        end = starts[k + 1] - 1 + delta if k + 1 < len(body) else end_line
+        k, start, end = found
         stmts = self._in_body(body[k], first, old_last, delta, lines, end, filename, depth + 1)
         if stmts is None:
             stmts = self._block(body, start, end, lines, filename, "if 1:")
