@@ -23,7 +23,7 @@ from shardlint.config import Config
 from shardlint.errors import ShardlintError
 from shardlint.incremental import IncrementalParser
 from shardlint.rules.base import Finding, Rule, RuleContext, all_rules
-from shardlint.semantics.config_tables import YAML_HINT, yaml_tables
+from shardlint.semantics.config_tables import might_hold_tables, yaml_tables
 from shardlint.semantics.project import ProjectIndex
 from shardlint.semantics.replay import FactsMemo
 from shardlint.semantics.summary import FORMAT as SUMMARY_FORMAT
@@ -41,7 +41,10 @@ _SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "ve
               "site-packages", ".eggs"}
 # Files that never mention these packages cannot hold a pitfall: skipped before parsing. (A
 # config builder that writes `config.logical_axis_rules = ...` without importing jax counts.)
-_PREFILTER = re.compile(r"\b(?:jax|flax|optax)\b|axis_rules")
+# A file is analysed when it names jax, flax or optax, or may write a rules table or mesh axis
+# names into a configuration (`config.logical_axis_rules = ...`, `logical_axes_rules=...`,
+# `mesh_axes: list[str] = [...]`) without importing any of them.
+_PREFILTER = re.compile(r"\b(?:jax|flax|optax)\b|ax[ie]s_rules|mesh_ax")
 
 
 def path_order(path: Path) -> list[str]:
@@ -54,7 +57,7 @@ def mentions_jax(text: str) -> bool:
     # (substring tests first: a file that names none of them is rejected without the regex's
     # word-boundary scan of the whole text)
     if "jax" not in text and "flax" not in text and "optax" not in text \
-            and "axis_rules" not in text:
+            and "s_rules" not in text and "mesh_ax" not in text:
         return False
     return _PREFILTER.search(text) is not None
 
@@ -412,7 +415,7 @@ class Engine:
         (``config:<path>``) in the index; None when it holds none. ``text``: unsaved text."""
         if text is None:
             text = _quiet_read(path)
-        if text is None or YAML_HINT not in text:
+        if text is None or not might_hold_tables(text):
             return None
         key, digest, hit, cached = self._held_summary(path, text)
         if hit:
@@ -744,7 +747,7 @@ class Engine:
             # project digest, that is the answer, without decoding a summary or an index.
             for path in sorted(self.iter_python_files(self.root, CONFIG_SUFFIXES), key=path_order):
                 text = _quiet_read(path)  # (their digests count in the project's)
-                if text is not None and YAML_HINT in text:
+                if text is not None and might_hold_tables(text):
                     self._digests[self._rel(path)] = cache_mod.digest(text)
             project = self._project_digest()
             cached = [self.cache.get_findings(rel, digest, project, str(path))

@@ -18,7 +18,9 @@ from shardlint.semantics.partitioning import (
     is_partition_name_key,
     literal_dict,
     logical_names_with_rules,
+    is_self_attribute,
     reached_apis,
+    self_attribute_values,
     spec_entries,
 )
 from shardlint.semantics.reuse import each_call
@@ -56,10 +58,16 @@ Collects the string logical axis names written in `nn.with_logical_partitioning`
 `metadata_params={nn.PARTITION_NAME: ...}` of `nn.vmap`/`nn.scan`, and in NNX
 `nnx.with_partitioning` / `nnx.Param(..., out_sharding=...)`, and flags each name that is on the
 left of no rule in any logical axis rules table of the project. The finding points at the string
-literal, also when it sits in a module constant (`KERNEL_AXES = ("embed", "mlp")`).
+literal, also when it sits in a module constant (`KERNEL_AXES = ("embed", "mlp")`) or in an
+attribute the module keeps on `self` (every value its methods assign, and a class-body default:
+`self.wo_axes = ("expert", "embed")` ... `nnx.Param(..., out_sharding=self.wo_axes)`).
 
 NNX accepts mesh axis names directly, so an NNX name is flagged only when it is not an axis of any
-mesh either, and only when every mesh of the project has literal axis names. A
+mesh either, and only when the axis names of every mesh the project builds are known: literal, or
+read from the configuration by key (`Mesh(devices, config.mesh_axes)` has any of the
+`mesh_axes` lists the project's YAML files, config builders and field defaults write). A mesh
+handed in (a parameter annotated `Mesh`) or copied from another (`Mesh(m.devices,
+m.axis_names)`) adds no axes; one with names built at run time keeps NNX names unjudged. A
 `PARTITION_NAME` is a logical name only when the lifted module boxes its params with
 `nn.with_logical_partitioning`; over `nn.with_partitioning` it is a mesh axis and is not checked.
 
@@ -67,10 +75,16 @@ The rule speaks only when it can see every rules table the project's contexts us
 least one exists). A table is seen when it is a literal, a module constant holding one (possibly
 imported from another file), or read by key from the project's configuration --
 `nn.logical_axis_rules(config.logical_axis_rules)`, `cfg["logical_axis_rules"]`,
-`getattr(cfg, "logical_axis_rules", ())` read every table written under that key: in a YAML
-file of the project (`logical_axis_rules: [['batch', 'data'], ...]`, read as data with the safe
-loader, never executed), an ml_collections `get_config()` (`config.logical_axis_rules =
-(...)`), a dataclass default, or a dict entry -- also when the table reaches the context through
+`getattr(cfg, "logical_axis_rules", ())`, a module's own field (`axis_rules(self.logical_axes_rules)`)
+read every table written under that key: in a YAML file of the project (`logical_axis_rules:
+[['batch', 'data'], ...]`, read as data with the safe loader, never executed), an ml_collections
+`get_config()` (`config.logical_axis_rules = (...)`), a dataclass or pydantic default
+(`Field(default_factory=lambda: copy.deepcopy(RULES))`), a dict entry, or a keyword where a
+module or its config is built (`Adapter(logical_axes_rules=rules)`, `Layer.config(...)`). A
+write under the key that rewrites a rules value (`_to_tuples(cfg["logical_axis_rules"])`,
+`merge(base_rules, model_rules)`) keeps its names; one of a helper's result
+(`config.logical_axis_rules = build_rules()`) is a table shardlint cannot read, and keeps the
+rule silent -- also when the table reaches the context through
 a local name, a parameter every caller passes one to, or a project helper that rewrites it (taken
 to keep its logical names). The message names the config file and key it read. A table built at
 run time (by a library, from data) keeps it silent; a call's own `rules=` (a box, a conversion)
@@ -205,6 +219,102 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
             with nn.logical_axis_rules((("batch", "data"),)):
                 pass
         """, title="names passed in as arguments are not guessed"),
+        example({
+            "model.py": """
+                import jax
+                from flax import nnx
+
+                class MoE(nnx.Module):
+                    def __init__(self, config, rngs):
+                        self.wo_axes = ("expert", "embed")
+                        self.wo = nnx.Param(jax.numpy.zeros((8, 16)), out_sharding=self.wo_axes)
+            """,
+            "train.py": """
+                import jax
+                from flax import nnx
+                from jax.sharding import Mesh
+                from model import MoE
+
+                def train(config, devices):
+                    mesh = Mesh(devices, config.mesh_axes)
+                    with jax.set_mesh(mesh), nnx.logical_axis_rules(config.logical_axis_rules):
+                        return MoE(config, None)
+            """,
+            "configs/base.yml": """
+                mesh_axes: ['data', 'fsdp']
+                logical_axis_rules: [['embed', 'fsdp']]
+            """,
+            "configs/moe.yml": """
+                mesh_axes: ['data', 'expert']
+            """,
+        }, title="NNX: 'expert' is an axis of one configured mesh (`mesh_axes` of moe.yml)"),
+        example({
+            "model.py": """
+                import jax
+                from flax import nnx
+
+                class MoE(nnx.Module):
+                    def __init__(self, rngs):
+                        self.wo = nnx.Param(jax.numpy.zeros((8, 16)), out_sharding=("expert", "embed"))
+            """,
+            "train.py": """
+                import jax
+                import flax.linen as nn
+                from jax.sharding import Mesh
+                from model import MoE
+
+                def train(config, devices):
+                    with jax.set_mesh(Mesh(devices, config.mesh_names)):
+                        with nn.logical_axis_rules((("embed", None),)):
+                            return MoE(None)
+            """,
+        }, title="NNX: a mesh named by a configuration key no file writes: its axes are unknown"),
+        example({
+            "adapter.py": """
+                import flax.linen as nn
+                from flax.linen import partitioning
+
+                class Adapter(nn.Module):
+                    logical_axes_rules: tuple | None = None
+
+                    @nn.compact
+                    def __call__(self, x):
+                        with partitioning.axis_rules(self.logical_axes_rules):
+                            w = partitioning.param_with_axes("w", nn.initializers.ones, (3, 4),
+                                                             axes=("input", "output"))
+                        return x @ w
+            """,
+            "build.py": """
+                from adapter import Adapter
+                from rules_lib import make_rules
+
+                def build(cfg):
+                    return Adapter(logical_axes_rules=make_rules(cfg))
+            """,
+        }, title="a module field given a table built at run time: not all tables are known"),
+        example({
+            "model.py": _LINEN_MODEL,
+            "configs.py": """
+                import ml_collections
+                from rules_lib import build_rules
+
+                def get_config():
+                    config = ml_collections.ConfigDict()
+                    config.logical_axis_rules = (("batch", "data"),)
+                    if config.get("large"):
+                        config.logical_axis_rules = build_rules()
+                    return config
+            """,
+            "train.py": """
+                import jax
+                import flax.linen as nn
+                from model import MLP
+
+                def train(cfg, x):
+                    with nn.logical_axis_rules(cfg.logical_axis_rules):
+                        return MLP().init(jax.random.key(0), x)
+            """,
+        }, title="a config key also written from a helper's result: that table is unknown"),
         example({
             "model.py": """
                 import flax.linen as nn
@@ -367,6 +477,89 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
             with jax.set_mesh(mesh), nnx.logical_axis_rules((("mlp", "model"),)):
                 Block(nnx.Rngs(0))
         """, title="NNX: 'embed' and 'mlp_out' are neither rules nor mesh axes: raises"),
+        example({
+            "moe.py": """
+                import jax
+                from flax import nnx
+
+                class MoE(nnx.Module):
+                    def __init__(self, config, rngs):
+                        if config.batch_split:
+                            self.wo_axes = ("expert_only", "embed")  # expect: SHL201
+                        else:
+                            self.wo_axes = ("expert", "embed")
+                        self.wo = nnx.Param(jax.numpy.zeros((8, 16)), out_sharding=self.wo_axes)
+            """,
+            "train.py": """
+                import jax
+                from flax import nnx
+                from jax.sharding import Mesh
+                from moe import MoE
+
+                def train(config, devices):
+                    mesh = Mesh(devices, config.mesh_axes)
+                    explicit = Mesh(mesh.devices, mesh.axis_names)  # a copy: no new axes
+                    with jax.set_mesh(explicit), nnx.logical_axis_rules(config.logical_axis_rules):
+                        return MoE(config, None)
+            """,
+            "configs/base.yml": """
+                mesh_axes: ['data', 'fsdp', 'expert']
+                logical_axis_rules: [['embed', 'fsdp']]
+            """,
+        }, title="NNX: a name kept on `self`, meshes named by the configuration's `mesh_axes`"),
+        example({
+            "adapter.py": """
+                import flax.linen as nn
+                from flax.linen import partitioning
+
+                class Adapter(nn.Module):
+                    logical_axes_rules: tuple | None = None
+
+                    @nn.compact
+                    def __call__(self, x):
+                        with partitioning.axis_rules(self.logical_axes_rules):
+                            w = partitioning.param_with_axes(
+                                "w", nn.initializers.ones, (3, 4), axes=("input", "output"))  # expect: SHL201
+                        return x @ w
+            """,
+            "build.py": """
+                from adapter import Adapter
+
+                def build():
+                    rules = [("input", "model")]
+                    return Adapter(logical_axes_rules=rules)
+            """,
+        }, title="a module field given its table by keyword where the module is built"),
+        example({
+            "model.py": """
+                import flax.linen as nn
+
+                class MLP(nn.Module):
+                    @nn.compact
+                    def __call__(self, x):
+                        return nn.with_logical_constraint(x, ("batch", "mlp"))  # expect: SHL201
+            """,
+            "loader.py": """
+                import yaml
+
+                def load(path):
+                    raw = yaml.safe_load(open(path))
+                    raw["logical_axis_rules"] = tuple(map(tuple, raw["logical_axis_rules"]))
+                    return raw
+            """,
+            "train.py": """
+                import jax
+                import flax.linen as nn
+                from model import MLP
+
+                def train(cfg, x):
+                    with nn.logical_axis_rules(cfg["logical_axis_rules"]):
+                        return MLP().init(jax.random.key(0), x)
+            """,
+            "base.yml": """
+                logical_axis_rules: [['batch', 'data']]
+            """,
+        }, title="a loader that rewrites the table it read keeps its names"),
         example("""
             import jax
             import flax.linen as nn
@@ -394,7 +587,9 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
         known, trusted = logical_names_with_rules(self.project)
         if not trusted:
             return
-        mesh_axes, mesh_complete = self.project.mesh_axes()
+        # (the project's meshes are all there are, as its rules tables are: a mesh handed in
+        # is one of them)
+        mesh_axes, mesh_complete = self.project.mesh_axes(True)
         seen: set[int] = set()
         # The names of each call are the file's alone: reused across keystrokes (reuse.py).
         for c, names in each_call(self.facts, "shl201", self._names):
@@ -417,7 +612,8 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
             close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             if nnx:
-                msg = (f"axis name '{name}' has no logical axis rule and is not a mesh axis: NNX "
+                msg = (f"axis name '{name}' has no logical axis rule{self._read_from()} and is "
+                       f"not an axis of any mesh the project builds{self._axes_from()}: NNX "
                        f"passes it to the mesh unchanged and raises `ValueError: Resource axis: "
                        f"{name} ... is not found in mesh`{hint}; add a rule for it, or "
                        f"`(\"{name}\", None)` to replicate that dimension explicitly")
@@ -440,6 +636,15 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
         more = f", and {len(sources) - 1} more table{'s' if len(sources) > 2 else ''}" \
             if len(sources) > 1 else ""
         return f" (read from `{shown}`:{line} key `{key}`{more})"
+
+    def _axes_from(self) -> str:
+        """`` (any of the configuration's `mesh_axes` lists)`` when a mesh takes its names
+        from the configuration."""
+        keys = self.project.mesh_axis_keys()
+        if not keys:
+            return ""
+        shown = ", ".join(f"`{k}`" for k in keys[:2]) + (", ..." if len(keys) > 2 else "")
+        return f" (any of the configuration's {shown} lists included)"
 
     def _names(self, c: CallSite) -> list[tuple[str, ast.expr]] | None:
         """The axis names a Linen or NNX annotation call writes; None for other calls."""
@@ -469,10 +674,13 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
 
     def _top_level_names(self, node: ast.expr | None, c: CallSite) -> list[tuple[str, ast.expr]]:
         # Only top-level strings are logical names: a nested tuple is taken as mesh axes as is.
-        entries = spec_entries(self.facts, node, c.scope)
-        if entries is None:
-            return []
-        return [e.names[0] for e in entries if e.names and not e.nested]
+        out: list[tuple[str, ast.expr]] = []
+        for value, scope in [(node, c.scope)] if node is None or not is_self_attribute(node) \
+                else self_attribute_values(node, c.scope):
+            entries = spec_entries(self.facts, value, scope)
+            if entries is not None:
+                out.extend(e.names[0] for e in entries if e.names and not e.nested)
+        return out
 
     def _partition_names(self) -> list[tuple[str, ast.expr]]:
         """``metadata_params={nn.PARTITION_NAME: "name"}`` names the stacked axis; it is a

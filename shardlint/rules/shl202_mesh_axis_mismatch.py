@@ -39,7 +39,11 @@ the meshes the project builds with literal names (`Mesh(devices, ("data", "model
   function) silences the check for its specs;
 * a spec written inside `with jax.set_mesh(mesh):` is compared with that mesh;
 * any other spec, and every rule, is compared with the axis names of all meshes of the project,
-  and only when every mesh has literal axis names.
+  and only when all of them are known: literal, read from the configuration by key
+  (`Mesh(devices, config.mesh_axes)`: every `mesh_axes` list the project's YAML files and config
+  builders write), or copied from another mesh (`Mesh(m.devices, m.axis_names)`); a parameter
+  annotated `Mesh` counts only when every call of its function in the project passes a mesh
+  (otherwise the caller may be outside the project, with axes of its own).
 
 It also flags a mesh axis used twice in one spec (`P("data", "data")`). `None`,
 `P.UNCONSTRAINED` and entries that are not literals are skipped. Specs handed to logical-name APIs
@@ -63,6 +67,19 @@ rules = (("batch", "data"), ("mlp", "model"))
     fix_safety = "No automatic fix: the intended axis is a guess."
     versions = "All jax versions with `jax.sharding` meshes."
     VALID = [
+        example("""
+            import jax
+            from jax.sharding import Mesh, PartitionSpec as P
+
+            def constrain(x):
+                return jax.lax.with_sharding_constraint(x, P("batch"))
+
+            def run(x, mesh: Mesh):  # called from outside the project: the caller's axes
+                with jax.set_mesh(mesh):
+                    return constrain(x)
+
+            test_mesh = jax.make_mesh((1,), ("data",))
+        """, title="a mesh handed in by callers outside the project: its axes are unknown"),
         example("""
             import jax
             from jax.sharding import NamedSharding, PartitionSpec as P
@@ -126,6 +143,25 @@ rules = (("batch", "data"), ("mlp", "model"))
         }, title="cross-file: the mesh is built in train.py"),
     ]
     INVALID = [
+        example({
+            "train.py": """
+                import jax
+                from jax.sharding import Mesh, PartitionSpec as P
+
+                def constrain(x):
+                    return jax.lax.with_sharding_constraint(x, P("batch"))  # expect: SHL202
+
+                def run(x, mesh: Mesh):
+                    with jax.set_mesh(mesh):
+                        return constrain(x)
+
+                def main(config, x):
+                    return run(x, Mesh(jax.devices(), config.mesh_axes))
+            """,
+            "configs/base.yml": """
+                mesh_axes: ['data', 'model']
+            """,
+        }, title="meshes named by the configuration's `mesh_axes`, handed to a helper"),
         example("""
             import jax
             from jax.sharding import NamedSharding, PartitionSpec as P

@@ -1,4 +1,5 @@
-"""Logical axis rules tables written in configuration, read as data and never executed.
+"""Logical axis rules tables and mesh axis names written in configuration, read as data and never
+executed.
 
 Large projects keep their rules out of the code that uses them: a YAML file
 (``logical_axis_rules: [['batch', 'data'], ...]``), an ml_collections ``get_config()`` builder
@@ -13,7 +14,10 @@ key: ``nn.logical_axis_rules(config.logical_axis_rules)``, ``cfg["logical_axis_r
   ``"logical_axis_rules"``), which ties it to the tables of that key.
 
 A table is a sequence of pairs whose first item is a logical name (a string) and whose second
-is a mesh axis, several, or None.
+is a mesh axis, several, or None. Mesh axis names are a non-empty list of strings under a key
+that names axes (``mesh_axes: ['data', 'fsdp']``, ``config.mesh_axis_names = (...)``): a mesh
+built from ``config.mesh_axes`` has one of the name lists written under that key
+(``{"key", "line", "axes"}`` entries, beside the tables' ``{"key", "line", "entries"}``).
 """
 
 from __future__ import annotations
@@ -21,10 +25,25 @@ from __future__ import annotations
 import ast
 
 from shardlint.semantics.facts import FileFacts
-from shardlint.semantics.names import literal
+from shardlint.semantics.names import dotted, literal
 
-# YAML files are only parsed when their text could hold a rules table.
-YAML_HINT = "rules"
+# YAML files are only parsed when their text could hold a rules table or mesh axis names.
+_HINTS = ("rules", "axes", "axis")
+
+
+def might_hold_tables(text: str) -> bool:
+    return any(h in text for h in _HINTS)
+
+
+def is_axes_key(key: str) -> bool:
+    """A key whose string lists are mesh axis names: ``mesh_axes``, ``axis_names``..."""
+    k = key.lower()
+    return "axes" in k or "axis" in k
+
+
+def is_axes(value) -> bool:
+    return isinstance(value, (list, tuple)) and bool(value) and all(
+        isinstance(e, str) for e in value)
 
 
 def _is_entry(e) -> bool:
@@ -47,7 +66,7 @@ def _entries(value) -> list[list]:
 def yaml_tables(text: str) -> list[dict]:
     """``[{"key": ..., "line": ..., "entries": [[name, axes], ...]}]`` of a YAML file; [] when
     it does not parse (or PyYAML is not installed)."""
-    if YAML_HINT not in text:
+    if not might_hold_tables(text):
         return []
     try:
         import yaml
@@ -74,6 +93,8 @@ def _walk(node, out: list[dict], yaml, depth: int = 0) -> None:
         if is_table(data) or (data == [] and "rules" in key.value):
             out.append({"key": key.value, "line": key.start_mark.line + 1,
                         "entries": _entries(data)})
+        elif is_axes_key(key.value) and is_axes(data):
+            out.append({"key": key.value, "line": key.start_mark.line + 1, "axes": list(data)})
         elif isinstance(value, yaml.MappingNode):
             _walk(value, out, yaml, depth + 1)
 
@@ -106,19 +127,20 @@ def python_tables(facts: FileFacts, scopes, calls) -> list[dict]:
             for target, stmt in scope.stores:
                 value = getattr(stmt, "value", None)
                 if isinstance(target, ast.Attribute) and value is not None:
-                    _add(out, target.attr, literal(value, consts), target)
+                    _add(out, target.attr, literal(value, consts), target, value)
                 elif isinstance(target, ast.Subscript) and value is not None \
                         and isinstance(target.slice, ast.Constant) \
                         and isinstance(target.slice.value, str):
-                    _add(out, target.slice.value, literal(value, consts), target)
+                    _add(out, target.slice.value, literal(value, consts), target, value)
         elif scope.kind == "class":
             for name, values in scope.bindings.items():
                 if len(values) == 1 and isinstance(values[0], ast.expr):
                     _add(out, name, literal(_field_default(facts, values[0]), consts), values[0])
     for c in calls:  # `ConfigDict({"logical_axis_rules": ...})`, `dict(rules=...)`
-        for kw in c.node.keywords:
-            if kw.arg is not None and isinstance(kw.value, (ast.Tuple, ast.List)):
-                _add(out, kw.arg, literal(kw.value, facts.consts_for(c.scope)), kw.value)
+        for kw in c.node.keywords:  # (also `Layer.config(logical_axes_rules=rules)`)
+            if kw.arg is not None:
+                _add(out, kw.arg, literal(kw.value, facts.consts_for(c.scope)), kw.value,
+                     kw.value)
         for a in c.node.args:
             if isinstance(a, ast.Dict):
                 _dict_tables(facts, a, c, out)
@@ -150,19 +172,72 @@ def _dict_tables(facts: FileFacts, node: ast.Dict, c, out: list[dict]) -> None:
 
 
 def _field_default(facts: FileFacts, value: ast.expr) -> ast.expr:
-    """``dataclasses.field(default=X)`` -> X."""
-    if isinstance(value, ast.Call) and isinstance(value.func, (ast.Name, ast.Attribute)):
-        q = facts.qualify(value.func) or ""
-        if q.endswith("field"):
-            for kw in value.keywords:
-                if kw.arg == "default":
-                    return kw.value
+    """The default a field declaration holds: ``dataclasses.field(default=X)``, pydantic's
+    ``Field(X)``, and a ``default_factory`` that copies one value
+    (``lambda: copy.deepcopy(X)``, ``lambda: list(X)``) -> X."""
+    if not (isinstance(value, ast.Call) and isinstance(value.func, (ast.Name, ast.Attribute))):
+        return value
+    q = facts.qualify(value.func) or dotted_name(value.func)
+    if not q.lower().endswith("field"):
+        return value
+    for kw in value.keywords:
+        if kw.arg == "default":
+            return kw.value
+        if kw.arg == "default_factory" and isinstance(kw.value, ast.Lambda):
+            return _copied(facts, kw.value.body)
+    if value.args and q.endswith("Field"):  # pydantic: the first argument is the default
+        return value.args[0]
     return value
 
 
-def _add(out: list[dict], key: str, value, node: ast.AST) -> None:
+_COPIES = frozenset({"copy.deepcopy", "copy.copy", "list", "tuple"})
+
+
+def _copied(facts: FileFacts, node: ast.expr) -> ast.expr:
+    """``copy.deepcopy(X)`` / ``list(X)`` -> X: the same names as X."""
+    while isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords \
+            and (facts.qualify(node.func) or dotted_name(node.func)) in _COPIES:
+        node = node.args[0]
+    return node
+
+
+def dotted_name(node: ast.expr) -> str:
+    return ".".join(dotted(node) or ())
+
+
+def _add(out: list[dict], key: str, value, node: ast.AST, written: ast.expr | None = None
+         ) -> None:
+    """Record what is written under ``key``: a table, mesh axis names, or -- ``written`` is
+    the expression of a write that reads as neither -- an unknown table under a rules key
+    (``config.logical_axis_rules = build_rules()``: that key's tables are then not all known).
+    None, and another key's value (``rules=config.rules``), say nothing new."""
+    line = getattr(node, "lineno", 0)
     if is_table(value):
-        out.append({"key": key, "line": getattr(node, "lineno", 0), "entries": _entries(value)})
+        out.append({"key": key, "line": line, "entries": _entries(value)})
+    elif is_axes_key(key) and is_axes(value):
+        out.append({"key": key, "line": line, "axes": list(value)})
+    elif written is not None and "rules" in key.lower() and not (
+            isinstance(written, ast.Constant) or (isinstance(value, (list, tuple)) and not value)
+            or _from_rules(written)):
+        out.append({"key": key, "line": line, "unknown": True})
+
+
+def _from_rules(node: ast.expr) -> bool:
+    """Whether a value is built from another rules value -- a read by key
+    (``_lists_to_tuples(cfg["logical_axis_rules"])``) or a name that says it holds one
+    (``merge(base_rules, model_rules)``) -- and so is taken to keep its logical names, as a
+    project helper that rewrites a table is (the called function's own name does not count)."""
+    called = {id(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)}
+    for n in ast.walk(node):
+        if id(n) in called:
+            continue
+        if isinstance(n, ast.Name) and "rules" in n.id.lower():
+            return True
+        if isinstance(n, (ast.Attribute, ast.Subscript)):
+            key = table_key(n)
+            if key is not None and "rules" in key.lower():
+                return True
+    return False
 
 
 def table_key(node: ast.expr | None) -> str | None:

@@ -139,6 +139,9 @@ class MeshBinding:
     axis_types_given: bool
     scope: Scope
     node: ast.AST
+    # not literal names, but read from configuration by key: `Mesh(devices, config.mesh_axes)`
+    axis_key: str | None = None
+    copied: bool = False  # the names of another mesh: `Mesh(m.devices, m.axis_names)`
 
 
 @dataclass(eq=False)

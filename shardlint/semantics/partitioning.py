@@ -123,6 +123,59 @@ def spec_entries(facts: FileFacts, node: ast.expr | None, scope: Scope,
     return out
 
 
+def is_self_attribute(node: ast.expr) -> bool:
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+
+
+def self_attribute_values(node: ast.expr, scope: Scope) -> list[tuple[ast.expr, Scope]]:
+    """``self.kernel_axes`` read in a method (or a function nested in one): every value the
+    class's methods assign to that attribute (``self.kernel_axes = ("embed", "mlp")``; one
+    side of ``self.a, self.b = x, y``), each with the method it is assigned in. Empty for
+    anything else, and for an assignment shardlint cannot split (``self.a, self.b = f()``).
+    A class-body default of the attribute counts as one of its values."""
+    assert isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+    method: Scope | None = scope
+    while method is not None and method.kind == "function" and method.enclosing_class is None:
+        method = method.parent
+    if method is None or method.kind != "function" or not method.params \
+            or node.value.id != method.params[0]:
+        return []
+    cls = method.enclosing_class
+    assert cls is not None
+    # a class-body default (a Linen/dataclass field, `kernel_axes: tuple = ("embed", "mlp")`)
+    out: list[tuple[ast.expr, Scope]] = [
+        (v, cls) for v in cls.bindings.get(node.attr, ()) if isinstance(v, ast.expr)
+        and not isinstance(v, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    for m in cls.children.values():
+        if m.kind != "function" or not m.params:
+            continue
+        me = m.params[0]
+        for target, stmt in m.stores:
+            if not (isinstance(target, ast.Attribute) and target.attr == node.attr
+                    and isinstance(target.value, ast.Name) and target.value.id == me):
+                continue
+            value = _assigned_part(target, stmt)
+            if value is not None:
+                out.append((value, m))
+    return out
+
+
+def _assigned_part(target: ast.expr, stmt: ast.stmt) -> ast.expr | None:
+    """The value ``stmt`` assigns to ``target``: all of it, or its item when both sides are
+    tuples of one length; None for augmented assignments and values it cannot split."""
+    if isinstance(stmt, ast.AnnAssign):
+        return stmt.value
+    if not isinstance(stmt, ast.Assign):
+        return None
+    for t in stmt.targets:
+        if t is target:
+            return stmt.value
+        if isinstance(t, (ast.Tuple, ast.List)) and isinstance(stmt.value, (ast.Tuple, ast.List)) \
+                and len(t.elts) == len(stmt.value.elts) and target in t.elts:
+            return stmt.value.elts[t.elts.index(target)]
+    return None
+
+
 def is_partition_spec(facts: FileFacts, node: ast.Call) -> bool:
     known = facts.resolve(node.func)
     return known is not None and known.role == Role.PARTITION_SPEC

@@ -521,18 +521,20 @@ class ProjectIndex:
                         sources.append(source)
         for key in sorted(keys):
             found = self.config_tables(key)
-            if not found:
-                complete = False
+            if not found or any(entries is None for _, _, entries in found):
+                complete = False  # none written, or one written that is no literal table
             for path, line, entries in found:
-                tables.append(entries)
-                sources.append((path, key, line))
+                if entries is not None:
+                    tables.append(entries)
+                    sources.append((path, key, line))
         return tables, complete, sources
 
     @project_cached
-    def config_tables(self, key: str, hops: int = 0) -> list[tuple[str, int, list]]:
+    def config_tables(self, key: str, hops: int = 0) -> list[tuple[str, int, list | None]]:
         """(path, line, entries) of every rules table the project's configuration writes under
         ``key``, in module order (a key that stands for another, ``{"rules_for_train":
-        config.logical_axis_rules}``, gives that key's tables)."""
+        config.logical_axis_rules}``, gives that key's tables); entries None where what is
+        written there is no literal (``config.logical_axis_rules = build_rules()``)."""
         out: list[tuple[str, int, list]] = []
         for _, s in sorted(self.summaries.items()):
             for t in s.config_tables:
@@ -541,9 +543,16 @@ class ProjectIndex:
                 if "alias" in t:
                     if hops < 4:
                         out.extend(self.config_tables(t["alias"], hops + 1))
-                else:
-                    out.append((s.path, t["line"], t["entries"]))
+                elif "entries" in t or "unknown" in t:
+                    out.append((s.path, t["line"], t.get("entries")))
         return out
+
+    @project_cached
+    def config_axes(self, key: str) -> list[list[str]]:
+        """Every list of mesh axis names the project's configuration writes under ``key``
+        (``mesh_axes: ['data', 'fsdp']`` in a YAML file, a config builder, a field default)."""
+        return [t["axes"] for _, s in sorted(self.summaries.items())
+                for t in s.config_tables if t["key"] == key and "axes" in t]
 
     def _constant(self, dotted: str) -> list | None:
         parts = dotted.split(".")
@@ -554,7 +563,20 @@ class ProjectIndex:
         return None
 
     @project_cached
-    def mesh_axes(self) -> tuple[set[str], bool]:
+    def mesh_axis_keys(self) -> list[str]:
+        """The configuration keys meshes read their axis names by, sorted."""
+        return sorted({k for s in self.summaries.values() for k in s.mesh_axis_keys})
+
+    @project_cached
+    def mesh_axes(self, closed: bool = False) -> tuple[set[str], bool]:
+        """The axis names of every mesh the project builds, and whether all of them are known.
+        A mesh built from ``config.<key>`` has the names its configuration writes under the key
+        (all of them: any one may be the one used); a key with none there is unknown. A
+        parameter annotated ``Mesh`` adds none when every call of its function in the project
+        passes a mesh (that mesh is counted where it is built); one that a caller outside the
+        project may fill (no call here, or a call passing something else) is unknown -- unless
+        ``closed``: the project is taken to build every mesh its code receives (as SHL201
+        takes its rules tables to be all there are)."""
         names: set[str] = set()
         complete = True
         for s in self.summaries.values():
@@ -563,6 +585,15 @@ class ProjectIndex:
                     complete = False
                 else:
                     names.update(axes)
+        if complete and not closed:
+            complete = all(self.flows.param_mesh(fn, param)
+                           for s in self.summaries.values() for fn, param in s.mesh_params)
+        for key in self.mesh_axis_keys():
+            found = self.config_axes(key)
+            if not found:
+                complete = False
+            for axes in found:
+                names.update(axes)
         return names, complete
 
     def entries(self, module: str) -> list[Entry]:

@@ -115,7 +115,9 @@ class ModuleSummary:
     mesh_provider: bool = False
     rule_tables: list[list | None] = field(default_factory=list)
     rule_table_refs: list[str] = field(default_factory=list)  # tables imported from elsewhere
-    mesh_axes: list[list[str] | None] = field(default_factory=list)
+    mesh_axes: list[list[str] | None] = field(default_factory=list)  # meshes it builds
+    mesh_axis_keys: list[str] = field(default_factory=list)  # meshes of `config.mesh_axes`
+    mesh_params: list[list[str]] = field(default_factory=list)  # [function, parameter] Mesh
     constants: dict[str, list] = field(default_factory=dict)  # literal rules tables by name
     # module-level callables that donate: name -> [positions, keyword names, "donate_argnums=0"]
     donating: dict[str, list] = field(default_factory=dict)
@@ -167,6 +169,8 @@ class ModuleSummary:
         s.imports = data.get("imports", {})
         s.config_tables = data.get("config_tables", [])
         s.rule_table_keys = data.get("rule_table_keys", [])
+        s.mesh_axis_keys = data.get("mesh_axis_keys", [])
+        s.mesh_params = data.get("mesh_params", [])
         s.rule_table_terms = data.get("rule_table_terms", [])
         s.with_mesh_terms = data.get("with_mesh_terms", [])
         return s
@@ -850,7 +854,17 @@ class _Summariser:
                     else:
                         out.rule_tables.append(None)
         for m in f.meshes:
-            out.mesh_axes.append(list(m.axis_names) if m.axis_names is not None else None)
+            if m.copied:
+                continue  # the axes of another mesh
+            if m.call is None:  # a parameter annotated Mesh: new axes unless every caller
+                out.mesh_params.append([f"{f.module}:{m.scope.qualname}", m.name])  # has one
+                continue
+            if m.axis_names is not None:
+                out.mesh_axes.append(list(m.axis_names))
+            elif m.axis_key is not None:  # `Mesh(devices, config.mesh_axes)`
+                out.mesh_axis_keys.append(m.axis_key)
+            else:
+                out.mesh_axes.append(None)
         for kind in unknown:  # a mesh or rules call shardlint cannot read (see _provides)
             (out.mesh_axes if kind == "mesh" else out.rule_tables).append(None)
         consts = f.module_constants()

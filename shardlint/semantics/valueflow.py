@@ -868,9 +868,10 @@ class FlowIndex:
                 out.append((t[1], None))
             elif what == "key":
                 found = self.project.config_tables(t[1])
-                if not found:
+                if not found or any(entries is None for _, _, entries in found):
                     complete = False
-                out.extend((entries, (path, t[1], line)) for path, line, entries in found)
+                out.extend((entries, (path, t[1], line)) for path, line, entries in found
+                           if entries is not None)
             elif what == "none":
                 continue
             elif what == "p":

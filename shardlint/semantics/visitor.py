@@ -6,6 +6,7 @@ import ast
 
 from shardlint.semantics import api
 from shardlint.semantics.api import Role
+from shardlint.semantics.config_tables import is_axes_key, table_key
 from shardlint.semantics.facts import (
     MESH,
     OPAQUE,
@@ -419,7 +420,9 @@ class FactsBuilder:
         if axis is not None and any(not isinstance(a, str) for a in axis):
             axis = None
         has_types = any(kw.arg == "axis_types" for kw in value.keywords) or len(value.args) > 2
-        mb = MeshBinding(name, value, known.name, axis, has_types, self.scope, value)
+        mb = MeshBinding(name, value, known.name, axis, has_types, self.scope, value,
+                         _axis_key(names_node) if axis is None else None,
+                         axis is None and _copies_axes(names_node))
         self.facts.meshes.append(mb)
         return mb
 
@@ -661,6 +664,22 @@ _DISPATCH = {
     ast.Attribute: FactsBuilder.v_attribute,
     ast.Lambda: FactsBuilder.v_lambda,
 }
+
+
+def _axis_key(node: ast.expr | None) -> str | None:
+    """The configuration key a mesh's axis names are read by (``config.mesh_axes``,
+    ``cfg["mesh_axes"]``); None for anything else."""
+    if node is None or _copies_axes(node):
+        return None
+    key = table_key(node)
+    return key if key is not None and is_axes_key(key) else None
+
+
+def _copies_axes(node: ast.expr | None) -> bool:
+    """Axis names read from another mesh: ``Mesh(m.devices, m.axis_names)`` (or derived from
+    them, ``m.axis_names[:2]``)."""
+    return node is not None and any(isinstance(n, ast.Attribute) and n.attr == "axis_names"
+                                    for n in ast.walk(node))
 
 
 def _generic(self: FactsBuilder, node: ast.AST) -> None:
