@@ -421,8 +421,8 @@ class Engine:
         if hit:
             return _summary(cached)
         tables = yaml_tables(text)
-        summary = ModuleSummary(f"config:{key}", key, config_tables=tables) if tables \
-            else None
+        summary = ModuleSummary(f"config:{key}", os.path.abspath(path), config_tables=tables) \
+            if tables else None
         if self.use_cache:
             self.cache.put_summary(key, digest, summary)
         return summary

@@ -7,10 +7,11 @@ other line must stay clean for that rule.
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 from helpers import expected_markers
-from helpers import run_example
+from helpers import lint_files, run_example
 
 from shardlint.rules.base import Example
 
@@ -292,3 +293,65 @@ def test_case(tmp_path, code, ex):
     found = {f for f in run_example(tmp_path, ex, code) if f[2] == code}
     expected = {e for e in expected_markers(ex.files) if e[2] == code}
     assert found == expected
+
+
+# ---- SHL201 messages: what NNX does with a name that is neither a rule nor a mesh axis ------------
+_NNX_PROJECT = {
+    "layers.py": """
+        import jax
+        from flax import nnx
+
+        class Dense(nnx.Module):
+            def __init__(self, kernel_axes, *, rngs):
+                self.kernel_axes = kernel_axes
+                self.w = nnx.Param(jax.numpy.zeros((4, 4)), out_sharding=self.kernel_axes)
+    """,
+    "model.py": """
+        from flax import nnx
+        from layers import Dense
+
+        def build(rngs: nnx.Rngs):
+            return Dense(("embed", "fused"), rngs=rngs)
+    """,
+    "train.py": """
+        import jax
+        from flax import nnx
+        from jax.sharding import Mesh
+        from model import build
+
+        def main(config):
+            mesh = Mesh(jax.devices(), config.mesh_axes)
+            with jax.set_mesh(mesh), nnx.logical_axis_rules(config.logical_axis_rules):
+                return build(nnx.Rngs(0))
+    """,
+    "base.yml": """
+        mesh_axes: ['data', 'model']
+        logical_axis_rules: [['embed', 'data']]
+    """,
+}
+
+
+def _shl201_messages(tmp_path, files):
+    files = {k: textwrap.dedent(v).lstrip("\n") for k, v in files.items()}
+    return [(Path(f.path).name, f.span.line, f.message)
+            for f in lint_files(tmp_path, files, select=("SHL201",))]
+
+
+def test_shl201_nnx_name_raises_where_variables_are_sharded_when_created(tmp_path):
+    [(name, line, msg)] = _shl201_messages(tmp_path, _NNX_PROJECT)
+    assert (name, line) == ("model.py", 5)
+    assert "'fused'" in msg and "raises `ValueError: Resource axis: fused" in msg
+    assert "read from `base.yml`:2 key `logical_axis_rules`" in msg
+    assert "`mesh_axes` lists included" in msg
+
+
+def test_shl201_nnx_name_with_eager_sharding_off_claims_no_error_at_creation(tmp_path):
+    files = dict(_NNX_PROJECT)
+    files["wrappers.py"] = """
+        from flax import config as flax_config
+        flax_config.update("flax_always_shard_variable", False)
+    """
+    [(_, _, msg)] = _shl201_messages(tmp_path, files)
+    assert "`flax_always_shard_variable` is off (wrappers.py)" in msg
+    assert "does not shard the variable when it is created" in msg
+    assert "Resource axis: fused" not in msg  # (no certain error at creation)

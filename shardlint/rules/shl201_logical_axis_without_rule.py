@@ -9,29 +9,42 @@ from collections.abc import Iterator
 
 from shardlint.rules.base import Finding, Rule, example, register
 from shardlint.semantics.api import Role
+from shardlint.semantics.axis_names import LINEN, names_argument
 from shardlint.semantics.facts import CallSite
 from shardlint.semantics.lifts import lifted_ref, lifts
 from shardlint.semantics.partitioning import (
     LINEN_LOGICAL_BOXES,
-    NNX_SHARDING_KWARGS,
+    call_names,
     deref,
     is_partition_name_key,
+    is_self_attribute,
     literal_dict,
     logical_names_with_rules,
-    is_self_attribute,
     reached_apis,
     self_attribute_values,
     spec_entries,
 )
+from shardlint.semantics.project import ProjectIndex, project_cached
 from shardlint.semantics.reuse import each_call
 
-# Where each Linen API takes its logical names: (position, keyword); position None = keyword only.
-_LINEN_NAMES = {
-    "flax.linen.with_logical_partitioning": (1, "names"),
-    "flax.linen.LogicallyPartitioned": (1, "names"),
-    "flax.linen.with_logical_constraint": (1, "logical_axis_resources"),
-    "flax.linen.partitioning.param_with_axes": (None, "axes"),
-}
+@project_cached
+def _names_handed(project: ProjectIndex) -> bool:
+    """Some function or class of the project hands a parameter on as axis names."""
+    return any(s.name_params or s.name_attrs for s in project.summaries.values())
+
+
+EAGER_FLAG = "flax_always_shard_variable"  # NNX shards a variable when it is created
+
+
+@project_cached
+def _eager_sharding_off(project: ProjectIndex) -> str | None:
+    """The path of a module that turns NNX's eager sharding off (or sets the flag to a value
+    shardlint cannot read); None when no module does (the default is on)."""
+    for _, s in sorted(project.summaries.items()):
+        if any(v is not True for v in s.flags.get(EAGER_FLAG, ())):
+            return s.path
+    return None
+
 
 _LINEN_MODEL = """
 import jax
@@ -218,7 +231,37 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
 
             with nn.logical_axis_rules((("batch", "data"),)):
                 pass
-        """, title="names passed in as arguments are not guessed"),
+        """, title="names passed in as arguments, by no caller in the project: nothing to judge"),
+        example({
+            "layers.py": """
+                import jax
+                import flax.linen as nn
+                from jax.sharding import PartitionSpec as P
+
+                def constrain(x, axes):
+                    return jax.lax.with_sharding_constraint(x, P(*axes))  # mesh axes, not names
+
+                def dense(x, axes):
+                    axes = axes or ("embed", "mlp")
+                    init = nn.with_logical_partitioning(nn.initializers.lecun_normal(), axes)
+                    return nn.Dense(8, kernel_init=init)(x)
+            """,
+            "model.py": """
+                import flax.linen as nn
+                from layers import constrain, dense
+
+                class Block(nn.Module):
+                    @nn.compact
+                    def __call__(self, x):
+                        x = constrain(x, ("data", "model"))
+                        return dense(x, ("embed", "hidden"))  # rebound before use: not followed
+            """,
+            "train.py": """
+                import flax.linen as nn
+                with nn.logical_axis_rules((("embed", "data"), ("mlp", "model"))):
+                    pass
+            """,
+        }, title="a helper's parameter used as mesh axes, or rebound before the annotation"),
         example({
             "model.py": """
                 import jax
@@ -478,6 +521,61 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
                 Block(nnx.Rngs(0))
         """, title="NNX: 'embed' and 'mlp_out' are neither rules nor mesh axes: raises"),
         example({
+            "layers.py": """
+                import jax
+                import flax.linen as nn
+                from flax import nnx
+
+                class DenseGeneral(nnx.Module):
+                    def __init__(self, features, kernel_axes=(), *, rngs):
+                        self.kernel_axes = kernel_axes
+                        self.kernel = nnx.Param(jax.numpy.zeros((4, features)),
+                                                out_sharding=self.kernel_axes)
+
+                class LinenDense(nn.Module):
+                    features: int
+                    kernel_axes: tuple = ()
+
+                    @nn.compact
+                    def __call__(self, x):
+                        init = nn.with_logical_partitioning(nn.initializers.lecun_normal(),
+                                                            self.kernel_axes)
+                        return nn.Dense(self.features, kernel_init=init)(x)
+
+                def dense(x, axes):
+                    init = nn.with_logical_partitioning(nn.initializers.lecun_normal(), axes)
+                    return nn.Dense(8, kernel_init=init)(x)
+
+                def mlp(x, names):
+                    return dense(x, names)
+            """,
+            "model.py": """
+                import flax.linen as nn
+                from flax import nnx
+                from layers import DenseGeneral, LinenDense, dense, mlp
+
+                class Block(nnx.Module):
+                    def __init__(self, rngs):
+                        self.up = DenseGeneral(16, ("embed", "mlpp"), rngs=rngs)  # expect: SHL201
+                        self.down = DenseGeneral(16, kernel_axes=("mlp", "embd"), rngs=rngs)  # expect: SHL201
+
+                class LBlock(nn.Module):
+                    @nn.compact
+                    def __call__(self, x):
+                        x = LinenDense(8, kernel_axes=("embed", "hiden"))(x)  # expect: SHL201
+                        x = dense(x, ("embed", "vocab"))  # expect: SHL201
+                        return mlp(x, ("heads", "mlp"))  # expect: SHL201
+            """,
+            "train.py": """
+                import jax
+                import flax.linen as nn
+                RULES = (("embed", "data"), ("mlp", "model"))
+                with jax.set_mesh(jax.make_mesh((2, 2), ("data", "model"))), nn.logical_axis_rules(RULES):
+                    pass
+            """,
+        }, title="names written where a project layer is built: an NNX layer keeping them on "
+                 "`self`, a Linen field, a helper's parameter, two helpers deep"),
+        example({
             "moe.py": """
                 import jax
                 from flax import nnx
@@ -581,7 +679,8 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
     @classmethod
     def relevant(cls, facts, project) -> bool:
         R = Role
-        return bool(facts.roles & {R.LOGICAL_CONSTRAINT, R.LOGICAL_PARTITIONING, R.NNX_PARTITIONING, R.NNX_PARAM, R.LINEN_LIFT, R.NNX_LIFT})
+        return bool(facts.roles & {R.LOGICAL_CONSTRAINT, R.LOGICAL_PARTITIONING, R.NNX_PARTITIONING, R.NNX_PARAM, R.LINEN_LIFT, R.NNX_LIFT}) \
+            or _names_handed(project)  # (names written where a project layer is built)
 
     def check(self) -> Iterator[Finding]:
         known, trusted = logical_names_with_rules(self.project)
@@ -591,18 +690,28 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
         # is one of them)
         mesh_axes, mesh_complete = self.project.mesh_axes(True)
         seen: set[int] = set()
+        # NNX accepts mesh axes directly: only a name that is neither can be judged, and only
+        # when the axes of every mesh of the project are known.
+        judge_nnx = bool(mesh_complete and mesh_axes)
         # The names of each call are the file's alone: reused across keystrokes (reuse.py).
-        for c, names in each_call(self.facts, "shl201", self._names):
-            if c.api.name in _LINEN_NAMES:  # type: ignore[union-attr]
-                yield from self._report(names, known, seen, nnx=False)
-            else:
-                # NNX accepts mesh axes directly: only a name that is neither can be judged, and
-                # only when every mesh of the project has literal axis names.
-                if not (mesh_complete and mesh_axes) or c.has_kwarg("sharding_rules"):
-                    continue
-                yield from self._report([(n, node) for n, node in names if n not in mesh_axes],
-                                        known, seen, nnx=True)
+        for c, (kind, names) in each_call(self.facts, "shl201", self._names):
+            yield from self._judged(kind, names, known, seen, judge_nnx, mesh_axes)
+        # Names written where a project layer is built, which it hands to an annotation call
+        # (`DenseGeneral(kernel_axes=("embed", "mlp"))`; any depth of helpers, any file).
+        for c in self.facts.calls:
+            if c.api is None:
+                for arg, kind in call_names(self.project, self.facts, c):
+                    yield from self._judged(kind, self._top_level_names(arg, c), known, seen,
+                                            judge_nnx, mesh_axes)
         yield from self._report(self._partition_names(), known, seen, nnx=False)
+
+    def _judged(self, kind: str, names, known: set[str], seen: set[int], judge_nnx: bool,
+                mesh_axes: set[str]) -> Iterator[Finding]:
+        if kind == LINEN:
+            yield from self._report(names, known, seen, nnx=False)
+        elif judge_nnx:
+            yield from self._report([(n, node) for n, node in names if n not in mesh_axes],
+                                    known, seen, nnx=True)
 
     def _report(self, names, known: set[str], seen: set[int], nnx: bool) -> Iterator[Finding]:
         for name, node in names:
@@ -612,11 +721,21 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
             close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             if nnx:
+                off = _eager_sharding_off(self.project)
+                if off is None:
+                    then = (f"NNX passes it to the mesh unchanged and raises `ValueError: "
+                            f"Resource axis: {name} ... is not found in mesh` when the variable "
+                            f"is created under the mesh")
+                else:
+                    then = (f"`{EAGER_FLAG}` is off ({self._shown(off)}), so NNX does not shard "
+                            f"the variable when it is created; mapped through the rules later "
+                            f"(as `nn.logical_to_mesh_axes` maps) this dimension is replicated on "
+                            f"every device, and used as a mesh axis the name raises "
+                            f"`ValueError: ... is not found in mesh`")
                 msg = (f"axis name '{name}' has no logical axis rule{self._read_from()} and is "
-                       f"not an axis of any mesh the project builds{self._axes_from()}: NNX "
-                       f"passes it to the mesh unchanged and raises `ValueError: Resource axis: "
-                       f"{name} ... is not found in mesh`{hint}; add a rule for it, or "
-                       f"`(\"{name}\", None)` to replicate that dimension explicitly")
+                       f"not an axis of any mesh the project builds{self._axes_from()}: "
+                       f"{then}{hint}; add a rule for it, or `(\"{name}\", None)` to replicate "
+                       f"that dimension explicitly")
             else:
                 msg = (f"logical axis name '{name}' has no rule in the project's logical axis "
                        f"rules{self._read_from()}: Flax treats it as unsharded, so this "
@@ -630,12 +749,15 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
         if not sources:
             return ""
         path, key, line = sources[0]
-        here = os.path.dirname(self.facts.path)
-        shown = os.path.relpath(path, here) if os.path.isabs(path) == os.path.isabs(here) \
-            else path
+        shown = self._shown(path)
         more = f", and {len(sources) - 1} more table{'s' if len(sources) > 2 else ''}" \
             if len(sources) > 1 else ""
         return f" (read from `{shown}`:{line} key `{key}`{more})"
+
+    def _shown(self, path: str) -> str:
+        """A project file's path relative to the linted file's folder."""
+        here = os.path.dirname(os.path.abspath(self.facts.path))
+        return os.path.relpath(os.path.abspath(path), here)
 
     def _axes_from(self) -> str:
         """`` (any of the configuration's `mesh_axes` lists)`` when a mesh takes its names
@@ -646,31 +768,13 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
         shown = ", ".join(f"`{k}`" for k in keys[:2]) + (", ..." if len(keys) > 2 else "")
         return f" (any of the configuration's {shown} lists included)"
 
-    def _names(self, c: CallSite) -> list[tuple[str, ast.expr]] | None:
-        """The axis names a Linen or NNX annotation call writes; None for other calls."""
-        if c.api is None:
+    def _names(self, c: CallSite) -> tuple[str, list[tuple[str, ast.expr]]] | None:
+        """Whose names (``axis_names.LINEN``/``NNX``) a Linen or NNX annotation call writes,
+        and which; None for other calls (and for one judged by its own table, ``rules=``)."""
+        found = names_argument(c)
+        if found is None:
             return None
-        if c.api.name in _LINEN_NAMES:
-            if c.has_kwarg("rules"):
-                return None  # judged by its own table, not the project's
-            return self._linen_names(c)
-        if c.api.role in (Role.NNX_PARTITIONING, Role.NNX_PARAM):
-            return self._nnx_names(c)
-        return None
-
-    def _linen_names(self, c: CallSite) -> list[tuple[str, ast.expr]]:
-        assert c.api is not None
-        pos, kw = _LINEN_NAMES[c.api.name]
-        arg = c.arg(pos, kw) if pos is not None else c.kwarg(kw)
-        return self._top_level_names(arg, c)
-
-    def _nnx_names(self, c: CallSite) -> list[tuple[str, ast.expr]]:
-        if c.api is not None and c.api.role == Role.NNX_PARTITIONING:
-            return self._top_level_names(c.arg(1, "sharding"), c)
-        for kw in NNX_SHARDING_KWARGS:
-            if c.kwarg(kw) is not None:
-                return self._top_level_names(c.kwarg(kw), c)
-        return []
+        return found[1], self._top_level_names(found[0], c)
 
     def _top_level_names(self, node: ast.expr | None, c: CallSite) -> list[tuple[str, ast.expr]]:
         # Only top-level strings are logical names: a nested tuple is taken as mesh axes as is.

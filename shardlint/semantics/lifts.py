@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from shardlint.semantics import api
 from shardlint.semantics.api import Role
 from shardlint.semantics.facts import CallSite, FileFacts, Scope
-from shardlint.semantics.partitioning import NNX_SHARDING_KWARGS, deref, symbol_ref
+from shardlint.semantics.axis_names import NNX_SHARDING_KWARGS
+from shardlint.semantics.partitioning import deref, symbol_ref
 from shardlint.semantics.reuse import each_statement
 from shardlint.syntax import nodes as walk_nodes
 

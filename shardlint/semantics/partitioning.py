@@ -11,10 +11,11 @@ import ast
 from dataclasses import dataclass
 
 from shardlint.semantics.api import Role
+from shardlint.semantics.axis_names import stricter
 from shardlint.semantics.facts import CallSite, FileFacts, MeshBinding, Opaque, Scope
 from shardlint.semantics.project import ProjectIndex, project_cached
 from shardlint.semantics.reuse import each_call
-from shardlint.semantics.summary import _Summariser
+from shardlint.semantics.summary import reference
 from shardlint.syntax import nodes as walk_nodes
 
 # Initializer wrappers and boxes whose variables carry partition names: a lifted transform
@@ -29,7 +30,6 @@ LINEN_LOGICAL_BOXES = frozenset({
 # NNX annotations (``nnx.Param``/``nnx.Variable`` count only with ``out_sharding=``: the index
 # records a site for them only then).
 NNX_ANNOTATIONS = frozenset({"flax.nnx.with_partitioning", "flax.nnx.Param", "flax.nnx.Variable"})
-NNX_SHARDING_KWARGS = ("out_sharding", "sharding", "sharding_names")
 
 _MAX_DEREF = 8
 
@@ -38,7 +38,7 @@ _MAX_DEREF = 8
 def symbol_ref(facts: FileFacts, node: ast.expr, scope: Scope) -> str | None:
     """The index reference (``module:Qual`` / ``ext:dotted``) of a Name or Attribute."""
     # The summariser owns the one definition of a reference; reuse it rather than repeat it.
-    return _Summariser(facts).ref(node, scope)
+    return reference(facts, node, scope)
 
 
 def deref(facts: FileFacts, node: ast.expr | None, scope: Scope) -> tuple[ast.expr | None, Scope]:
@@ -390,3 +390,123 @@ def rules_rhs(facts: FileFacts, table: ast.expr, scope: Scope) -> list[tuple[str
             if isinstance(value, ast.Constant) and isinstance(value.value, str):
                 out.append((value.value, value))
     return out
+
+
+# ---- names handed to a project layer ---------------------------------------------------------------
+_NAME_HOPS = 8  # calls followed from a caller's literal to the annotation call that takes it
+
+
+def name_params(project: ProjectIndex, fn: str) -> dict[str, str]:
+    """The parameters of the project function ``fn`` (``module:qual``) whose value reaches an
+    annotation call's names unchanged, with whose names they are (``axis_names.LINEN``/``NNX``):
+    handed there directly, kept on ``self`` and handed there by a method of the class, or handed
+    on to another function's such parameter (any depth, any file)."""
+    memo = project._memo.setdefault(("name_params",), {})
+    return _name_params(project, fn, memo, set(), 0)
+
+
+def _name_params(project: ProjectIndex, fn: str, memo: dict, active: set, depth: int
+                 ) -> dict[str, str]:
+    found = memo.get(fn)
+    if found is not None:
+        return found
+    if fn in active or depth > _NAME_HOPS:
+        return {}
+    module, _, qual = fn.partition(":")
+    s = project.summaries.get(module)
+    if s is None:
+        return {}
+    active.add(fn)
+    out = dict(s.name_params.get(qual, {}))
+    cls, _, method = qual.rpartition(".")
+    kept = s.name_attrs.get(cls) if cls else None
+    if kept:  # `self.kernel_axes = kernel_axes` here, `out_sharding=self.kernel_axes` there
+        sym = project.symbol(f"{module}:{cls}")
+        attrs = (sym.flow or {}).get("attrs", {}) if sym is not None and sym.kind == "class" \
+            else {}
+        for attr, (kind, _) in kept.items():
+            for t in attrs.get(attr, ()):
+                if t[0] == "p" and len(t) > 2 and t[2] == method:
+                    out[t[1]] = stricter(out.get(t[1]), kind)
+    for e in s.calls:
+        if e.caller != qual or not e.args:
+            continue
+        passed = {k: t[1] for k, terms in e.args.items() if not k.startswith("#")
+                  for t in terms if t[0] == "p" and len(t) == 2}
+        if not passed:
+            continue
+        for key, kind in _callee_names(project, e, module, memo, active, depth).items():
+            param = passed.get(key)
+            if param is not None:
+                out[param] = stricter(out.get(param), kind)
+    active.discard(fn)
+    memo[fn] = out
+    return out
+
+
+def _callee_names(project: ProjectIndex, e, module: str, memo: dict, active: set, depth: int
+                  ) -> dict[str, str]:
+    """What a call edge's arguments are for the callee, by the edge's keys (a position as
+    ``"0"``, or a keyword): those whose value the callee hands on as names."""
+    target = project.resolve(e.target, module)
+    sym = project.symbol(target) if target is not None else None
+    if sym is None:
+        return {}
+    out: dict[str, str] = {}
+    constructor = sym.kind == "class"
+    if constructor:  # `Layer(kernel_axes=...)`: its `__init__`, or a Linen/dataclass field
+        tmod, _, tqual = target.partition(":")
+        for attr, (kind, is_field) in project.summaries[tmod].name_attrs.get(tqual, {}).items():
+            if is_field:
+                out[attr] = kind
+        target = f"{target}.__init__"
+        sym = project.symbol(target)
+        if sym is None:
+            return out
+    if sym.kind != "function" or not sym.flow:
+        return out
+    names = _name_params(project, target, memo, active, depth + 1)
+    if not names:
+        return out
+    params = sym.flow.get("params", [])
+    offset = sym.flow.get("method", 0) if constructor or "self" in (e.args or {}) else 0
+    for param, kind in names.items():
+        out[param] = kind
+        if param in params and params.index(param) >= offset:
+            out[str(params.index(param) - offset)] = kind
+    return out
+
+
+def call_names(project: ProjectIndex, facts: FileFacts, c: CallSite
+               ) -> list[tuple[ast.expr, str]]:
+    """The arguments of a call of a project function or class that reach an annotation call's
+    names unchanged (``DenseGeneral(kernel_axes=("embed", "mlp"))``), with whose names they
+    are."""
+    if c.api is not None or not isinstance(c.node.func, (ast.Name, ast.Attribute)):
+        return []
+    ref = reference(facts, c.node.func, c.scope)
+    if ref is None:
+        return []
+    args = {str(i): a for i, a in enumerate(c.node.args)}
+    if any(isinstance(a, ast.Starred) for a in c.node.args):
+        args = {}
+    args.update({k.arg: k.value for k in c.node.keywords if k.arg})
+    func = c.node.func
+    key = "self" if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+        and func.value.id in ("self", "cls") else ""
+    edge = _Edge(ref, {key: []} if key else {})
+    memo = project._memo.setdefault(("name_params",), {})
+    out = []
+    for k, kind in _callee_names(project, edge, facts.module, memo, set(), 0).items():
+        a = args.get(k)
+        if a is not None:
+            out.append((a, kind))
+    return out
+
+
+@dataclass
+class _Edge:
+    """A call seen from the calling file (what ``_callee_names`` reads of a summary's edge)."""
+
+    target: str
+    args: dict

@@ -13,6 +13,7 @@ import ast
 from dataclasses import dataclass, field, replace
 
 from shardlint.semantics.api import Role
+from shardlint.semantics.axis_names import exported_name_params
 from shardlint.semantics.config_flags import exported_flags
 from shardlint.semantics.config_tables import python_tables, table_key
 from shardlint.semantics.donation import exported_donations
@@ -118,6 +119,9 @@ class ModuleSummary:
     mesh_axes: list[list[str] | None] = field(default_factory=list)  # meshes it builds
     mesh_axis_keys: list[str] = field(default_factory=list)  # meshes of `config.mesh_axes`
     mesh_params: list[list[str]] = field(default_factory=list)  # [function, parameter] Mesh
+    # parameters / `self` attributes handed to an annotation call as its names (axis_names.py)
+    name_params: dict[str, dict[str, str]] = field(default_factory=dict)
+    name_attrs: dict[str, dict[str, list]] = field(default_factory=dict)
     constants: dict[str, list] = field(default_factory=dict)  # literal rules tables by name
     # module-level callables that donate: name -> [positions, keyword names, "donate_argnums=0"]
     donating: dict[str, list] = field(default_factory=dict)
@@ -171,6 +175,8 @@ class ModuleSummary:
         s.rule_table_keys = data.get("rule_table_keys", [])
         s.mesh_axis_keys = data.get("mesh_axis_keys", [])
         s.mesh_params = data.get("mesh_params", [])
+        s.name_params = data.get("name_params", {})
+        s.name_attrs = data.get("name_attrs", {})
         s.rule_table_terms = data.get("rule_table_terms", [])
         s.with_mesh_terms = data.get("with_mesh_terms", [])
         return s
@@ -519,6 +525,7 @@ class _Summariser:
         out.apis = sorted(apis)
         out.mesh_kinds = [axis_kind(f, m) for m in f.meshes if m.call is not None]
         out.jitted = exported_jitted(f)
+        out.name_params, out.name_attrs = exported_name_params(f)
         out.flags = exported_flags(f)
         out.legacy_env = Role.LEGACY_ENV in f.roles
         out.imports = {name: q for name, q in f.imports.names.items()

@@ -313,6 +313,8 @@ class FactsBuilder:
             self.visit(node.value)
         self.visit(node.target)
         if isinstance(node.target, ast.Name):
+            if self.scope.kind == "class":  # a field: `mesh: Mesh`, `kernel_axes: tuple = ()`
+                self.scope.annotations[node.target.id] = node.annotation
             if node.value is not None:
                 self._bind(node.target.id, node.value)
                 self._maybe_mesh(node.target.id, node.value)
