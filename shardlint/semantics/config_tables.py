@@ -122,23 +122,32 @@ def python_tables(facts: FileFacts, scopes, calls) -> list[dict]:
     ``{"<key>": table}`` dict entries (``scopes``, ``calls``: those of one top-level statement)."""
     out: list[dict] = []
     for _, scope in scopes:
-        consts = facts.consts_for(scope)
+        consts = None
         if scope.kind == "function":
             for target, stmt in scope.stores:
                 value = getattr(stmt, "value", None)
-                if isinstance(target, ast.Attribute) and value is not None:
-                    _add(out, target.attr, literal(value, consts), target, value)
-                elif isinstance(target, ast.Subscript) and value is not None \
-                        and isinstance(target.slice, ast.Constant) \
+                if value is None:
+                    continue
+                if isinstance(target, ast.Attribute):
+                    key = target.attr
+                elif isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant) \
                         and isinstance(target.slice.value, str):
-                    _add(out, target.slice.value, literal(value, consts), target, value)
+                    key = target.slice.value
+                else:
+                    continue
+                if _worth_reading(key, value):
+                    consts = consts or facts.consts_for(scope)
+                    _add(out, key, literal(value, consts), target, value)
         elif scope.kind == "class":
             for name, values in scope.bindings.items():
                 if len(values) == 1 and isinstance(values[0], ast.expr):
-                    _add(out, name, literal(_field_default(facts, values[0]), consts), values[0])
+                    value = _field_default(facts, values[0])
+                    if _worth_reading(name, value):
+                        consts = consts or facts.consts_for(scope)
+                        _add(out, name, literal(value, consts), values[0])
     for c in calls:  # `ConfigDict({"logical_axis_rules": ...})`, `dict(rules=...)`
         for kw in c.node.keywords:  # (also `Layer.config(logical_axes_rules=rules)`)
-            if kw.arg is not None:
+            if kw.arg is not None and _worth_reading(kw.arg, kw.value):
                 _add(out, kw.arg, literal(kw.value, facts.consts_for(c.scope)), kw.value,
                      kw.value)
         for a in c.node.args:
@@ -152,6 +161,14 @@ def python_tables(facts: FileFacts, scopes, calls) -> list[dict]:
                 if isinstance(a.value, ast.Dict) and not a.index:
                     _dict_tables(facts, a.value, _In(scope), out)
     return out
+
+
+def _worth_reading(key: str, value: ast.expr) -> bool:
+    """Whether a value written under ``key`` may be a table or mesh axis names: a literal
+    sequence under any key; anything else (a name bound to one, a helper's result) only under
+    a key that names rules or axes (the only keys where an unreadable value says something)."""
+    return isinstance(value, (ast.Tuple, ast.List)) or "rules" in key.lower() \
+        or is_axes_key(key)
 
 
 class _In:
