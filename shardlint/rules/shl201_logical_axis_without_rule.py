@@ -550,6 +550,7 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
                     return dense(x, names)
             """,
             "model.py": """
+                import functools
                 import flax.linen as nn
                 from flax import nnx
                 from layers import DenseGeneral, LinenDense, dense, mlp
@@ -558,11 +559,14 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
                     def __init__(self, rngs):
                         self.up = DenseGeneral(16, ("embed", "mlpp"), rngs=rngs)  # expect: SHL201
                         self.down = DenseGeneral(16, kernel_axes=("mlp", "embd"), rngs=rngs)  # expect: SHL201
+                        make = functools.partial(DenseGeneral, kernel_axes=("mlp", "vocb"))  # expect: SHL201
+                        self.out = make(16, rngs=rngs)
 
                 class LBlock(nn.Module):
                     @nn.compact
                     def __call__(self, x):
                         x = LinenDense(8, kernel_axes=("embed", "hiden"))(x)  # expect: SHL201
+                        x = LinenDense(8, ("embed", "hiddn"))(x)  # expect: SHL201
                         x = dense(x, ("embed", "vocab"))  # expect: SHL201
                         return mlp(x, ("heads", "mlp"))  # expect: SHL201
             """,
@@ -574,7 +578,8 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
                     pass
             """,
         }, title="names written where a project layer is built: an NNX layer keeping them on "
-                 "`self`, a Linen field, a helper's parameter, two helpers deep"),
+                 "`self`, a Linen field (by keyword or position), `functools.partial`, a "
+                 "helper's parameter, two helpers deep"),
         example({
             "moe.py": """
                 import jax
@@ -699,7 +704,7 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
         # Names written where a project layer is built, which it hands to an annotation call
         # (`DenseGeneral(kernel_axes=("embed", "mlp"))`; any depth of helpers, any file).
         for c in self.facts.calls:
-            if c.api is None:
+            if c.api is None or c.api.role == Role.PARTIAL:
                 for arg, kind in call_names(self.project, self.facts, c):
                     yield from self._judged(kind, self._top_level_names(arg, c), known, seen,
                                             judge_nnx, mesh_axes)

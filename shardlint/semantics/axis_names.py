@@ -63,10 +63,11 @@ def stricter(a: str | None, b: str) -> str:
 
 def exported_name_params(facts: FileFacts) -> tuple[dict[str, dict[str, str]],
                                                       dict[str, dict[str, list]]]:
-    """``({function qualname: {param: kind}}, {class qualname: {attr: [kind, field]}})``: the
-    parameters a function hands as they are to an annotation call's names, and the attributes
-    of ``self`` a method hands (``field``: the class body declares it, a Linen or dataclass
-    field set by the constructor's keyword)."""
+    """``({function qualname: {param: kind}}, {class qualname: {attr: [kind, field,
+    position]}})``: the parameters a function hands as they are to an annotation call's names,
+    and the attributes of ``self`` a method hands (``field``: the class body declares it, a
+    Linen or dataclass field set by the constructor's keyword; ``position``: its place among the
+    annotated fields, -1 if none)."""
     params: dict[str, dict[str, str]] = {}
     attrs: dict[str, dict[str, list]] = {}
     for c in facts.calls:
@@ -91,5 +92,19 @@ def exported_name_params(facts: FileFacts) -> tuple[dict[str, dict[str, str]],
             row2 = attrs.setdefault(cls.qualname, {})
             prev = row2.get(node.attr)
             row2[node.attr] = [stricter(prev[0] if prev else None, kind),
-                               node.attr in cls.annotations or node.attr in cls.bindings]
+                               node.attr in cls.annotations or node.attr in cls.bindings,
+                               _field_position(cls, node.attr)]
     return params, attrs
+
+
+def _field_position(cls, attr: str) -> int:
+    """Where a dataclass-style field of the class body comes among its fields (the position a
+    constructor call passes it at, when no base class adds fields before it); -1 if none."""
+    fields = [name for name, ann in cls.annotations.items() if not _class_var(ann)]
+    return fields.index(attr) if attr in fields else -1
+
+
+def _class_var(ann: ast.expr) -> bool:
+    node = ann.value if isinstance(ann, ast.Subscript) else ann
+    return (isinstance(node, ast.Name) and node.id == "ClassVar") or (
+        isinstance(node, ast.Attribute) and node.attr == "ClassVar")

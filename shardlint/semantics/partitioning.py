@@ -424,7 +424,7 @@ def _name_params(project: ProjectIndex, fn: str, memo: dict, active: set, depth:
         sym = project.symbol(f"{module}:{cls}")
         attrs = (sym.flow or {}).get("attrs", {}) if sym is not None and sym.kind == "class" \
             else {}
-        for attr, (kind, _) in kept.items():
+        for attr, (kind, *_) in kept.items():
             for t in attrs.get(attr, ()):
                 if t[0] == "p" and len(t) > 2 and t[2] == method:
                     out[t[1]] = stricter(out.get(t[1]), kind)
@@ -455,14 +455,20 @@ def _callee_names(project: ProjectIndex, e, module: str, memo: dict, active: set
     out: dict[str, str] = {}
     constructor = sym.kind == "class"
     if constructor:  # `Layer(kernel_axes=...)`: its `__init__`, or a Linen/dataclass field
-        tmod, _, tqual = target.partition(":")
-        for attr, (kind, is_field) in project.summaries[tmod].name_attrs.get(tqual, {}).items():
-            if is_field:
-                out[attr] = kind
-        target = f"{target}.__init__"
-        sym = project.symbol(target)
-        if sym is None:
+        init = project.symbol(f"{target}.__init__")
+        if init is None:
+            tmod, _, tqual = target.partition(":")
+            # (a field's position counts when no project base class adds fields before it)
+            own = not any(project.resolve(f"ext:{b}", tmod) or project.resolve(f"{tmod}:{b}")
+                          for b in sym.bases)
+            for attr, (kind, is_field, *where) in \
+                    project.summaries[tmod].name_attrs.get(tqual, {}).items():
+                if is_field:
+                    out[attr] = kind
+                    if own and where and where[0] >= 0:
+                        out[str(where[0])] = kind
             return out
+        target, sym = f"{target}.__init__", init
     if sym.kind != "function" or not sym.flow:
         return out
     names = _name_params(project, target, memo, active, depth + 1)
@@ -480,18 +486,22 @@ def _callee_names(project: ProjectIndex, e, module: str, memo: dict, active: set
 def call_names(project: ProjectIndex, facts: FileFacts, c: CallSite
                ) -> list[tuple[ast.expr, str]]:
     """The arguments of a call of a project function or class that reach an annotation call's
-    names unchanged (``DenseGeneral(kernel_axes=("embed", "mlp"))``), with whose names they
-    are."""
-    if c.api is not None or not isinstance(c.node.func, (ast.Name, ast.Attribute)):
+    names unchanged (``DenseGeneral(kernel_axes=("embed", "mlp"))``, also bound by
+    ``functools.partial``), with whose names they are."""
+    func, positional = c.node.func, c.node.args
+    if c.api is not None:
+        if c.api.role != Role.PARTIAL or not positional:  # `partial(DenseGeneral, ...)`
+            return []
+        func, positional = positional[0], positional[1:]
+    if not isinstance(func, (ast.Name, ast.Attribute)):
         return []
-    ref = reference(facts, c.node.func, c.scope)
+    ref = reference(facts, func, c.scope)
     if ref is None:
         return []
-    args = {str(i): a for i, a in enumerate(c.node.args)}
-    if any(isinstance(a, ast.Starred) for a in c.node.args):
+    args = {str(i): a for i, a in enumerate(positional)}
+    if any(isinstance(a, ast.Starred) for a in positional):
         args = {}
     args.update({k.arg: k.value for k in c.node.keywords if k.arg})
-    func = c.node.func
     key = "self" if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
         and func.value.id in ("self", "cls") else ""
     edge = _Edge(ref, {key: []} if key else {})
