@@ -74,6 +74,13 @@ left of no rule in any logical axis rules table of the project. The finding poin
 literal, also when it sits in a module constant (`KERNEL_AXES = ("embed", "mlp")`) or in an
 attribute the module keeps on `self` (every value its methods assign, and a class-body default:
 `self.wo_axes = ("expert", "embed")` ... `nnx.Param(..., out_sharding=self.wo_axes)`).
+Names written where a project layer is built are judged as well, at the caller's literal, when
+the layer hands that argument unchanged to one of these calls: `DenseGeneral(16,
+kernel_axes=("embed", "mlp"))` whose `__init__` keeps `self.kernel_axes = kernel_axes` for an
+`nnx.Param(..., out_sharding=self.kernel_axes)`, a Linen field read as `self.kernel_axes` (by
+keyword, or by position when no project base class adds fields), a helper's parameter -- through
+any number of helpers and files, `functools.partial` included. An argument the layer rewrites
+first (`axes = axes or DEFAULT`) or uses otherwise (`P(*axes)`) is not followed.
 
 NNX accepts mesh axis names directly, so an NNX name is flagged only when it is not an axis of any
 mesh either, and only when the axis names of every mesh the project builds are known: literal, or
