@@ -647,6 +647,7 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
                 class MLP(nn.Module):
                     @nn.compact
                     def __call__(self, x):
+                        x = nn.with_logical_constraint(x, ("batch", "expert"))
                         return nn.with_logical_constraint(x, ("batch", "mlp"))  # expect: SHL201
             """,
             "loader.py": """
@@ -655,6 +656,11 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
                 def load(path):
                     raw = yaml.safe_load(open(path))
                     raw["logical_axis_rules"] = tuple(map(tuple, raw["logical_axis_rules"]))
+                    raw["logical_axis_rules"] += (("expert", "model"),)
+                    return raw
+
+                def load_moe(raw):
+                    raw["logical_axis_rules"] = raw["logical_axis_rules"] + [("expert", "model")]
                     return raw
             """,
             "train.py": """
@@ -669,7 +675,8 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
             "base.yml": """
                 logical_axis_rules: [['batch', 'data']]
             """,
-        }, title="a loader that rewrites the table it read keeps its names"),
+        }, title="a loader that rewrites the table it read keeps its names, and adds those it "
+                 "appends"),
         example("""
             import jax
             import flax.linen as nn

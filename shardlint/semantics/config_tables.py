@@ -138,6 +138,7 @@ def python_tables(facts: FileFacts, scopes, calls) -> list[dict]:
                 if _worth_reading(key, value):
                     consts = consts or facts.consts_for(scope)
                     _add(out, key, literal(value, consts), target, value)
+                    _added_parts(out, key, value, consts, target)
         elif scope.kind == "class":
             for name, values in scope.bindings.items():
                 if len(values) == 1 and isinstance(values[0], ast.expr):
@@ -148,8 +149,9 @@ def python_tables(facts: FileFacts, scopes, calls) -> list[dict]:
     for c in calls:  # `ConfigDict({"logical_axis_rules": ...})`, `dict(rules=...)`
         for kw in c.node.keywords:  # (also `Layer.config(logical_axes_rules=rules)`)
             if kw.arg is not None and _worth_reading(kw.arg, kw.value):
-                _add(out, kw.arg, literal(kw.value, facts.consts_for(c.scope)), kw.value,
-                     kw.value)
+                consts = facts.consts_for(c.scope)
+                _add(out, kw.arg, literal(kw.value, consts), kw.value, kw.value)
+                _added_parts(out, kw.arg, kw.value, consts, kw.value)
         for a in c.node.args:
             if isinstance(a, ast.Dict):
                 _dict_tables(facts, a, c, out)
@@ -161,6 +163,24 @@ def python_tables(facts: FileFacts, scopes, calls) -> list[dict]:
                 if isinstance(a.value, ast.Dict) and not a.index:
                     _dict_tables(facts, a.value, _In(scope), out)
     return out
+
+
+def _added_parts(out: list[dict], key: str, value: ast.expr, consts, node: ast.AST) -> None:
+    """The literal tables of a sum that is no literal as a whole: ``cfg["logical_axis_rules"]
+    + (("expert", "model"),)`` adds the entries shardlint can read to what it reads by key."""
+    if not (isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add)):
+        return
+    if literal(value, consts) is not None:
+        return  # (read whole by `_add`)
+    todo = [value]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add):
+            todo += [n.left, n.right]
+            continue
+        part = literal(n, consts)
+        if is_table(part):
+            out.append({"key": key, "line": getattr(node, "lineno", 0), "entries": _entries(part)})
 
 
 def _worth_reading(key: str, value: ast.expr) -> bool:
