@@ -43,7 +43,8 @@ the meshes the project builds with literal names (`Mesh(devices, ("data", "model
   (`Mesh(devices, config.mesh_axes)`: every `mesh_axes` list the project's YAML files and config
   builders write), or copied from another mesh (`Mesh(m.devices, m.axis_names)`); a parameter
   annotated `Mesh` counts only when every call of its function in the project passes a mesh
-  (otherwise the caller may be outside the project, with axes of its own).
+  (otherwise the caller may be outside the project, with axes of its own). Judged against axes
+  read from configuration files, a finding is a warning, not an error: a run may override them.
 
 It also flags a mesh axis used twice in one spec (`P("data", "data")`). `None`,
 `P.UNCONSTRAINED` and entries that are not literals are skipped. Specs handed to logical-name APIs
@@ -253,7 +254,12 @@ rules = (("batch", "data"), ("mlp", "model"))
                         continue
                     if not is_paired and (unseen_rules or name in logical):
                         continue
-                    yield self.finding(node, self._message(name, axes, label))
+                    if axes is union and self._configured():
+                        # (axes read from configuration files, which a run may override)
+                        yield self.finding(node, self._message(name, axes, label) +
+                                           self._unless(), severity="warning")
+                    else:
+                        yield self.finding(node, self._message(name, axes, label))
         if union is not None:
             yield from self._rules(union)
 
@@ -286,6 +292,15 @@ rules = (("batch", "data"), ("mlp", "model"))
     def _mesh_label(self, mesh: MeshBinding) -> str:
         return f"mesh `{mesh.name}`" if mesh.name else "the mesh"
 
+    def _configured(self) -> bool:
+        """Some mesh of the project takes its axis names from the configuration."""
+        return bool(self.project.mesh_axis_keys())
+
+    def _unless(self) -> str:
+        keys = ", ".join(f"`{k}`" for k in self.project.mesh_axis_keys())
+        return (f" (the project's meshes include those named by every {keys} list its "
+                f"configuration files write; a run that overrides {keys} may differ)")
+
     def _message(self, name: str, axes: set[str], label: str) -> str:
         close = difflib.get_close_matches(name, sorted(axes), n=1, cutoff=0.75)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
@@ -312,8 +327,11 @@ rules = (("batch", "data"), ("mlp", "model"))
                     continue
                 close = difflib.get_close_matches(name, sorted(union), n=1, cutoff=0.75)
                 hint = f" (did you mean '{close[0]}'?)" if close else ""
-                yield self.finding(node, (
-                    f"this rule maps to mesh axis '{name}', which no mesh of the project has "
-                    f"({have}){hint}: the `ValueError: Resource axis: {name} ... is not found "
-                    f"in mesh` surfaces only when a constraint or `logical_to_mesh_sharding` "
-                    f"uses the rule, after the model is built"))
+                msg = (f"this rule maps to mesh axis '{name}', which no mesh of the project has "
+                       f"({have}){hint}: the `ValueError: Resource axis: {name} ... is not found "
+                       f"in mesh` surfaces only when a constraint or `logical_to_mesh_sharding` "
+                       f"uses the rule, after the model is built")
+                if self._configured():
+                    yield self.finding(node, msg + self._unless(), severity="warning")
+                else:
+                    yield self.finding(node, msg)

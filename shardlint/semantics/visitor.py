@@ -673,6 +673,9 @@ def _axis_key(node: ast.expr | None) -> str | None:
     ``cfg["mesh_axes"]``); None for anything else."""
     if node is None or _copies_axes(node):
         return None
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+            and node.func.id in ("tuple", "list") and len(node.args) == 1 and not node.keywords:
+        node = node.args[0]  # `tuple(config.mesh_axes)`: the same names
     key = table_key(node)
     return key if key is not None and is_axes_key(key) else None
 
