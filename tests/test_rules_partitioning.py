@@ -355,3 +355,28 @@ def test_shl201_nnx_name_with_eager_sharding_off_claims_no_error_at_creation(tmp
     assert "`flax_always_shard_variable` is off (wrappers.py)" in msg
     assert "does not shard the variable when it is created" in msg
     assert "Resource axis: fused" not in msg  # (no certain error at creation)
+
+
+def test_shl202_against_configured_axes_is_a_warning_that_says_why(tmp_path):
+    files = {
+        "train.py": """
+            import jax
+            from jax.sharding import Mesh, PartitionSpec as P
+
+            def constrain(x):
+                return jax.lax.with_sharding_constraint(x, P("batch"))
+
+            def main(config, x):
+                with jax.set_mesh(Mesh(jax.devices(), tuple(config.mesh_axes))):
+                    return constrain(x)
+        """,
+        "base.yml": "mesh_axes: ['data', 'model']\n",
+    }
+    files = {k: textwrap.dedent(v).lstrip("\n") for k, v in files.items()}
+    [f] = lint_files(tmp_path, files, select=("SHL202",))
+    assert (f.severity, f.span.line) == ("warning", 5)
+    assert "('data', 'model')" in f.message and "overrides `mesh_axes`" in f.message
+    # literal axes: certain, an error
+    files["train.py"] = files["train.py"].replace("tuple(config.mesh_axes)", '("data", "model")')
+    [f] = lint_files(tmp_path, files, select=("SHL202",))
+    assert f.severity == "error" and "overrides" not in f.message
