@@ -401,15 +401,10 @@ def run_removed_rules(src: Path, packages: list[str], reasons: dict, verbose: bo
 
 
 def _replace(engine, path: Path, text: str, yaml_file: bool) -> None:
-    if not yaml_file:
-        engine.update_file(path, text)
-        return
-    summary = engine.config_summary_for(path, text)
-    key = f"config:{engine._rel(path)}"
-    if summary is None:
-        engine.index.remove(key)
+    if yaml_file:
+        engine.update_config_file(path, text)
     else:
-        engine.index.add(summary)
+        engine.update_file(path, text)
 
 
 def run_kind(kind: str, src: Path, packages: list[str], reasons: dict, verbose: bool) -> dict:

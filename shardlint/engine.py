@@ -436,6 +436,20 @@ class Engine:
         else:
             self.index.add(summary)
 
+    def update_config_file(self, path: Path, text: str | None = None) -> bool:
+        """A YAML file changed (``text``: its text; None: read it, gone if unreadable): its
+        tables and mesh axis names replace what the index had. Whether the index changed."""
+        key = f"config:{self._rel(path)}"
+        before = self.index.summaries.get(key)
+        if text is None:
+            text = _quiet_read(path)
+        summary = self.config_summary_for(path, text) if text is not None else None
+        if summary is None:
+            self.index.remove(key)
+        else:
+            self.index.add(summary)
+        return self.index.summaries.get(key) != before
+
     def _rel(self, path: Path) -> str:
         rel = self._relative(path)
         return rel.as_posix() if rel is not None else str(path)

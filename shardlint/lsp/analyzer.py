@@ -22,7 +22,7 @@ from pathlib import Path
 
 from shardlint import cache as cache_mod
 from shardlint.config import Config, find_root, load
-from shardlint.engine import Engine, gc_paused, mentions_jax
+from shardlint.engine import CONFIG_SUFFIXES, Engine, gc_paused, mentions_jax
 from shardlint.errors import ConfigError
 from shardlint.incremental import IncrementalParser
 from shardlint.rules.base import Finding
@@ -246,6 +246,12 @@ class Analyzer:
         unsaved text; the others update the index of an already loaded project."""
         changed = False
         for path in paths:
+            if path.suffix in CONFIG_SUFFIXES:  # a YAML file: rules tables, mesh axis names
+                engine = self._engines.get(self.config_for(path).root)
+                if engine is not None and engine.root in self._indexed \
+                        and engine.update_config_file(path):
+                    changed = True
+                continue
             if path in self._open or path.suffix not in (".py", ".pyi"):
                 continue
             engine = self._engines.get(self.config_for(path).root)

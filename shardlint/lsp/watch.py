@@ -19,7 +19,8 @@ from shardlint.lsp.session import Session
 log = logging.getLogger("shardlint.lsp")
 POLL_SECONDS = 1.0
 SETTLE_SECONDS = 0.1
-_WATCHERS = ("**/pyproject.toml", "**/*.py", "**/*.pyi")
+# (YAML files: the rules tables and mesh axis names a project keeps in its configuration)
+_WATCHERS = ("**/pyproject.toml", "**/*.py", "**/*.pyi", "**/*.yml", "**/*.yaml")
 
 
 async def start(session: Session) -> asyncio.Task | None:
@@ -57,7 +58,7 @@ async def files_changed(session: Session, params: types.DidChangeWatchedFilesPar
             continue
         if path.name == "pyproject.toml":
             config = True
-        elif path.suffix in (".py", ".pyi"):
+        elif path.suffix in (".py", ".pyi", ".yml", ".yaml"):
             paths.append(path)
     if config:
         await session.config_changed(session.analyzer.reload_config)

@@ -137,3 +137,26 @@ async def test_a_file_changed_on_disk_refreshes_open_files(editor, project):
     (root / "train.py").write_text(TRAIN.replace('("data",))):', '("data",))), nn.logical_axis_rules(RULES):'))
     watched(editor, root / "train.py")
     await editor.refreshed(model, lambda d: "SHL102" not in codes(d), mark)
+
+
+@pytest.mark.parametrize("editor", ["vscode"], indirect=True)  # Neovim 0.7 cannot watch files
+async def test_a_yaml_rules_table_changed_on_disk_refreshes_open_files(editor, project):
+    train = TRAIN.replace('RULES = (("batch", "data"), ("embed", None), ("mlp", None))\n', "") \
+        .replace("from model import create\n", "from model import create\n\n\ndef run(config):\n"
+                 "    with nn.logical_axis_rules(config.logical_axis_rules):\n"
+                 "        return create(jax.random.key(0), jax.numpy.ones((8, 4)))\n")
+    yml = "logical_axis_rules: [['batch', 'data'], ['embed', null], ['mlp', null]]\n"
+    root = project({"model.py": MODEL, "train.py": train, "configs/base.yml": yml})
+    model = editor.open(root / "model.py")
+    assert "SHL201" not in codes(await editor.diagnostics(model))
+
+    (registration,) = editor.client.registrations
+    globs = {w["globPattern"] for w in registration.register_options["watchers"]}
+    assert {"**/*.yml", "**/*.yaml"} <= globs
+
+    # The YAML file loses its rule for 'mlp' on disk: model.py's two uses of it are reported.
+    mark = editor.mark()
+    (root / "configs/base.yml").write_text(yml.replace(", ['mlp', null]", ""))
+    watched(editor, root / "configs/base.yml")
+    diags = await editor.refreshed(model, lambda d: "SHL201" in codes(d), mark)
+    assert {line for code, line in codes_lines(diags) if code == "SHL201"} == {8, 10}
