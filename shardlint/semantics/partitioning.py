@@ -495,13 +495,19 @@ def call_names(project: ProjectIndex, facts: FileFacts, c: CallSite
         func, positional = positional[0], positional[1:]
     if not isinstance(func, (ast.Name, ast.Attribute)):
         return []
-    ref = reference(facts, func, c.scope)
-    if ref is None:
-        return []
+    if (func.id if isinstance(func, ast.Name) else func.attr) not in _carriers(project):
+        return []  # (most calls: nothing of that name hands names on)
     args = {str(i): a for i, a in enumerate(positional)}
     if any(isinstance(a, ast.Starred) for a in positional):
         args = {}
     args.update({k.arg: k.value for k in c.node.keywords if k.arg})
+    # (only a literal can be judged: most calls pass none, and are not resolved at all)
+    args = {k: a for k, a in args.items() if _may_be_names(facts, a, c.scope)}
+    if not args:
+        return []
+    ref = reference(facts, func, c.scope)
+    if ref is None:
+        return []
     key = "self" if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
         and func.value.id in ("self", "cls") else ""
     edge = _Edge(ref, {key: []} if key else {})
@@ -512,6 +518,53 @@ def call_names(project: ProjectIndex, facts: FileFacts, c: CallSite
         if a is not None:
             out.append((a, kind))
     return out
+
+
+@project_cached
+def _carriers(project: ProjectIndex) -> frozenset[str]:
+    """The simple names (``DenseGeneral``, ``dense``) of the project's functions and classes
+    that may hand an argument on as axis names: a quick superset of what :func:`name_params`
+    finds, so that a call of anything else is not resolved."""
+    names: set[str] = set()
+
+    def add(qual: str) -> bool:
+        head, _, last = qual.rpartition(".")
+        found = last == "__init__" and head
+        new = {head.rpartition(".")[2] if found else last}
+        if not new <= names:
+            names.update(new)
+            return True
+        return False
+
+    for s in project.summaries.values():
+        for qual in s.name_params:
+            add(qual)
+        for cls in s.name_attrs:
+            add(cls)
+            add(f"{cls}.__init__")
+    for _ in range(_NAME_HOPS):  # a caller handing its own parameter on to one of them
+        grown = False
+        for s in project.summaries.values():
+            for e in s.calls:
+                if e.args and e.caller and e.target.rpartition(".")[2].rpartition(":")[2] in names \
+                        and any(t[0] == "p" for k, ts in e.args.items() if not k.startswith("#")
+                                for t in ts):
+                    grown = add(e.caller) or grown
+        if not grown:
+            break
+    return frozenset(names)
+
+
+def _may_be_names(facts: FileFacts, node: ast.expr, scope: Scope) -> bool:
+    """A tuple or list with a string in it, written here or bound once to a name; or an
+    attribute of ``self`` (whose values the class assigns)."""
+    if isinstance(node, ast.Attribute):
+        return isinstance(node.value, ast.Name) and node.value.id == "self"
+    if isinstance(node, ast.Name):
+        node, _ = deref(facts, node, scope)
+    return isinstance(node, (ast.Tuple, ast.List)) and any(
+        isinstance(e, (ast.Constant, ast.Name)) and not (
+            isinstance(e, ast.Constant) and not isinstance(e.value, str)) for e in node.elts)
 
 
 @dataclass
