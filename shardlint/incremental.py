@@ -81,6 +81,15 @@ def _starts_alone(lines: list[str], start_line: int) -> bool:
     return True
 
 
+def _mixed_indent(lines: list[str]) -> bool:
+    """A tab or form feed in the indentation of one of ``lines``."""
+    for line in lines:
+        indent = line[:len(line) - len(line.lstrip(" \t\f"))]
+        if "\t" in indent or "\f" in indent:
+            return True
+    return False
+
+
 def _positioned(stmt: ast.stmt) -> list[ast.AST]:
     """The nodes under ``stmt`` that carry line numbers."""
     return [n for n in nodes(stmt) if "lineno" in type(n)._attributes]
@@ -241,6 +250,10 @@ class IncrementalParser:
         (every position exact, no string changed), when they are all indented as ``body``'s
         statements are: else None (the caller parses more)."""
         chunk = "\n".join(lines[start - 1:end])
+        if _mixed_indent(lines[start - 1:end]):
+            # Whether a tab in an indentation is consistent depends on the enclosing blocks'
+            # indentation, which the stand-in header does not have (`TabError`).
+            return None
         try:
             part = parse("\n" * (start - 2) + header + "\n" + chunk, filename)
         except (SyntaxError, ValueError):

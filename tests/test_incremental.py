@@ -659,3 +659,15 @@ def test_class_members_are_replayed_and_match_a_full_build(tmp_path: Path, old: 
     # `run` is never edited: replayed from the first build through the edit and its undo
     # (inside its class, or with its class when the class was not touched).
     assert "run" in replayed, replayed
+
+
+def test_a_tab_in_a_method_body_indentation_is_the_full_parse_tab_error() -> None:
+    """A tab is consistent or not depending on the enclosing blocks' indentation, which the
+    body-level reparse's stand-in header lacks: the full parse decides (`TabError`)."""
+    text = ("class A:\n    def f(self):\n        x = 1\n        y = 2\n        return x\n\n"
+            "    def g(self):\n        pass\n")
+    parser = IncrementalParser()
+    parser.parse(text, "f.py")
+    new = text.replace("        y = 2", " \t      y = 2")
+    assert outcome(new)[0] == "TabError"
+    assert outcome(new, parser) == outcome(new)
