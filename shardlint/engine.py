@@ -143,6 +143,7 @@ def _serve(engine: Engine, conn) -> None:
     gc.disable()  # see gc_paused
     held: dict[str, tuple] = {}  # path -> what _prepare made of it, for the rules
     own: list[list] = []  # the cache entries of the summaries made here
+    made: dict[str, ModuleSummary] = {}  # rel -> the summary made here (not decoded again)
     while True:
         try:
             message = conn.recv()
@@ -150,11 +151,11 @@ def _serve(engine: Engine, conn) -> None:
             return
         try:
             if message[0] == "summarise":
-                answer = _summarise_items(engine, message[1], message[2], held)
+                answer = _summarise_items(engine, message[1], message[2], held, made)
                 own = answer[0]
             elif message[0] == "lint":
                 if message[1] is not None:
-                    engine.index = _index_of(*message[1], own)
+                    engine.index = _index_of(*message[1], own, made)
                     engine.index._ensure()
                 answer = _lint_items(engine, message[2], held)
             else:
@@ -170,26 +171,29 @@ def _serve(engine: Engine, conn) -> None:
 
 
 def _index_of(order: list[tuple[str, str]], answers: list[bytes], extra: dict[str, dict],
-              own: list[list]) -> ProjectIndex:
+              own: list[list], made: dict[str, ModuleSummary]) -> ProjectIndex:
     """The batch's project index, in its order (``order``: (module, rel) of each summary),
-    from the summaries this worker made (``own``), the other workers' answers to "summarise"
-    as the batch received them, and the summaries only the batch has (``extra``: the cache's,
-    the config files')."""
+    from the summaries this worker made (``own``, and the objects themselves: ``made``), the
+    other workers' answers to "summarise" as the batch received them, and the summaries only
+    the batch has (``extra``: the cache's, the config files')."""
     data = dict(extra)
     for entries in [own, *(pickle.loads(raw)[1][0] for raw in answers)]:
         for rel, _, summary, *_ in entries:
             data[rel] = summary
     index = ProjectIndex()
     for _, rel in order:
-        index.add(ModuleSummary.from_json(data[rel]))
+        summary = made.get(rel)
+        index.add(summary if summary is not None else ModuleSummary.from_json(data[rel]))
     return index
 
 
 def _summarise_items(engine: Engine, items: list[tuple[str, str, str, bool]], budget: int,
-                     held: dict[str, tuple]) -> tuple[list[list], list[str]]:
+                     held: dict[str, tuple], objects: dict[str, ModuleSummary] | None = None
+                     ) -> tuple[list[list], list[str]]:
     """Cache entries ``[rel, digest, summary JSON, summary digests...]`` of ``(path, rel,
     digest, is a target)``, and the targets whose trees and facts this worker now holds for
-    their rules (the first ``budget`` characters of them)."""
+    their rules (the first ``budget`` characters of them); ``objects`` gets each summary made
+    (rel -> summary)."""
     made = []
     kept = 0
     for p, rel, digest, target in items:
@@ -213,6 +217,8 @@ def _summarise_items(engine: Engine, items: list[tuple[str, str, str, bool]], bu
         else:
             summary = engine.summary_for(path, text)
         data = summary.to_json() if summary is not None else None
+        if objects is not None and summary is not None:
+            objects[rel] = summary
         made.append([rel, digest, data, *(cache_mod.summary_digests(data) if engine.use_cache
                                           else ())])
     return made, list(held)

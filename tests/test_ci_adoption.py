@@ -407,10 +407,10 @@ def test_a_batch_that_fails_to_summarise_in_a_worker_and_a_batch_without_fork(
     _forking(monkeypatch)
     real = engine_mod._summarise_items
 
-    def failing_once(engine, items, budget, held):
+    def failing_once(engine, items, budget, held, *rest):
         if os.getpid() != parent and any(p.endswith("lib0.py") for p, *_ in items):
             raise RuntimeError("a summary bug")  # (in the one worker that has lib0.py)
-        return real(engine, items, budget, held)
+        return real(engine, items, budget, held, *rest)
 
     monkeypatch.setattr(engine_mod, "_summarise_items", failing_once)
     code, found, err = check(capsys, str(tmp_path), "--jobs", "2")
