@@ -215,6 +215,10 @@ def _locked(root: Path) -> dict[str, tuple[str, str]]:
 
 def _from_requirements(root: Path) -> dict[str, tuple[str, str]]:
     """package -> (version judged, why), from the project's stated requirements."""
+    strings = [(t, w) for t, w in _requirement_strings(root)
+               if any(p in t.lower() for p in PACKAGES)]
+    if not strings:
+        return {}  # (and `packaging` is not even imported: a warm run's start-up)
     try:
         from packaging.requirements import InvalidRequirement, Requirement
         from packaging.specifiers import SpecifierSet
@@ -222,7 +226,7 @@ def _from_requirements(root: Path) -> dict[str, tuple[str, str]]:
     except ImportError:  # pragma: no cover - a declared dependency
         return {}
     specs: dict[str, list[tuple[str, str]]] = {}
-    for text, where in _requirement_strings(root):
+    for text, where in strings:
         try:
             req = Requirement(text)
         except InvalidRequirement:
