@@ -46,6 +46,22 @@ def _eager_sharding_off(project: ProjectIndex) -> str | None:
     return None
 
 
+# A module whose rules table is a field, given where the module is built (praxis' adapter).
+_ADAPTER = """
+import flax.linen as nn
+from flax.linen import partitioning
+
+class Adapter(nn.Module):
+    logical_axes_rules: tuple | None = None
+
+    @nn.compact
+    def __call__(self, x):
+        with partitioning.axis_rules(self.logical_axes_rules):
+            w = partitioning.param_with_axes(
+                "w", nn.initializers.ones, (3, 4), axes=("input", "output"))  # expect: SHL201
+        return x @ w
+"""
+
 _LINEN_MODEL = """
 import jax
 import flax.linen as nn
@@ -320,20 +336,7 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
             """,
         }, title="NNX: a mesh named by a configuration key no file writes: its axes are unknown"),
         example({
-            "adapter.py": """
-                import flax.linen as nn
-                from flax.linen import partitioning
-
-                class Adapter(nn.Module):
-                    logical_axes_rules: tuple | None = None
-
-                    @nn.compact
-                    def __call__(self, x):
-                        with partitioning.axis_rules(self.logical_axes_rules):
-                            w = partitioning.param_with_axes("w", nn.initializers.ones, (3, 4),
-                                                             axes=("input", "output"))
-                        return x @ w
-            """,
+            "adapter.py": _ADAPTER.replace("  # expect: SHL201", ""),
             "build.py": """
                 from adapter import Adapter
                 from rules_lib import make_rules
@@ -618,20 +621,7 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
             """,
         }, title="NNX: a name kept on `self`, meshes named by the configuration's `mesh_axes`"),
         example({
-            "adapter.py": """
-                import flax.linen as nn
-                from flax.linen import partitioning
-
-                class Adapter(nn.Module):
-                    logical_axes_rules: tuple | None = None
-
-                    @nn.compact
-                    def __call__(self, x):
-                        with partitioning.axis_rules(self.logical_axes_rules):
-                            w = partitioning.param_with_axes(
-                                "w", nn.initializers.ones, (3, 4), axes=("input", "output"))  # expect: SHL201
-                        return x @ w
-            """,
+            "adapter.py": _ADAPTER,
             "build.py": """
                 from adapter import Adapter
 
