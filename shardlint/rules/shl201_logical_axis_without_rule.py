@@ -558,12 +558,15 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
 
                 def mlp(x, names):
                     return dense(x, names)
+
+                class GatedDense(DenseGeneral):  # (runs its base's `__init__`)
+                    pass
             """,
             "model.py": """
                 import functools
                 import flax.linen as nn
                 from flax import nnx
-                from layers import DenseGeneral, LinenDense, dense, mlp
+                from layers import DenseGeneral, GatedDense, LinenDense, dense, mlp
 
                 class Block(nnx.Module):
                     def __init__(self, rngs):
@@ -571,6 +574,7 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
                         self.down = DenseGeneral(16, kernel_axes=("mlp", "embd"), rngs=rngs)  # expect: SHL201
                         make = functools.partial(DenseGeneral, kernel_axes=("mlp", "vocb"))  # expect: SHL201
                         self.out = make(16, rngs=rngs)
+                        self.gate = GatedDense(16, kernel_axes=("embed", "mlq"), rngs=rngs)  # expect: SHL201
 
                 class LBlock(nn.Module):
                     @nn.compact
@@ -588,8 +592,8 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
                     pass
             """,
         }, title="names written where a project layer is built: an NNX layer keeping them on "
-                 "`self`, a Linen field (by keyword or position), `functools.partial`, a "
-                 "helper's parameter, two helpers deep"),
+                 "`self`, a subclass of it, a Linen field (by keyword or position), "
+                 "`functools.partial`, a helper's parameter, two helpers deep"),
         example({
             "moe.py": """
                 import jax

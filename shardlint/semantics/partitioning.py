@@ -454,24 +454,35 @@ def _callee_names(project: ProjectIndex, e, module: str, memo: dict, active: set
         return {}
     out: dict[str, str] = {}
     constructor = sym.kind == "class"
+    extra: dict[str, str] = {}  # (a constructor: parameters of its `__init__` kept as names)
     if constructor:  # `Layer(kernel_axes=...)`: its `__init__`, or a Linen/dataclass field
-        init = project.symbol(f"{target}.__init__")
-        if init is None:
-            tmod, _, tqual = target.partition(":")
-            # (a field's position counts when no project base class adds fields before it)
-            own = not any(project.resolve(f"ext:{b}", tmod) or project.resolve(f"{tmod}:{b}")
-                          for b in sym.bases)
-            for attr, (kind, is_field, *where) in \
-                    project.summaries[tmod].name_attrs.get(tqual, {}).items():
+        chain = _class_chain(project, target)
+        kept: dict[str, list] = {}  # what the class and its project bases name on `self`
+        for cls in reversed(chain):
+            tmod, _, tqual = cls.partition(":")
+            kept.update(project.summaries[tmod].name_attrs.get(tqual, {}))
+        runs = next((c for c in chain if project.symbol(f"{c}.__init__") is not None), None)
+        if runs is None:
+            for attr, (kind, is_field, *where) in kept.items():
                 if is_field:
                     out[attr] = kind
-                    if own and where and where[0] >= 0:
+                    # (a field's position counts when no project base class adds fields)
+                    if len(chain) == 1 and where and where[0] >= 0:
                         out[str(where[0])] = kind
             return out
-        target, sym = f"{target}.__init__", init
-    if sym.kind != "function" or not sym.flow:
+        owner = project.symbol(runs)
+        attrs = (owner.flow or {}).get("attrs", {}) if owner is not None else {}
+        for attr, (kind, *_) in kept.items():  # set from `__init__`'s parameters
+            for t in attrs.get(attr, ()):
+                if t[0] == "p" and len(t) > 2 and t[2] == "__init__":
+                    extra[t[1]] = stricter(extra.get(t[1]), kind)
+        target = f"{runs}.__init__"
+        sym = project.symbol(target)
+    if sym is None or sym.kind != "function" or not sym.flow:
         return out
-    names = _name_params(project, target, memo, active, depth + 1)
+    names = dict(_name_params(project, target, memo, active, depth + 1))
+    for param, kind in extra.items():
+        names[param] = stricter(names.get(param), kind)
     if not names:
         return out
     params = sym.flow.get("params", [])
@@ -480,6 +491,21 @@ def _callee_names(project: ProjectIndex, e, module: str, memo: dict, active: set
         out[param] = kind
         if param in params and params.index(param) >= offset:
             out[str(params.index(param) - offset)] = kind
+    return out
+
+
+def _class_chain(project: ProjectIndex, cls: str) -> list[str]:
+    """``cls`` and its project base classes, nearest first (as their methods are found)."""
+    out, todo = [cls], [cls]
+    while todo and len(out) < 16:
+        key = todo.pop(0)
+        sym = project.symbol(key)
+        mod = key.partition(":")[0]
+        for b in sym.bases if sym is not None and sym.kind == "class" else ():
+            base = project.resolve(f"ext:{b}", mod) or project.resolve(f"{mod}:{b}")
+            if base is not None and base not in out:
+                out.append(base)
+                todo.append(base)
     return out
 
 
@@ -542,8 +568,14 @@ def _carriers(project: ProjectIndex) -> frozenset[str]:
         for cls in s.name_attrs:
             add(cls)
             add(f"{cls}.__init__")
+    classes = [(qual, [b.rpartition(".")[2] for b in sym.bases])
+               for s in project.summaries.values() for qual, sym in s.symbols.items()
+               if sym.kind == "class" and sym.bases]
     for _ in range(_NAME_HOPS):  # a caller handing its own parameter on to one of them
         grown = False
+        for qual, bases in classes:  # (a subclass runs its base's `__init__`)
+            if any(b in names for b in bases):
+                grown = add(qual) or grown
         for s in project.summaries.values():
             for e in s.calls:
                 if e.args and e.caller and e.target.rpartition(".")[2].rpartition(":")[2] in names \
