@@ -369,6 +369,28 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
             """,
         }, title="a config key also written from a helper's result: that table is unknown"),
         example({
+            "model.py": _LINEN_MODEL,
+            "configs.py": """
+                import ml_collections
+
+                def get_config(rules=None):
+                    config = ml_collections.ConfigDict()
+                    config.logical_axis_rules = (("batch", "data"),)
+                    if rules is not None:
+                        config.logical_axis_rules = rules  # whatever the callers pass
+                    return config
+            """,
+            "train.py": """
+                import jax
+                import flax.linen as nn
+                from model import MLP
+
+                def train(cfg, x):
+                    with nn.logical_axis_rules(cfg.logical_axis_rules):
+                        return MLP().init(jax.random.key(0), x)
+            """,
+        }, title="a config key also written from a parameter: that table is unknown"),
+        example({
             "model.py": """
                 import flax.linen as nn
 

@@ -137,7 +137,7 @@ def python_tables(facts: FileFacts, scopes, calls) -> list[dict]:
                     continue
                 if _worth_reading(key, value):
                     consts = consts or facts.consts_for(scope)
-                    _add(out, key, literal(value, consts), target, value)
+                    _add(out, key, literal(value, consts), target, value, scope)
                     _added_parts(out, key, value, consts, target)
         elif scope.kind == "class":
             for name, values in scope.bindings.items():
@@ -150,7 +150,7 @@ def python_tables(facts: FileFacts, scopes, calls) -> list[dict]:
         for kw in c.node.keywords:  # (also `Layer.config(logical_axes_rules=rules)`)
             if kw.arg is not None and _worth_reading(kw.arg, kw.value):
                 consts = facts.consts_for(c.scope)
-                _add(out, kw.arg, literal(kw.value, consts), kw.value, kw.value)
+                _add(out, kw.arg, literal(kw.value, consts), kw.value, kw.value, c.scope)
                 _added_parts(out, kw.arg, kw.value, consts, kw.value)
         for a in c.node.args:
             if isinstance(a, ast.Dict):
@@ -242,8 +242,8 @@ def dotted_name(node: ast.expr) -> str:
     return ".".join(dotted(node) or ())
 
 
-def _add(out: list[dict], key: str, value, node: ast.AST, written: ast.expr | None = None
-         ) -> None:
+def _add(out: list[dict], key: str, value, node: ast.AST, written: ast.expr | None = None,
+         scope=None) -> None:
     """Record what is written under ``key``: a table, mesh axis names, or -- ``written`` is
     the expression of a write that reads as neither -- an unknown table under a rules key
     (``config.logical_axis_rules = build_rules()``: that key's tables are then not all known).
@@ -255,20 +255,23 @@ def _add(out: list[dict], key: str, value, node: ast.AST, written: ast.expr | No
         out.append({"key": key, "line": line, "axes": list(value)})
     elif written is not None and "rules" in key.lower() and not (
             isinstance(written, ast.Constant) or (isinstance(value, (list, tuple)) and not value)
-            or _from_rules(written)):
+            or _from_rules(written, scope)):
         out.append({"key": key, "line": line, "unknown": True})
 
 
-def _from_rules(node: ast.expr) -> bool:
+def _from_rules(node: ast.expr, scope=None) -> bool:
     """Whether a value is built from another rules value -- a read by key
-    (``_lists_to_tuples(cfg["logical_axis_rules"])``) or a name that says it holds one
+    (``_lists_to_tuples(cfg["logical_axis_rules"])``) or a local name that says it holds one
     (``merge(base_rules, model_rules)``) -- and so is taken to keep its logical names, as a
-    project helper that rewrites a table is (the called function's own name does not count)."""
+    project helper that rewrites a table is (the called function's own name does not count,
+    nor does a parameter of the function: ``cfg.logical_axis_rules = rules`` in
+    ``def make(rules)`` holds whatever its callers pass)."""
     called = {id(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)}
+    params = scope.params if scope is not None and scope.kind == "function" else ()
     for n in ast.walk(node):
         if id(n) in called:
             continue
-        if isinstance(n, ast.Name) and "rules" in n.id.lower():
+        if isinstance(n, ast.Name) and "rules" in n.id.lower() and n.id not in params:
             return True
         if isinstance(n, (ast.Attribute, ast.Subscript)):
             key = table_key(n)
