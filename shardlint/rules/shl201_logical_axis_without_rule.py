@@ -119,8 +119,8 @@ read every table written under that key: in a YAML file of the project (`logical
 module or its config is built (`Adapter(logical_axes_rules=rules)`, `Layer.config(...)`). A
 write under the key that rewrites a rules value (`_to_tuples(cfg["logical_axis_rules"])`,
 `merge(base_rules, model_rules)`) keeps its names; one of a helper's result
-(`config.logical_axis_rules = build_rules()`) is a table shardlint cannot read, and keeps the
-rule silent -- also when the table reaches the context through
+(`config.logical_axis_rules = build_rules()`) or of a parameter is a table shardlint cannot
+read, and keeps the rule silent -- also when the table reaches the context through
 a local name, a parameter every caller passes one to, or a project helper that rewrites it (taken
 to keep its logical names). The message names the config file and key it read. A table built at
 run time (by a library, from data) keeps it silent; a call's own `rules=` (a box, a conversion)
