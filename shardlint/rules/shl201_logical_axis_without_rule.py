@@ -62,6 +62,17 @@ class Adapter(nn.Module):
         return x @ w
 """
 
+# Enters the rules the configuration holds under `logical_axis_rules` (read by key).
+_TRAIN_BY_KEY = """
+import jax
+import flax.linen as nn
+from model import MLP
+
+def train(cfg, x):
+    with nn.logical_axis_rules(cfg.logical_axis_rules):
+        return MLP().init(jax.random.key(0), x)
+"""
+
 _LINEN_MODEL = """
 import jax
 import flax.linen as nn
@@ -358,15 +369,7 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
                         config.logical_axis_rules = build_rules()
                     return config
             """,
-            "train.py": """
-                import jax
-                import flax.linen as nn
-                from model import MLP
-
-                def train(cfg, x):
-                    with nn.logical_axis_rules(cfg.logical_axis_rules):
-                        return MLP().init(jax.random.key(0), x)
-            """,
+            "train.py": _TRAIN_BY_KEY,
         }, title="a config key also written from a helper's result: that table is unknown"),
         example({
             "model.py": _LINEN_MODEL,
@@ -380,15 +383,7 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
                         config.logical_axis_rules = rules  # whatever the callers pass
                     return config
             """,
-            "train.py": """
-                import jax
-                import flax.linen as nn
-                from model import MLP
-
-                def train(cfg, x):
-                    with nn.logical_axis_rules(cfg.logical_axis_rules):
-                        return MLP().init(jax.random.key(0), x)
-            """,
+            "train.py": _TRAIN_BY_KEY,
         }, title="a config key also written from a parameter: that table is unknown"),
         example({
             "model.py": """

@@ -221,7 +221,7 @@ def _field_default(facts: FileFacts, value: ast.expr) -> ast.expr:
         if kw.arg == "default":
             return kw.value
         if kw.arg == "default_factory" and isinstance(kw.value, ast.Lambda):
-            return _copied(facts, kw.value.body)
+            return copied_value(facts, kw.value.body)
     if value.args and q.endswith("Field"):  # pydantic: the first argument is the default
         return value.args[0]
     return value
@@ -230,8 +230,8 @@ def _field_default(facts: FileFacts, value: ast.expr) -> ast.expr:
 _COPIES = frozenset({"copy.deepcopy", "copy.copy", "list", "tuple"})
 
 
-def _copied(facts: FileFacts, node: ast.expr) -> ast.expr:
-    """``copy.deepcopy(X)`` / ``list(X)`` -> X: the same names as X."""
+def copied_value(facts: FileFacts, node: ast.expr) -> ast.expr:
+    """``copy.deepcopy(X)`` / ``list(X)`` / ``tuple(X)`` -> X: the same names as X."""
     while isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords \
             and (facts.qualify(node.func) or dotted_name(node.func)) in _COPIES:
         node = node.args[0]

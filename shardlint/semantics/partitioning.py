@@ -421,13 +421,7 @@ def _name_params(project: ProjectIndex, fn: str, memo: dict, active: set, depth:
     cls, _, method = qual.rpartition(".")
     kept = s.name_attrs.get(cls) if cls else None
     if kept:  # `self.kernel_axes = kernel_axes` here, `out_sharding=self.kernel_axes` there
-        sym = project.symbol(f"{module}:{cls}")
-        attrs = (sym.flow or {}).get("attrs", {}) if sym is not None and sym.kind == "class" \
-            else {}
-        for attr, (kind, *_) in kept.items():
-            for t in attrs.get(attr, ()):
-                if t[0] == "p" and len(t) > 2 and t[2] == method:
-                    out[t[1]] = stricter(out.get(t[1]), kind)
+        _kept_params(project, f"{module}:{cls}", method, kept, out)
     for e in s.calls:
         if e.caller != qual or not e.args:
             continue
@@ -444,6 +438,18 @@ def _name_params(project: ProjectIndex, fn: str, memo: dict, active: set, depth:
     return out
 
 
+def _kept_params(project: ProjectIndex, cls: str, method: str, kept: dict[str, list],
+                 out: dict[str, str]) -> None:
+    """Into ``out``: the parameters of ``cls.method`` that the method stores in an attribute
+    of ``self`` which the class hands on as names (``kept``: attr -> [kind, ...])."""
+    sym = project.symbol(cls)
+    attrs = (sym.flow or {}).get("attrs", {}) if sym is not None and sym.kind == "class" else {}
+    for attr, (kind, *_) in kept.items():
+        for t in attrs.get(attr, ()):
+            if t[0] == "p" and len(t) > 2 and t[2] == method:
+                out[t[1]] = stricter(out.get(t[1]), kind)
+
+
 def _callee_names(project: ProjectIndex, e, module: str, memo: dict, active: set, depth: int
                   ) -> dict[str, str]:
     """What a call edge's arguments are for the callee, by the edge's keys (a position as
@@ -456,7 +462,7 @@ def _callee_names(project: ProjectIndex, e, module: str, memo: dict, active: set
     constructor = sym.kind == "class"
     extra: dict[str, str] = {}  # (a constructor: parameters of its `__init__` kept as names)
     if constructor:  # `Layer(kernel_axes=...)`: its `__init__`, or a Linen/dataclass field
-        chain = _class_chain(project, target)
+        chain = project.class_chain(target)
         kept: dict[str, list] = {}  # what the class and its project bases name on `self`
         for cls in reversed(chain):
             tmod, _, tqual = cls.partition(":")
@@ -470,12 +476,7 @@ def _callee_names(project: ProjectIndex, e, module: str, memo: dict, active: set
                     if len(chain) == 1 and where and where[0] >= 0:
                         out[str(where[0])] = kind
             return out
-        owner = project.symbol(runs)
-        attrs = (owner.flow or {}).get("attrs", {}) if owner is not None else {}
-        for attr, (kind, *_) in kept.items():  # set from `__init__`'s parameters
-            for t in attrs.get(attr, ()):
-                if t[0] == "p" and len(t) > 2 and t[2] == "__init__":
-                    extra[t[1]] = stricter(extra.get(t[1]), kind)
+        _kept_params(project, runs, "__init__", kept, extra)  # set from its parameters
         target = f"{runs}.__init__"
         sym = project.symbol(target)
     if sym is None or sym.kind != "function" or not sym.flow:
@@ -491,21 +492,6 @@ def _callee_names(project: ProjectIndex, e, module: str, memo: dict, active: set
         out[param] = kind
         if param in params and params.index(param) >= offset:
             out[str(params.index(param) - offset)] = kind
-    return out
-
-
-def _class_chain(project: ProjectIndex, cls: str) -> list[str]:
-    """``cls`` and its project base classes, nearest first (as their methods are found)."""
-    out, todo = [cls], [cls]
-    while todo and len(out) < 16:
-        key = todo.pop(0)
-        sym = project.symbol(key)
-        mod = key.partition(":")[0]
-        for b in sym.bases if sym is not None and sym.kind == "class" else ():
-            base = project.resolve(f"ext:{b}", mod) or project.resolve(f"{mod}:{b}")
-            if base is not None and base not in out:
-                out.append(base)
-                todo.append(base)
     return out
 
 

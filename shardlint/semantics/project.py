@@ -166,10 +166,7 @@ class ProjectIndex:
                     if t is not None and t != key:
                         targets.append(t)
                 # A class inherits what its project base classes need.
-                for b in sym.bases:
-                    t = self.resolve(f"ext:{b}", mod) or self.resolve(f"{mod}:{b}")
-                    if t is not None:
-                        targets.append(t)
+                targets += self.base_classes(key, sym.bases)
                 edges[key] = targets
         self._edges = edges
         changed = True
@@ -230,6 +227,21 @@ class ProjectIndex:
                 break
         return out[:limit]
 
+    def base_classes(self, key: str, bases: list[str] | None = None) -> list[str]:
+        """The project classes the class ``key`` names as its bases (``bases``: its symbol's,
+        when the caller has them), in order; bases outside the project are left out."""
+        if bases is None:
+            sym = self.symbol(key)
+            bases = sym.bases if sym is not None and sym.kind == "class" else []
+        mod = key.partition(":")[0]
+        return [t for b in bases
+                if (t := self.resolve(f"ext:{b}", mod) or self.resolve(f"{mod}:{b}"))]
+
+    def class_chain(self, key: str) -> list[str]:
+        """The class ``key`` and its project base classes at any depth, nearest first (the
+        order their methods are found in)."""
+        return list(self._walk(key, self.base_classes, breadth_first=True))
+
     @project_cached
     def is_subclass(self, ref: str, base: str, from_module: str | None = None) -> bool:
         def parents(key: str) -> list[str]:
@@ -239,8 +251,7 @@ class ProjectIndex:
                 return []
             if sym.kind == "alias":
                 return [t for r in sym.refs if (t := self.resolve(r, mod))]
-            return [t for b in sym.bases
-                    if (t := self.resolve(f"ext:{b}", mod) or self.resolve(f"{mod}:{b}"))]
+            return self.base_classes(key, sym.bases)
 
         for key in self._walk(self.resolve(ref, from_module), parents):
             sym = self.symbol(key)

@@ -998,11 +998,8 @@ class FlowIndex:
                 for qual, sym in s.symbols.items():
                     if sym.kind != "class":
                         continue
-                    for b in sym.bases:
-                        base = self.project.resolve(f"ext:{b}", mod) or \
-                            self.project.resolve(f"{mod}:{b}")
-                        if base is not None:
-                            subs.setdefault(base, []).append(f"{mod}:{qual}")
+                    for base in self.project.base_classes(f"{mod}:{qual}", sym.bases):
+                        subs.setdefault(base, []).append(f"{mod}:{qual}")
         out, todo = [cls], [cls]
         while todo and len(out) < 256:
             for sub in subs.get(todo.pop(), ()):
@@ -1029,11 +1026,7 @@ class FlowIndex:
             attrs = (sym.flow or {}).get("attrs", {})
             if attr in attrs:
                 return self.terms_mesh(attrs[attr], f"{key}.__attr__", (), depth + 1)
-            mod = key.partition(":")[0]
-            for b in sym.bases:
-                t = self.project.resolve(f"ext:{b}", mod) or self.project.resolve(f"{mod}:{b}")
-                if t is not None:
-                    todo.append(t)
+            todo.extend(self.project.base_classes(key, sym.bases))
         return False
 
     # ---- classes ------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import ast
 
 from shardlint.semantics import api
 from shardlint.semantics.api import Role
-from shardlint.semantics.config_tables import is_axes_key, table_key
+from shardlint.semantics.config_tables import copied_value, is_axes_key, table_key
 from shardlint.semantics.facts import (
     MESH,
     OPAQUE,
@@ -423,7 +423,7 @@ class FactsBuilder:
             axis = None
         has_types = any(kw.arg == "axis_types" for kw in value.keywords) or len(value.args) > 2
         mb = MeshBinding(name, value, known.name, axis, has_types, self.scope, value,
-                         _axis_key(names_node) if axis is None else None,
+                         _axis_key(self.facts, names_node) if axis is None else None,
                          axis is None and _copies_axes(names_node))
         self.facts.meshes.append(mb)
         return mb
@@ -668,15 +668,12 @@ _DISPATCH = {
 }
 
 
-def _axis_key(node: ast.expr | None) -> str | None:
+def _axis_key(facts: FileFacts, node: ast.expr | None) -> str | None:
     """The configuration key a mesh's axis names are read by (``config.mesh_axes``,
     ``cfg["mesh_axes"]``); None for anything else."""
     if node is None or _copies_axes(node):
         return None
-    while isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-            and node.func.id in ("tuple", "list") and len(node.args) == 1 and not node.keywords:
-        node = node.args[0]  # `tuple(config.mesh_axes)`: the same names
-    key = table_key(node)
+    key = table_key(copied_value(facts, node))  # (`tuple(config.mesh_axes)`: the same names)
     return key if key is not None and is_axes_key(key) else None
 
 
