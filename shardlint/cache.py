@@ -139,10 +139,11 @@ def finding_from_json(d: dict) -> Finding:
                    tuple(d["tags"]), d["symbol"], tuple(d["cell"]) if d["cell"] else None)
 
 
-def summary_digests(value: dict | None) -> tuple[str, str]:
-    """(digest, digest without positions) of a summary's JSON, as ``Cache.summary_digest`` and
+def summary_digests(value: dict | None, text: str | None = None) -> tuple[str, str]:
+    """(digest, digest without positions) of a summary's JSON (``text``: that JSON encoded, as
+    the cache writes it, when the caller has it), as ``Cache.summary_digest`` and
     ``Cache.summary_shape`` give them (a batch's workers make them in parallel)."""
-    full = _sha1(json.dumps(value, separators=(",", ":")))
+    full = _sha1(text if text is not None else json.dumps(value, separators=(",", ":")))
     if value is None:
         return full, full
     from shardlint.semantics.summary import without_positions
@@ -162,15 +163,14 @@ class Cache:
     root: Path
     key: str  # shardlint version + what in the config changes the analysis
     enabled: bool = True
-    # rel -> [digest, summary json (or ModuleSummary, until saved), summary digest (once known)]
+    # rel -> [digest, summary json (or its text, from a worker; or a ModuleSummary, until
+    # saved), summary digests (once known)]
     summaries: dict[str, list] = field(default_factory=dict)
     findings: dict[str, list] = field(default_factory=dict)  # rel -> [digest, project, [...]]
     dirty: bool = False
     _loaded: bool = False
     # Where the cache file lives; None: ``.shardlint_cache/`` of ``root``. Set before ``load``.
     folder: Path | None = None
-    # The summaries as the next save writes them, when encoded ahead (``snapshot``).
-    _snapshot: str | None = field(default=None, repr=False)
     _generation: str | None = field(default=None, repr=False)  # of the files read
     _unread: bool = field(default=False, repr=False)  # entries hold _UNREAD
     _summaries_dirty: bool = field(default=False, repr=False)
@@ -196,7 +196,6 @@ class Cache:
         self.findings = findings
         self._generation = data.get("generation")
         self._unread = bool(self.summaries)
-        self._snapshot = None
 
     def _read_summaries(self) -> None:
         """Fill in the summaries from their file; entries it does not hold (another generation,
@@ -233,14 +232,12 @@ class Cache:
     def put_entry(self, rel: str, entry: list) -> None:
         """A whole entry, ``[digest, summary json, summary digests...]`` (made by a worker)."""
         self.summaries[rel] = entry
-        self._snapshot = None
         self._summaries_dirty = self.dirty = True
 
     def put_summary(self, rel: str, file_digest: str, summary) -> None:
         """``summary``: a ModuleSummary (serialised only when the cache is saved: the language
         server puts one per keystroke) or its JSON, or None."""
         self.summaries[rel] = [file_digest, summary]
-        self._snapshot = None
         self._summaries_dirty = self.dirty = True
 
     def summary_digest(self, rel: str) -> str | None:
@@ -265,6 +262,8 @@ class Cache:
         value = entry[1]
         if hasattr(value, "to_json"):
             value = entry[1] = value.to_json()
+        elif isinstance(value, str):  # (JSON text, from a worker)
+            value = json.loads(value)
         del entry[2:]
         entry.extend(summary_digests(value))
         return entry[2], entry[3]
@@ -324,40 +323,54 @@ class Cache:
         return out
 
     def _encoded_summaries(self) -> str:
+        """The summaries file's ``summaries`` object; a worker's summary is already JSON text."""
         self._read_summaries()  # (what is not rewritten would be lost)
-        return json.dumps(
-            {rel: e[1].to_json() if hasattr(e[1], "to_json") else e[1]
-             for rel, e in self.summaries.items()}, separators=(",", ":"))
+        parts = []
+        for rel, e in self.summaries.items():
+            value = e[1]
+            if hasattr(value, "to_json"):
+                value = value.to_json()
+            text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+            parts.append(f"{json.dumps(rel)}:{text}")
+        return "{" + ",".join(parts) + "}"
 
-    def snapshot(self) -> None:
-        """Encode the summaries now (a batch does it while its workers run the rules): the
-        next save writes them as they are now unless one is put in the meantime."""
-        if self.enabled and self._summaries_dirty:
-            self._snapshot = self._encoded_summaries()
+    def save_summaries(self) -> None:
+        """Write the summaries file now, when it changed (a batch does it while its workers run
+        the rules); ``save`` then writes the index file that names its generation. A run
+        stopped in between leaves two generations, and the next run summarises again."""
+        if self.enabled and (self._summaries_dirty or self._generation is None):
+            try:
+                self._folder()
+                self._write_summaries()
+            except OSError:
+                pass
+
+    def _folder(self) -> None:
+        folder = self.path.parent
+        if self.folder is None:  # inside the project: keep it out of git
+            folder.mkdir(exist_ok=True)
+            gitignore = folder / ".gitignore"
+            if not gitignore.exists():
+                gitignore.write_text("# created by shardlint\n*\n", encoding="utf-8")
+        else:
+            folder.mkdir(parents=True, exist_ok=True)
+
+    def _write_summaries(self) -> None:
+        held = self._encoded_summaries()
+        self._generation = os.urandom(8).hex()
+        # (one string, written at once: no chunked encoder)
+        write_atomic(self.path.with_name(SUMMARIES),
+                     f'{{"key":{json.dumps(self.key)},"generation":"{self._generation}",'
+                     f'"summaries":{held}}}')
+        self._summaries_dirty = False
 
     def save(self) -> None:
         if not self.enabled or not self.dirty:
             return
-        folder = self.path.parent
         try:
-            if self.folder is None:  # inside the project: keep it out of git
-                folder.mkdir(exist_ok=True)
-                gitignore = folder / ".gitignore"
-                if not gitignore.exists():
-                    gitignore.write_text("# created by shardlint\n*\n", encoding="utf-8")
-            else:
-                folder.mkdir(parents=True, exist_ok=True)
-            key = json.dumps(self.key)
+            self._folder()
             if self._summaries_dirty or self._generation is None:
-                held = self._snapshot if self._snapshot is not None else \
-                    self._encoded_summaries()
-                self._generation = os.urandom(8).hex()
-                # (dumps, not dump: one call of the C encoder instead of Python's chunked one)
-                write_atomic(self.path.with_name(SUMMARIES),
-                             f'{{"key":{key},"generation":"{self._generation}",'
-                             f'"summaries":{held}}}')
-                self._summaries_dirty = False
-                self._snapshot = None
+                self._write_summaries()
             files = {rel: [e[0], *self._summary_digests(rel)]  # type: ignore[misc]
                      for rel, e in self.summaries.items()}
             write_atomic(self.path, json.dumps(

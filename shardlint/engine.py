@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
+import json
 import os
 import pickle
 import re
@@ -68,10 +69,11 @@ CONFIG_SUFFIXES = (".yml", ".yaml")
 
 
 def _summary(cached) -> ModuleSummary | None:
-    """A cache entry's summary: the object itself (this run) or its JSON (from disk)."""
+    """A cache entry's summary: the object itself (this run), its JSON (from disk) or that
+    JSON's text (from a worker)."""
     if cached is None or isinstance(cached, ModuleSummary):
         return cached
-    return ModuleSummary.from_json(cached)
+    return ModuleSummary.from_json(json.loads(cached) if isinstance(cached, str) else cached)
 
 
 def _quiet_read(path: Path) -> str | None:
@@ -86,10 +88,11 @@ def _quiet_read(path: Path) -> str | None:
 
 
 class _Worker:
-    """One process of a batch run, for the whole run: it summarises the files it is handed and
-    keeps their trees and facts (within a budget of characters), then runs the rules on the files
-    it is handed next, against the index the batch sends it, so that no file is parsed twice.
-    A worker that dies (killed, out of memory) answers None and the batch does its share."""
+    """One process of a batch run, for the whole run: it summarises the files it is handed, a
+    chunk at a time, and keeps their trees and facts (within a budget of characters), then runs
+    the rules on the files it is handed next, against the index the batch sends it, so that no
+    file is parsed twice. A worker that dies (killed, out of memory) answers None and the batch
+    does its share."""
 
     def __init__(self, context, engine: Engine) -> None:
         self.conn, child = context.Pipe()
@@ -98,6 +101,8 @@ class _Worker:
         child.close()
         self.alive = True
         self.answer: bytes | None = None
+        self.summaries: list[bytes] = []  # its answers to "summarise", as received
+        self.waiting = 0  # chunks sent it and not answered yet
 
     def send(self, message: tuple) -> None:
         if not self.alive:
@@ -127,12 +132,18 @@ class _Worker:
         return value
 
     def close(self) -> None:
+        self.stop()
+        self.join()
+
+    def stop(self) -> None:
         if self.alive:
             try:
                 self.conn.send(("stop",))
             except (OSError, ValueError):
                 pass
         self.conn.close()
+
+    def join(self) -> None:
         self.process.join(5)
         if self.process.is_alive():
             self.process.kill()
@@ -144,6 +155,7 @@ def _serve(engine: Engine, conn) -> None:
     held: dict[str, tuple] = {}  # path -> what _prepare made of it, for the rules
     own: list[list] = []  # the cache entries of the summaries made here
     made: dict[str, ModuleSummary] = {}  # rel -> the summary made here (not decoded again)
+    kept = 0  # characters of the sources in ``held``
     while True:
         try:
             message = conn.recv()
@@ -151,8 +163,9 @@ def _serve(engine: Engine, conn) -> None:
             return
         try:
             if message[0] == "summarise":
-                answer = _summarise_items(engine, message[1], message[2], held, made)
-                own = answer[0]
+                answer = _summarise_items(engine, message[1], message[2] - kept, held, made)
+                own.extend(answer[0])
+                kept += sum(len(held[p][1]) for p in answer[1])
             elif message[0] == "lint":
                 if message[1] is not None:
                     engine.index = _index_of(*message[1], own, made)
@@ -183,19 +196,20 @@ def _index_of(order: list[tuple[str, str]], answers: list[bytes], extra: dict[st
     index = ProjectIndex()
     for _, rel in order:
         summary = made.get(rel)
-        index.add(summary if summary is not None else ModuleSummary.from_json(data[rel]))
+        index.add(summary if summary is not None else _summary(data[rel]))  # type: ignore[arg-type]
     return index
 
 
 def _summarise_items(engine: Engine, items: list[tuple[str, str, str, bool]], budget: int,
                      held: dict[str, tuple], objects: dict[str, ModuleSummary] | None = None
                      ) -> tuple[list[list], list[str]]:
-    """Cache entries ``[rel, digest, summary JSON, summary digests...]`` of ``(path, rel,
+    """Cache entries ``[rel, digest, summary JSON text, summary digests...]`` of ``(path, rel,
     digest, is a target)``, and the targets whose trees and facts this worker now holds for
-    their rules (the first ``budget`` characters of them); ``objects`` gets each summary made
-    (rel -> summary)."""
+    their rules as well (the first ``budget`` characters of them); ``objects`` gets each
+    summary made (rel -> summary)."""
     made = []
     kept = 0
+    now: list[str] = []
     for p, rel, digest, target in items:
         path = Path(p)
         text = _quiet_read(path)
@@ -213,15 +227,18 @@ def _summarise_items(engine: Engine, items: list[tuple[str, str, str, bool]], bu
                 facts.release()  # (linted afresh, as the file is in a batch without workers)
             else:
                 held[p] = item  # (a file that does not parse: its SHL000, made once)
+                now.append(p)
                 kept += len(text)
         else:
             summary = engine.summary_for(path, text)
         data = summary.to_json() if summary is not None else None
+        # (as text: the batch writes it into the cache file as it is, and sends it on)
+        text = json.dumps(data, separators=(",", ":")) if data is not None else None
         if objects is not None and summary is not None:
             objects[rel] = summary
-        made.append([rel, digest, data, *(cache_mod.summary_digests(data) if engine.use_cache
-                                          else ())])
-    return made, list(held)
+        made.append([rel, digest, text, *(cache_mod.summary_digests(data, text)
+                                          if engine.use_cache else ())])
+    return made, now
 
 
 def _lint_items(engine: Engine, items: list[tuple[str, str, str]],
@@ -247,16 +264,96 @@ def _lint_items(engine: Engine, items: list[tuple[str, str, str]],
     return out
 
 
-def _balance(items: list, sizes: list[int], parts: int) -> list[list]:
-    """``items`` in ``parts`` shares of about equal total size (largest first to the least
-    loaded share; each share keeps the items' order)."""
-    load = [0] * parts
-    owner = [0] * len(items)
-    for k in sorted(range(len(items)), key=lambda k: (-sizes[k], k)):
-        i = min(range(parts), key=lambda j: (load[j], j))
-        owner[k] = i
-        load[i] += sizes[k]
-    return [[item for k, item in enumerate(items) if owner[k] == i] for i in range(parts)]
+# A batch hands the files to summarise out in chunks of about this many characters of source
+# while it is still reading them, and then in smaller ones (half of what is left per worker,
+# down to _LAST_CHUNK): a worker that finishes early takes the next one, so the workers finish
+# together whatever each file costs (measured on the corpus: shares of equal size, made up
+# front, ended 0.2 s apart).
+_CHUNK = 500_000
+_LAST_CHUNK = 150_000
+
+
+class _Summarising:
+    """The first step of a batch: the files whose summaries the cache lacks, summarised by the
+    workers as the main process reads them. Workers start once there is enough to do; each
+    has at most two chunks waiting while files are read, one after."""
+
+    def __init__(self, engine: Engine, jobs: int) -> None:
+        self.engine, self.jobs = engine, jobs
+        self.workers: list[_Worker] = []
+        self.queue: list[tuple[str, str, str, bool]] = []  # read, not handed out yet
+        self.sizes: list[int] = []  # the characters of each queued file
+        self.queued = 0  # their sum
+        self.count = 0  # files added in all
+        self.reading = True
+        self.entries: dict[str, list] = {}  # rel -> its cache entry, from a worker
+        self.made_by: dict[str, int] = {}  # rel -> the worker that summarised it
+        self.held: dict[str, int] = {}  # path -> the worker holding its tree and facts
+
+    def add(self, item: tuple[str, str, str, bool], size: int) -> None:
+        self.queue.append(item)
+        self.sizes.append(size)
+        self.queued += size
+        self.count += 1
+        if not self.workers and self.count >= _MIN_FILES_PER_JOB * 2 and self.queued >= _CHUNK:
+            self.workers = self.engine._start_workers(self.jobs)
+        self._collect(block=False)
+
+    def finish(self) -> None:
+        """Every file is read: hand out the rest and wait for all the answers."""
+        self.reading = False
+        if not self.workers and self.count >= _MIN_FILES_PER_JOB * 2:
+            self.workers = self.engine._start_workers(self.jobs)
+        while self._collect(block=True):
+            pass
+
+    def _collect(self, block: bool) -> bool:
+        """Hand out chunks to the workers with room for one, then take the answers that are
+        there (``block``: wait for one); whether any answer is still awaited."""
+        live = [w for w in self.workers if w.alive]
+        room = 2 if self.reading else 1
+        for w in sorted(live, key=lambda w: w.waiting):
+            while w.waiting < room and self.queue:
+                chunk = self._chunk(len(live))
+                if not chunk:
+                    break
+                w.send(("summarise", chunk, FACTS_BUDGET))
+                w.waiting += 1
+        waiting = [w for w in live if w.waiting and w.alive]
+        if not waiting:
+            return False
+        from multiprocessing.connection import wait
+
+        for conn in wait([w.conn for w in waiting], None if block else 0):
+            i = next(k for k, w in enumerate(self.workers) if w.conn is conn)
+            w = self.workers[i]
+            w.waiting -= 1
+            done = w.receive()
+            if done is None:  # gone, or its chunk failed: what it lacks is summarised later
+                continue
+            w.summaries.append(w.answer)  # type: ignore[arg-type]
+            made, kept = done
+            for rel, *entry in made:
+                self.entries[rel] = entry
+                self.made_by[rel] = i
+            self.held.update(dict.fromkeys(kept, i))
+        return True
+
+    def _chunk(self, workers: int) -> list[tuple[str, str, str, bool]]:
+        if self.reading:
+            if self.queued < _CHUNK:
+                return []
+            target = _CHUNK
+        else:
+            target = max(self.queued // (2 * workers), min(_LAST_CHUNK, self.queued // workers))
+        n, size = 0, 0
+        while n < len(self.queue) and (size < target or n == 0):
+            size += self.sizes[n]
+            n += 1
+        chunk = self.queue[:n]
+        del self.queue[:n], self.sizes[:n]
+        self.queued -= size
+        return chunk
 
 
 @contextlib.contextmanager
@@ -739,129 +836,143 @@ class Engine:
 
     def _lint_parallel(self, targets: list[Path], jobs: int) -> list[Finding]:
         """The batch on ``jobs`` worker processes, with the same cache as the serial path, each
-        file parsed once: the workers summarise the files whose summaries the cache lacks and
-        keep their trees and facts (up to FACTS_BUDGET each); the index is built here from all
-        summaries and handed to them; each then runs the rules on the files it holds and on a
-        share of the others whose findings the cache does not hold for this project digest (a
-        warm run starts no process at all)."""
+        file parsed once: the workers summarise the files whose summaries the cache lacks, as
+        this process reads them, and keep their trees and facts (up to FACTS_BUDGET each); each
+        then builds the index from all summaries (its own, the others' answers forwarded, the
+        rest from here) and runs the rules on the files it holds and on a share of the others
+        whose findings the cache does not hold for this project digest. This process decodes
+        no summary unless it lints files itself; a warm run starts no process at all."""
         self.cache.load()
         # 1. Summaries of every project file and target the cache does not hold, in parallel.
         wanted = {self.resolved(p): p for p in [*self.project_files(), *targets]}
         is_target = set(targets)
-        missing: list[tuple[str, str, str, bool]] = []  # (path, rel, digest, is a target)
         texts: dict[Path, tuple[str, str]] = {}  # target -> (rel, digest)
         sources: dict[Path, str] = {}  # every file read, read once
-        for path in wanted.values():
-            text = self._read_text(path) if path in is_target else _quiet_read(path)
-            if text is None or not mentions_jax(text):
-                continue
-            sources[path] = text
-            rel, digest = self._rel(path), cache_mod.digest(text)
-            self._digests[rel] = digest
-            if path in is_target:
-                texts[path] = (rel, digest)
-            if not self.cache.has_summary(rel, digest):
-                missing.append((str(path), rel, digest, path in is_target))
-        if not missing and self.use_cache:
-            # Every summary is in the cache: when every target's findings are too, for this
-            # project digest, that is the answer, without decoding a summary or an index.
-            for path in sorted(self.iter_python_files(self.root, CONFIG_SUFFIXES), key=path_order):
-                text = _quiet_read(path)  # (their digests count in the project's)
-                if text is not None and might_hold_tables(text):
-                    self._digests[self._rel(path)] = cache_mod.digest(text)
-            project = self._project_digest()
-            cached = [self.cache.get_findings(rel, digest, project, str(path))
-                      for path, (rel, digest) in texts.items()]
-            if all(found is not None for found in cached):
-                self.cache.save()
-                return [f for found in cached for f in found]  # type: ignore[union-attr]
-        size = {str(p): len(t) for p, t in sources.items()}
-        workers: list[_Worker] = []
-        configs = None
+        batch = _Summarising(self, jobs)
         try:
-            held: dict[str, int] = {}  # path -> the worker holding its tree and facts
-            made_by: dict[str, int] = {}  # rel -> the worker that summarised it
-            if len(missing) >= _MIN_FILES_PER_JOB * 2:
-                workers = self._start_workers(jobs)
-            if workers:
-                shares = _balance(missing, [size[m[0]] for m in missing], len(workers))
-                for w, share in zip(workers, shares):
-                    w.send(("summarise", share, FACTS_BUDGET))
-                configs = self._config_summaries()  # (read here while the workers parse)
-                for i, w in enumerate(workers):
-                    done = w.receive()
-                    if done is None:  # the worker is gone: its share is summarised below
-                        continue
-                    made, kept = done
-                    for rel, *entry in made:
-                        self.cache.put_entry(rel, entry)  # (in memory even with no cache)
-                        made_by[rel] = i
-                    held.update(dict.fromkeys(kept, i))
-            origin: dict[str, str] = {}  # module -> rel of the file whose summary the index has
-            for path, text in sources.items():  # (summarises here what is still missing)
-                summary = self.summary_for(path, text)
-                if summary is not None:
-                    self.index.add(summary)
-                    origin[summary.module] = self._rel(path)
-            self.build_index(save=False, sources=False, configs=configs)  # the config files
-            # 2. Rules against the finished index, for the files the cache holds no findings of.
-            project = self._project_digest() if self.use_cache else ""
-            findings: list[Finding] = []
-            todo: list[tuple[str, str, str]] = []
-            for path, (rel, digest) in texts.items():
-                reused = self.cache.get_findings(rel, digest, project, str(path)) \
-                    if self.use_cache else None
-                if reused is not None:
-                    findings.extend(reused)
-                else:
-                    todo.append((str(path), rel, digest))
-            plan = None
-            if todo and not workers and len(todo) >= _MIN_FILES_PER_JOB * 2:
-                self.index._ensure()  # (once here: the workers start with it)
-                workers = self._start_workers(jobs)
-            elif todo and workers:
-                # What a worker of the first step needs to build this index: its order, the
-                # other workers' summaries (their answers, forwarded as received), the rest as
-                # JSON (summaries from the cache, the config files').
-                order = [(m, origin.get(m, m)) for m in self.index.summaries]
-                extra = {rel: s.to_json() for (_, rel), s in
-                         zip(order, self.index.summaries.values()) if rel not in made_by}
-                plan = order, extra
-            live = [i for i, w in enumerate(workers) if w.alive] if todo else []
-            if live:
-                # A file held by a worker is linted there; the others go where the load is least
-                # (a file still to parse costs about three times one whose facts are held).
-                load = dict.fromkeys(live, 0)
-                parts: dict[int, list[tuple[str, str, str]]] = {i: [] for i in live}
-                rest = []
-                for item in todo:
-                    owner = held.get(item[0])
-                    if owner in parts:
-                        parts[owner].append(item)
-                        load[owner] += size.get(item[0], 0)
-                    else:
-                        rest.append(item)
-                for item in sorted(rest, key=lambda it: -size.get(it[0], 0)):
-                    i = min(live, key=lambda k: (load[k], k))
-                    parts[i].append(item)
-                    load[i] += 3 * size.get(item[0], 0)
-                for i in live:
-                    workers[i].send(("lint", None if plan is None else (
-                        plan[0], [w.answer for k, w in enumerate(workers)
-                                  if k != i and w.answer is not None], plan[1]), parts[i]))
-                self.cache.snapshot()  # (the cache's summaries encoded while the rules run)
-                results = []
-                for i in live:
-                    got = workers[i].receive()
-                    if got is None:  # the worker is gone: its share is linted here
-                        self.index._ensure()
-                        got = _lint_items(self, parts[i])
-                    results.extend(got)
-            else:  # a few files: here, not worth starting processes for
-                results = _lint_items(self, todo)
+            for path in wanted.values():
+                text = self._read_text(path) if path in is_target else _quiet_read(path)
+                if text is None or not mentions_jax(text):
+                    continue
+                sources[path] = text
+                rel, digest = self._rel(path), cache_mod.digest(text)
+                self._digests[rel] = digest
+                if path in is_target:
+                    texts[path] = (rel, digest)
+                if not self.cache.has_summary(rel, digest):
+                    batch.add((str(path), rel, digest, path in is_target), len(text))
+            if not batch.count and self.use_cache:
+                # Every summary is in the cache: when every target's findings are too, for this
+                # project digest, that is the answer, without decoding a summary or an index.
+                for path in sorted(self.iter_python_files(self.root, CONFIG_SUFFIXES),
+                                   key=path_order):
+                    text = _quiet_read(path)  # (their digests count in the project's)
+                    if text is not None and might_hold_tables(text):
+                        self._digests[self._rel(path)] = cache_mod.digest(text)
+                project = self._project_digest()
+                cached = [self.cache.get_findings(rel, digest, project, str(path))
+                          for path, (rel, digest) in texts.items()]
+                if all(found is not None for found in cached):
+                    self.cache.save()
+                    return [f for found in cached for f in found]  # type: ignore[union-attr]
+            configs = self._config_summaries()  # (read here while the workers parse)
+            batch.finish()
+            return self._lint_batch(batch, sources, texts, configs, jobs)
         finally:
-            for w in workers:
-                w.close()
+            for w in batch.workers:  # (all told first: they exit together)
+                w.stop()
+            for w in batch.workers:
+                w.join()
+
+    def _lint_batch(self, batch: _Summarising, sources: dict[Path, str],
+                    texts: dict[Path, tuple[str, str]], configs: list[ModuleSummary | None],
+                    jobs: int) -> list[Finding]:
+        """The second step of ``_lint_parallel``: the index, then the rules."""
+        workers, held, made_by = batch.workers, batch.held, batch.made_by
+        size = {str(p): len(t) for p, t in sources.items()}
+        for path in sources:  # (in the files' order: the cache is the same whoever made what)
+            rel = self._rel(path)
+            if rel in batch.entries:
+                self.cache.put_entry(rel, batch.entries[rel])  # (in memory even with no cache)
+        # What the index holds, in its order: module -> (rel, summary or its JSON). A file
+        # whose summary no worker gave (one gone, or failing) is summarised here.
+        held_summaries: dict[str, tuple[str, object]] = {}
+        for path, text in sources.items():
+            key, _, hit, cached = self._held_summary(path, text)
+            value = cached if hit else self.summary_for(path, text)
+            if value is not None:
+                held_summaries[self.module_name(path)[0]] = (key, value)
+        for summary in configs:
+            if summary is not None:
+                held_summaries[summary.module] = (summary.module, summary)
+
+        def index_here() -> None:
+            """This process's index (to lint files here, or to start workers with it); else
+            it stays unbuilt, and ``build_index`` makes it from the cache when asked."""
+            if held_summaries:
+                for _, value in held_summaries.values():
+                    self.index.add(_summary(value))  # type: ignore[arg-type]
+                held_summaries.clear()
+                self._indexed = True
+            self.index._ensure()
+
+        # 2. Rules against the finished index, for the files the cache holds no findings of.
+        project = self._project_digest() if self.use_cache else ""
+        findings: list[Finding] = []
+        todo: list[tuple[str, str, str]] = []
+        for path, (rel, digest) in texts.items():
+            reused = self.cache.get_findings(rel, digest, project, str(path)) \
+                if self.use_cache else None
+            if reused is not None:
+                findings.extend(reused)
+            else:
+                todo.append((str(path), rel, digest))
+        plan = None
+        if todo and not workers and len(todo) >= _MIN_FILES_PER_JOB * 2:
+            index_here()  # (once here: the workers start with it)
+            workers = batch.workers = self._start_workers(jobs)
+        elif todo and workers:
+            # What a worker of the first step needs to build this index: its order, the other
+            # workers' summaries (their answers, forwarded as received), the rest as JSON
+            # (summaries from the cache, the config files', those made here).
+            order = [(m, rel) for m, (rel, _) in held_summaries.items()]
+            extra = {rel: value.to_json() if isinstance(value, ModuleSummary) else value
+                     for rel, value in held_summaries.values() if rel not in made_by}
+            plan = order, extra
+        live = [i for i, w in enumerate(workers) if w.alive] if todo else []
+        if live:
+            # A file held by a worker is linted there; the others go where the load is least
+            # (a file still to parse costs about three times one whose facts are held).
+            load = dict.fromkeys(live, 0)
+            parts: dict[int, list[tuple[str, str, str]]] = {i: [] for i in live}
+            rest = []
+            for item in todo:
+                owner = held.get(item[0])
+                if owner in parts:
+                    parts[owner].append(item)
+                    load[owner] += size.get(item[0], 0)
+                else:
+                    rest.append(item)
+            for item in sorted(rest, key=lambda it: -size.get(it[0], 0)):
+                i = min(live, key=lambda k: (load[k], k))
+                parts[i].append(item)
+                load[i] += 3 * size.get(item[0], 0)
+            for i in live:
+                workers[i].send(("lint", None if plan is None else (
+                    plan[0], [raw for k, w in enumerate(workers) if k != i
+                              for raw in w.summaries], plan[1]), parts[i]))
+            self.cache.save_summaries()  # (while the rules run)
+            results = []
+            for i in live:
+                got = workers[i].receive()
+                if got is None:  # the worker is gone: its share is linted here
+                    index_here()
+                    got = _lint_items(self, parts[i])
+                results.extend(got)
+        else:  # a few files: here, not worth starting processes for
+            if todo:
+                index_here()
+            results = _lint_items(self, todo)
         for rel, digest, found, errors in results:
             findings.extend(found)
             self.errors.extend(errors)

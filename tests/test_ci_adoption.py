@@ -325,6 +325,80 @@ def test_a_parallel_run_parses_each_file_once(tmp_path, capsys, monkeypatch):
     assert sorted(parsed) == sorted(p.name for p in tmp_path.glob("*.py"))  # each once
 
 
+def test_a_batch_hands_out_files_in_chunks_as_it_reads_them(tmp_path, capsys, monkeypatch):
+    """The workers are handed the files to summarise a chunk at a time while the batch is still
+    reading (here a chunk is a few files): both take part, each file is parsed once, and the
+    findings and the cache the run leaves are those of a serial run."""
+    import os
+
+    from shardlint import engine as engine_mod
+
+    _mesh_pairs(tmp_path, pairs=20)
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 't'\n")
+    _, serial, _ = check(capsys, str(tmp_path), "--jobs", "1")
+    assert len(serial) == 20
+    log = tmp_path.parent / f"{tmp_path.name}-parsed.log"
+    real_parse = engine_mod.parse_module
+    sent: list[int] = []
+    real_send = engine_mod._Worker.send
+
+    def counting(text, filename):
+        with open(log, "a") as fh:  # (from every process)
+            fh.write(f"{os.getpid()} {Path(filename).name}\n")
+        return real_parse(text, filename)
+
+    def send(self, message):
+        if message[0] == "summarise":
+            sent.append(len(message[1]))
+        return real_send(self, message)
+
+    _forking(monkeypatch)
+    monkeypatch.setattr(engine_mod, "parse_module", counting)
+    monkeypatch.setattr(engine_mod._Worker, "send", send)
+    monkeypatch.setattr(engine_mod, "_CHUNK", 600)  # (about five of these files)
+    monkeypatch.setattr(engine_mod, "_LAST_CHUNK", 200)
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", ".", "--format", "json", "--jobs", "2"]) == 1
+    parallel = json.loads(capsys.readouterr()[0])
+    assert [(f["path"], f["line"], f["message"]) for f in parallel] == \
+        [(Path(f["path"]).name, f["line"], f["message"]) for f in serial]
+    parsed = [line.split() for line in log.read_text().splitlines()]
+    assert sorted(name for _, name in parsed) == sorted(p.name for p in tmp_path.glob("*.py"))
+    assert len({pid for pid, _ in parsed}) == 2 and len(sent) >= 4 and sum(sent) == 40
+    log.unlink()
+    assert main(["check", ".", "--format", "json", "--jobs", "2"]) == 1  # (warm: no parse)
+    assert json.loads(capsys.readouterr()[0]) == parallel and not log.exists()
+
+
+def test_summarise_chunks_even_out_at_the_end():
+    """While files are read a chunk waits until it holds _CHUNK characters; once all are read,
+    each chunk is half a worker's share of what is left, down to _LAST_CHUNK; when less than
+    that is left per worker, a worker's share of it (a small rest is split, not one chunk)."""
+    from shardlint import engine as engine_mod
+
+    batch = engine_mod._Summarising(None, 2)  # type: ignore[arg-type]
+    for i in range(12):
+        batch.queue.append((f"f{i}.py", f"f{i}.py", "", True))
+        batch.sizes.append(100_000)
+        batch.queued += 100_000
+    assert [len(batch._chunk(2)) for _ in range(3)] == [5, 5, 0]  # (2 left: 200,000 < _CHUNK)
+    batch.reading = False
+    assert [len(batch._chunk(2)) for _ in range(2)] == [1, 1]
+    for i in range(20):
+        batch.queue.append((f"g{i}.py", f"g{i}.py", "", True))
+        batch.sizes.append(5_000)
+        batch.queued += 5_000
+    assert [len(batch._chunk(2)) for _ in range(6)] == [10, 5, 3, 1, 1, 0]
+    assert batch.queued == 0 and not batch.queue
+    for i in range(40):
+        batch.queue.append((f"h{i}.py", f"h{i}.py", "", True))
+        batch.sizes.append(50_000)
+        batch.queued += 50_000
+    # (2,000,000 left: 500,000, then 400,000, 300,000, 200,000, then 150,000 until little is
+    # left)
+    assert [len(batch._chunk(2)) for _ in range(10)] == [10, 8, 6, 4, 3, 3, 3, 2, 1, 0]
+
+
 def test_a_batch_does_the_share_of_a_worker_that_dies(tmp_path, capsys, monkeypatch):
     """A worker killed while it summarises (out of memory, say) or failing while it lints
     leaves its share to the main process: the same findings, and a failure says so."""

@@ -308,3 +308,56 @@ def test_a_long_rebinding_chain_keeps_summaries_small():
     text = json.dumps(summarise(facts).to_json())
     assert len(text) < 20_000, len(text)
     assert '"m:layer5"' in text  # (what `use` is passed: what `layer5` returns)
+
+
+def test_contexts_reach_the_end_of_a_long_call_chain_whatever_the_order_of_definition():
+    """The contexts a function runs under come down every caller, however long the chain and in
+    whichever order its functions are defined (the fixed point used to stop after 50 rounds: a
+    chain defined callee first narrowed one link per round, and its far end kept "every
+    context"). What each function needs goes up the same chain."""
+    import ast
+
+    from shardlint.semantics.facts import ALL, MESH
+    from shardlint.semantics.project import ProjectIndex
+    from shardlint.semantics.summary import summarise
+    from shardlint.semantics.visitor import build_facts
+    from shardlint.semantics.wrappers import Wrappers
+
+    depth = 120
+    defs = "".join(f"def f{i}(x):\n    return f{i + 1}(x)\n\n\n" for i in reversed(range(depth)))
+    src = ("import jax\nimport flax.linen as nn\n\n\n"
+           f"def f{depth}(x):\n    return nn.with_logical_constraint(x, ('batch',))\n\n\n"
+           f"{defs}")
+
+    def context(entry: str) -> int | None:
+        index = ProjectIndex()
+        index.add(summarise(build_facts("m.py", "m", ast.parse(src + entry), False, Wrappers())))
+        assert index.needs("m:f0") == index.needs(f"m:f{depth}") != 0
+        return index.context_of("m", f"f{depth}")
+
+    assert context("f0(None)\n") == 0  # (run at import, under no context)
+    assert context("with jax.set_mesh(jax.make_mesh((1,), ('data',))):\n    f0(None)\n") == MESH
+    assert context("def main(x):\n    return f0(x)\n") == ALL  # (an entry: any context)
+
+
+def test_a_re_export_changed_in_place_resolves_to_its_new_source():
+    """A package's ``__init__`` that re-exports a name from another module, edited to take it
+    from a third (the editor's unsaved text: same symbols, other imports): references through
+    the package follow the edit, not what was resolved before it."""
+    import ast
+
+    from shardlint.semantics.project import ProjectIndex
+    from shardlint.semantics.summary import summarise
+    from shardlint.semantics.visitor import build_facts
+    from shardlint.semantics.wrappers import Wrappers
+
+    def summary(module: str, src: str, package: bool = False):
+        return summarise(build_facts(f"{module}.py", module, ast.parse(src), package, Wrappers()))
+
+    index = ProjectIndex()
+    for name in ("a", "b"):
+        index.add(summary(f"pkg.{name}", "import jax\n\n\ndef step(x):\n    return x\n"))
+    index.add(summary("pkg", "import jax\nfrom pkg.a import step\n", package=True))
+    assert index.resolve("ext:pkg.step") == "pkg.a:step"
+    index.add(summary("pkg", "import jax\nfrom pkg.b import step\n", package=True))
+    assert index.resolve("ext:pkg.step") == "pkg.b:step"

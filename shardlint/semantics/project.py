@@ -37,10 +37,10 @@ NNX_MODULE = "flax.nnx.Module"
 
 
 def _same_symbols(a: ModuleSummary, b: ModuleSummary) -> bool:
-    """The same symbols with the same needs, references and bases (what resolving references and
-    the needs closure read); their positions and sites may differ."""
-    if a.symbols.keys() != b.symbols.keys():
-        return False
+    """The same symbols with the same needs, references and bases, and the same imports (what
+    resolving references and the needs closure read); their positions and sites may differ."""
+    if a.symbols.keys() != b.symbols.keys() or a.imports != b.imports:
+        return False  # (a name re-exported from elsewhere resolves elsewhere)
     for qual, x in a.symbols.items():
         y = b.symbols[qual]
         if x is not y and (x.kind != y.kind or x.needs != y.needs or x.refs != y.refs
@@ -58,6 +58,7 @@ class ProjectIndex:
     _done: bool = False  # _needs and _edges are computed
     _ctx_done: bool = False  # _ctx and _callers are computed
     _resolved: dict[tuple[str, str | None], str | None] = field(default_factory=dict, repr=False)
+    _dotted: dict[str, str | None] = field(default_factory=dict, repr=False)  # _resolve_dotted's
     _memo: dict[tuple, object] = field(default_factory=dict, repr=False)
     _edges: dict[str, list[str]] = field(default_factory=dict, repr=False)
     _flows: FlowIndex | None = field(default=None, repr=False)
@@ -74,6 +75,7 @@ class ProjectIndex:
         if old is None or not _same_symbols(old, summary):
             self._done = False
             self._resolved.clear()
+            self._dotted.clear()
         # (else only positions, calls or contexts changed, as when lines are added above:
         # references resolve as before and the needs closure holds)
 
@@ -81,6 +83,7 @@ class ProjectIndex:
         self.summaries.pop(module, None)
         self._done = self._ctx_done = False
         self._resolved.clear()
+        self._dotted.clear()
         self._memo.clear()
         self._flows = None
 
@@ -130,6 +133,11 @@ class ProjectIndex:
         return None
 
     def _resolve_dotted(self, dotted: str, hops: int = 0) -> str | None:
+        if hops == 0:  # (the same dotted name is looked up from many modules)
+            if dotted in self._dotted:
+                return self._dotted[dotted]
+            found = self._dotted[dotted] = self._resolve_dotted(dotted, 1)
+            return found
         parts = dotted.split(".")
         for i in range(len(parts) - 1, 0, -1):
             mod = ".".join(parts[:i])
@@ -142,7 +150,7 @@ class ProjectIndex:
             # A name the module imports from another one (`from .training_utils import
             # update_state`; a package's `__init__` re-exporting its submodules' names).
             target = s.imports.get(parts[i])
-            if target is not None and hops < 8:
+            if target is not None and hops < 9:
                 return self._resolve_dotted(".".join([target, *parts[i + 1:]]), hops + 1)
             return None
         return None
@@ -169,16 +177,22 @@ class ProjectIndex:
                 targets += self.base_classes(key, sym.bases)
                 edges[key] = targets
         self._edges = edges
-        changed = True
-        while changed:
-            changed = False
-            for key, targets in edges.items():
-                n = needs[key]
-                for t in targets:
-                    n |= needs.get(t, 0)
-                if n != needs[key]:
-                    needs[key] = n
-                    changed = True
+        # What a symbol needs flows to the symbols that reach it: a worklist over the reverse
+        # edges, each symbol taken again only when what it needs grew.
+        users: dict[str, list[str]] = {}
+        for key, targets in edges.items():
+            for t in targets:
+                if t in needs:
+                    users.setdefault(t, []).append(key)
+        todo = [key for key, n in needs.items() if n and key in users]
+        while todo:
+            key = todo.pop()
+            n = needs[key]
+            for u in users.get(key, ()):
+                have = needs[u]
+                if have | n != have:
+                    needs[u] = have | n
+                    todo.append(u)
         self._needs = needs
 
     def reachable(self, ref: str, from_module: str | None = None) -> list[str]:
@@ -311,28 +325,36 @@ class ProjectIndex:
                     callers.setdefault(target, []).append((caller, edge.ctx, s.path, edge.line))
         self._callers = callers
         setters = self._setter_bases()
-        ctx: dict[str, int | None] = {}
-        for key in callers:
-            ctx[key] = ALL  # greatest fixed point: start from "everything" and narrow
-        changed = True
-        rounds = 0
-        while changed and rounds < 50:
-            changed = False
-            rounds += 1
-            for key, sites in callers.items():
-                value = ALL
-                for caller, site_ctx, _, _ in sites:
-                    mod, _, qual = caller.partition(":")
-                    base = setters.get(mod, 0)
-                    if qual == "":
-                        outer = base
-                    else:
-                        c = ctx.get(caller)
-                        outer = ALL if c is None else c
-                    value &= site_ctx | outer | base
-                if value != ctx[key]:
-                    ctx[key] = value
-                    changed = True
+        # Greatest fixed point: every function starts at "everything" and narrows. Each call
+        # site is (caller, what the site itself gives: its context and the caller's module's
+        # setters); a function is worked out again only when a caller of it narrowed.
+        ctx: dict[str, int | None] = dict.fromkeys(callers, ALL)
+        fixed: dict[str, list[tuple[str | None, int]]] = {}
+        dependents: dict[str, list[str]] = {}
+        for key, sites in callers.items():
+            terms = fixed[key] = []
+            for caller, site_ctx, _, _ in sites:
+                mod, _, qual = caller.partition(":")
+                base = setters.get(mod, 0)
+                if qual == "" or caller not in callers:  # (module level; or no project caller)
+                    terms.append((None, site_ctx | base | (ALL if qual else 0)))
+                else:
+                    terms.append((caller, site_ctx | base))
+                    dependents.setdefault(caller, []).append(key)
+        todo = list(callers)
+        queued = set(todo)
+        while todo:
+            key = todo.pop()
+            queued.discard(key)
+            value = ALL
+            for caller, given in fixed[key]:
+                value &= given if caller is None else given | ctx[caller]  # type: ignore[operator]
+            if value != ctx[key]:
+                ctx[key] = value
+                for d in dependents.get(key, ()):
+                    if d not in queued:
+                        queued.add(d)
+                        todo.append(d)
         self._ctx = ctx
 
     # ---- programs: what a module imports, what runs together ----------------------------------------
