@@ -245,7 +245,11 @@ def donating_calls(facts: FileFacts, project: ProjectIndex) -> list[DonatingCall
 def project_callees(facts: FileFacts,
                     project: ProjectIndex) -> list[tuple[CallSite, ModuleSummary, str]]:
     """Calls of names imported from another module of the project: the call, that module's
-    summary and the name's qualified name there."""
+    summary and the name's qualified name there (worked out once per file and index: the
+    donation and jit rules both ask)."""
+    held = facts.derived.get("project_callees")
+    if held is not None and held[0] is project:
+        return held[1]
     out = []
     for c, q in each_call(facts, "imported_callee", lambda c: _imported_callee(facts, c)):
         target = project.resolve(f"ext:{q}", facts.module)
@@ -255,6 +259,7 @@ def project_callees(facts: FileFacts,
         summary = project.summaries.get(mod)
         if mod != facts.module and summary is not None:
             out.append((c, summary, qual))
+    facts.derived["project_callees"] = (project, out)
     return out
 
 
@@ -264,9 +269,14 @@ def _imported_callee(facts: FileFacts, c: CallSite) -> str | None:
     if c.api is not None or not isinstance(func, (ast.Name, ast.Attribute)):
         return None
     root: ast.expr = func
-    while isinstance(root, ast.Attribute):
-        root = root.value
-    if not isinstance(root, ast.Name) or c.scope.lookup(root.id) is not None:
+    while type(root) is ast.Attribute:
+        root = root.value  # type: ignore[attr-defined]
+    if type(root) is not ast.Name:
+        return None
+    imports = facts.imports
+    if root.id not in imports.names and not imports.star:  # type: ignore[attr-defined]
+        return None  # (most calls: nothing imported by that name, so nothing to qualify)
+    if c.scope.lookup(root.id) is not None:  # type: ignore[attr-defined]
         return None  # a local name: not the imported one
     return facts.qualify(func)
 

@@ -557,17 +557,20 @@ def _carriers(project: ProjectIndex) -> frozenset[str]:
     classes = [(qual, [b.rpartition(".")[2] for b in sym.bases])
                for s in project.summaries.values() for qual, sym in s.symbols.items()
                if sym.kind == "class" and sym.bases]
+    # (caller, the callee's simple name) of each call that hands on one of its caller's own
+    # parameters: the only calls that can make their caller one more carrier
+    handing = [(e.caller, e.target.rpartition(".")[2].rpartition(":")[2])
+               for s in project.summaries.values() for e in s.calls
+               if e.args and e.caller and any(t[0] == "p" for k, ts in e.args.items()
+                                              if not k.startswith("#") for t in ts)]
     for _ in range(_NAME_HOPS):  # a caller handing its own parameter on to one of them
         grown = False
         for qual, bases in classes:  # (a subclass runs its base's `__init__`)
             if any(b in names for b in bases):
                 grown = add(qual) or grown
-        for s in project.summaries.values():
-            for e in s.calls:
-                if e.args and e.caller and e.target.rpartition(".")[2].rpartition(":")[2] in names \
-                        and any(t[0] == "p" for k, ts in e.args.items() if not k.startswith("#")
-                                for t in ts):
-                    grown = add(e.caller) or grown
+        for caller, callee in handing:
+            if callee in names:
+                grown = add(caller) or grown
         if not grown:
             break
     return frozenset(names)

@@ -446,6 +446,7 @@ class _Summariser:
         self.f = facts
         self.out = ModuleSummary(facts.module, facts.path)
         self._name_kinds: dict[tuple[Scope, str], list] = {}  # see _arg_kinds
+        self._names: dict[tuple[Scope, str], str | None] = {}  # see ref_name
         self.nnx = any(q == "flax.nnx" or q.startswith("flax.nnx.")
                        for q in facts.imports.names.values())
 
@@ -476,7 +477,16 @@ class _Summariser:
         return f"ext:{q}" if q and q.split(".", 1)[0] not in EXTERNAL_PACKAGES else None
 
     def ref_name(self, name: str, scope: Scope, node: ast.expr | None = None) -> str | None:
-        """:meth:`ref` for a plain name (the common case, kept fast)."""
+        """:meth:`ref` for a plain name (the common case, kept fast: the same name read in the
+        same scope is looked up once)."""
+        key = (scope, name)
+        memo = self._names
+        if key in memo:
+            return memo[key]
+        found = memo[key] = self._ref_name(name, scope)
+        return found
+
+    def _ref_name(self, name: str, scope: Scope) -> str | None:
         found = scope.lookup(name)
         if found is not None:
             owner, values = found

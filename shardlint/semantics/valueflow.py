@@ -428,7 +428,18 @@ def _unique_terms(terms: list[list]) -> list[list]:
 
 def _is_mesh_annotation(facts: FileFacts, ann: ast.expr, optional: bool = False) -> bool:
     """``Mesh``, ``jax.sharding.Mesh``, ``"Mesh"``; with ``optional`` also ``Mesh | None`` and
-    ``Optional[Mesh]``."""
+    ``Optional[Mesh]`` (once per annotation: a parameter's is asked at each of its reads)."""
+    memo = facts.derived.get("mesh_annotations")
+    if memo is None:
+        memo = facts.derived["mesh_annotations"] = {}
+    key = (ann, optional)
+    found = memo.get(key)  # type: ignore[union-attr]
+    if found is None:
+        found = memo[key] = _mesh_annotation(facts, ann, optional)  # type: ignore[index]
+    return found  # type: ignore[return-value]
+
+
+def _mesh_annotation(facts: FileFacts, ann: ast.expr, optional: bool) -> bool:
     if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
         try:
             ann = ast.parse(ann.value, mode="eval").body
