@@ -156,9 +156,18 @@ def _serve(engine: Engine, conn) -> None:
     own: list[list] = []  # the cache entries of the summaries made here
     made: dict[str, ModuleSummary] = {}  # rel -> the summary made here (not decoded again)
     kept = 0  # characters of the sources in ``held``
+    inbox: list[tuple] = []  # messages read before their turn (see reply)
+
+    def reply(answer: tuple) -> None:
+        # The batch may be sending the next chunk while this worker answers: read whatever it
+        # sent first, so that neither side waits on the other with a full buffer.
+        while conn.poll(0):
+            inbox.append(conn.recv())
+        conn.send(answer)
+
     while True:
         try:
-            message = conn.recv()
+            message = inbox.pop(0) if inbox else conn.recv()
         except (EOFError, OSError, KeyboardInterrupt):
             return
         try:
@@ -173,13 +182,13 @@ def _serve(engine: Engine, conn) -> None:
                 answer = _lint_items(engine, message[2], held)
             else:
                 return
-            conn.send(("ok", answer))
+            reply(("ok", answer))
         except KeyboardInterrupt:
             return
         except BaseException:  # noqa: BLE001 (the batch does this share itself and says why)
             try:
-                conn.send(("failed", traceback.format_exc(limit=-4)))
-            except (OSError, ValueError):
+                reply(("failed", traceback.format_exc(limit=-4)))
+            except (EOFError, OSError, ValueError):
                 return
 
 
@@ -271,6 +280,7 @@ def _lint_items(engine: Engine, items: list[tuple[str, str, str]],
 # front, ended 0.2 s apart).
 _CHUNK = 500_000
 _LAST_CHUNK = 150_000
+_CHUNK_FILES = 256  # (and at most this many files: a message stays small)
 
 
 class _Summarising:
@@ -347,7 +357,7 @@ class _Summarising:
         else:
             target = max(self.queued // (2 * workers), min(_LAST_CHUNK, self.queued // workers))
         n, size = 0, 0
-        while n < len(self.queue) and (size < target or n == 0):
+        while n < len(self.queue) and (size < target or n == 0) and n < _CHUNK_FILES:
             size += self.sizes[n]
             n += 1
         chunk = self.queue[:n]

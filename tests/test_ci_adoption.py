@@ -370,6 +370,30 @@ def test_a_batch_hands_out_files_in_chunks_as_it_reads_them(tmp_path, capsys, mo
     assert json.loads(capsys.readouterr()[0]) == parallel and not log.exists()
 
 
+def test_a_batch_whose_messages_outgrow_the_pipe_does_not_hang(tmp_path):
+    """Chunks and answers larger than a pipe's buffer (long paths, hundreds of files each): the
+    batch sends the next chunk while a worker sends its answer, and a worker reads what was
+    sent before it answers, so neither waits on the other. (Without that, this run hung.)"""
+    import subprocess
+    import sys
+
+    deep = tmp_path / ("a" * 200) / ("b" * 200) / ("c" * 200)
+    deep.mkdir(parents=True)
+    for i in range(1200):
+        (deep / f"m{i}.py").write_text(f"import jax\n\n\ndef f{i}(x):\n    return x\n")
+    size = len((deep / "m0.py").read_text())
+    script = (  # (300 files a chunk: 300 long paths out, 300 summaries back)
+        "import sys\nfrom shardlint import engine\nfrom shardlint.cli import main\n"
+        f"engine._CHUNK = {300 * size}\nengine._CHUNK_FILES = 10_000\n"
+        f"sys.exit(main(['check', {str(tmp_path)!r}, '--jobs', '2', '--no-cache']))\n")
+    try:
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              timeout=120)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("the batch hung") from None
+    assert proc.returncode == 0 and "failed" not in proc.stderr, proc.stderr
+
+
 def test_summarise_chunks_even_out_at_the_end():
     """While files are read a chunk waits until it holds _CHUNK characters; once all are read,
     each chunk is half a worker's share of what is left, down to _LAST_CHUNK; when less than
