@@ -174,6 +174,10 @@ class Cache:
     _generation: str | None = field(default=None, repr=False)  # of the files read
     _unread: bool = field(default=False, repr=False)  # entries hold _UNREAD
     _summaries_dirty: bool = field(default=False, repr=False)
+    # rel -> the digest of the summary the summaries file holds (as the index file says), and
+    # the rels put since it was read or written: a run whose puts all match needs no rewrite
+    _on_disk: dict[str, str] = field(default_factory=dict, repr=False)
+    _put: set[str] = field(default_factory=set, repr=False)
 
     @property
     def path(self) -> Path:
@@ -193,6 +197,7 @@ class Cache:
                 isinstance(e, list) and len(e) == 3 for e in files.values()):
             return
         self.summaries = {rel: [e[0], _UNREAD, e[1], e[2]] for rel, e in files.items()}
+        self._on_disk = {rel: e[1] for rel, e in files.items()}
         self.findings = findings
         self._generation = data.get("generation")
         self._unread = bool(self.summaries)
@@ -208,11 +213,13 @@ class Cache:
             and data.get("generation") == self._generation else None
         if not isinstance(held, dict):
             held = {}
+            self._generation = None  # (no summaries file of this index's: the next save writes one)
         for rel in [r for r, e in self.summaries.items() if e[1] is _UNREAD]:
             if rel in held:
                 self.summaries[rel][1] = held[rel]
             else:
                 del self.summaries[rel]
+                self._on_disk.pop(rel, None)
 
     def has_summary(self, rel: str, file_digest: str) -> bool:
         """Whether the cache holds the summary of this file content (without reading it)."""
@@ -232,12 +239,14 @@ class Cache:
     def put_entry(self, rel: str, entry: list) -> None:
         """A whole entry, ``[digest, summary json, summary digests...]`` (made by a worker)."""
         self.summaries[rel] = entry
+        self._put.add(rel)
         self._summaries_dirty = self.dirty = True
 
     def put_summary(self, rel: str, file_digest: str, summary) -> None:
         """``summary``: a ModuleSummary (serialised only when the cache is saved: the language
         server puts one per keystroke) or its JSON, or None."""
         self.summaries[rel] = [file_digest, summary]
+        self._put.add(rel)
         self._summaries_dirty = self.dirty = True
 
     def summary_digest(self, rel: str) -> str | None:
@@ -338,12 +347,27 @@ class Cache:
         """Write the summaries file now, when it changed (a batch does it while its workers run
         the rules); ``save`` then writes the index file that names its generation. A run
         stopped in between leaves two generations, and the next run summarises again."""
-        if self.enabled and (self._summaries_dirty or self._generation is None):
+        if self.enabled and self._summaries_changed():
             try:
                 self._folder()
                 self._write_summaries()
             except OSError:
                 pass
+
+    def _summaries_changed(self) -> bool:
+        """Whether the summaries file must be written: it is missing, or a summary put since it
+        was read differs from the one it holds (a comment edited: same summary, new content
+        digest, which only the index file records)."""
+        if self._generation is None:
+            return True
+        if not self._summaries_dirty:
+            return False
+        if any(self._on_disk.get(rel) != (self._summary_digests(rel) or ("",))[0]
+               for rel in self._put if rel in self.summaries):
+            return True
+        self._summaries_dirty = False
+        self._put.clear()
+        return False
 
     def _folder(self) -> None:
         folder = self.path.parent
@@ -363,13 +387,16 @@ class Cache:
                      f'{{"key":{json.dumps(self.key)},"generation":"{self._generation}",'
                      f'"summaries":{held}}}')
         self._summaries_dirty = False
+        self._put.clear()
+        self._on_disk = {rel: d[0] for rel in self.summaries
+                         if (d := self._summary_digests(rel)) is not None}
 
     def save(self) -> None:
         if not self.enabled or not self.dirty:
             return
         try:
             self._folder()
-            if self._summaries_dirty or self._generation is None:
+            if self._summaries_changed():
                 self._write_summaries()
             files = {rel: [e[0], *self._summary_digests(rel)]  # type: ignore[misc]
                      for rel, e in self.summaries.items()}

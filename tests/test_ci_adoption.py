@@ -6,6 +6,7 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
 
 from shardlint import cache as cache_mod
 from shardlint.cli import main
@@ -486,6 +487,39 @@ def test_a_warm_run_reads_no_summary_and_a_lost_summaries_file_costs_only_time(
     (tmp_path / "lib3.py").write_text((tmp_path / "lib3.py").read_text() + "\nX = 2\n")
     assert run() == edited
     assert json.loads(held.read_text())["generation"] != "0" * 16
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_an_edit_that_keeps_every_summary_does_not_rewrite_the_summaries_file(
+        tmp_path, capsys, monkeypatch, jobs):
+    """A comment edited: the file's content digest changes, its summary does not. Only the small
+    index file is written (the summaries file is the largest part of the cache); an edit that
+    changes a summary writes both. The findings are a fresh run's either way."""
+    _mesh_pairs(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 't'\n")
+    monkeypatch.chdir(tmp_path)
+    _forking(monkeypatch)
+
+    def run() -> list[dict]:
+        assert main(["check", ".", "--format", "json", "--jobs", jobs]) == 1
+        return json.loads(capsys.readouterr()[0])
+
+    fresh = run()
+    held = tmp_path / cache_mod.DIR / cache_mod.SUMMARIES
+    index = tmp_path / cache_mod.DIR / cache_mod.FILE
+    before = held.stat().st_ino, held.read_bytes()
+    with open(tmp_path / "lib3.py", "a") as fh:
+        fh.write("# a comment\n")
+    assert run() == fresh
+    assert (held.stat().st_ino, held.read_bytes()) == before  # (not written again)
+    assert json.loads(index.read_text())["files"]["lib3.py"][0] == cache_mod.digest(
+        (tmp_path / "lib3.py").read_text())
+    with open(tmp_path / "lib3.py", "a") as fh:
+        fh.write("\n\ndef other():\n    return 1\n")
+    assert run() == fresh and held.read_bytes() != before[1]
+    data = json.loads(held.read_text())
+    assert data["generation"] == json.loads(index.read_text())["generation"]
+    assert "other" in json.dumps(data["summaries"]["lib3.py"])
 
 
 def test_a_batch_that_fails_to_summarise_in_a_worker_and_a_batch_without_fork(
