@@ -862,6 +862,7 @@ class Engine:
         is_target = set(targets)
         texts: dict[Path, tuple[str, str]] = {}  # target -> (rel, digest)
         sources: dict[Path, str] = {}  # every file read, read once
+        names: dict[Path, tuple[str, str, str]] = {}  # each of them -> (rel, digest, module)
         batch = _Summarising(self, jobs)
         try:
             for path in wanted.values():
@@ -871,6 +872,7 @@ class Engine:
                 sources[path] = text
                 rel, digest = self._rel(path), cache_mod.digest(text)
                 self._digests[rel] = digest
+                names[path] = (rel, digest, self.module_name(path)[0])
                 if path in is_target:
                     texts[path] = (rel, digest)
                 if not self.cache.has_summary(rel, digest):
@@ -891,7 +893,7 @@ class Engine:
                     return [f for found in cached for f in found]  # type: ignore[union-attr]
             configs = self._config_summaries()  # (read here while the workers parse)
             batch.finish()
-            return self._lint_batch(batch, sources, texts, configs, jobs)
+            return self._lint_batch(batch, sources, names, texts, configs, jobs)
         finally:
             for w in batch.workers:  # (all told first: they exit together)
                 w.stop()
@@ -899,23 +901,23 @@ class Engine:
                 w.join()
 
     def _lint_batch(self, batch: _Summarising, sources: dict[Path, str],
-                    texts: dict[Path, tuple[str, str]], configs: list[ModuleSummary | None],
-                    jobs: int) -> list[Finding]:
-        """The second step of ``_lint_parallel``: the index, then the rules."""
+                    names: dict[Path, tuple[str, str, str]], texts: dict[Path, tuple[str, str]],
+                    configs: list[ModuleSummary | None], jobs: int) -> list[Finding]:
+        """The second step of ``_lint_parallel``: the index, then the rules (``names``: each
+        source's rel, content digest and module)."""
         workers, held, made_by = batch.workers, batch.held, batch.made_by
         size = {str(p): len(t) for p, t in sources.items()}
-        for path in sources:  # (in the files' order: the cache is the same whoever made what)
-            rel = self._rel(path)
-            if rel in batch.entries:
-                self.cache.put_entry(rel, batch.entries[rel])  # (in memory even with no cache)
         # What the index holds, in its order: module -> (rel, summary or its JSON). A file
         # whose summary no worker gave (one gone, or failing) is summarised here.
         held_summaries: dict[str, tuple[str, object]] = {}
-        for path, text in sources.items():
-            key, _, hit, cached = self._held_summary(path, text)
-            value = cached if hit else self.summary_for(path, text)
+        for path, (rel, digest, module) in names.items():
+            entry = batch.entries.get(rel)
+            if entry is not None:  # (put in the files' order: the same cache whoever made what)
+                self.cache.put_entry(rel, entry)  # (in memory even with no cache)
+            hit, cached = self.cache.summary(rel, digest)
+            value = cached if hit else self.summary_for(path, sources[path])
             if value is not None:
-                held_summaries[self.module_name(path)[0]] = (key, value)
+                held_summaries[module] = (rel, value)
         for summary in configs:
             if summary is not None:
                 held_summaries[summary.module] = (summary.module, summary)
