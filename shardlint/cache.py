@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import os
 import re
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -331,17 +333,18 @@ class Cache:
                     out.update(k for k in names.get(m.group(1), ()) if k != rel)
         return out
 
-    def _encoded_summaries(self) -> str:
-        """The summaries file's ``summaries`` object; a worker's summary is already JSON text."""
-        self._read_summaries()  # (what is not rewritten would be lost)
-        parts = []
-        for rel, e in self.summaries.items():
+    def _encoded_summaries(self) -> Iterator[str]:
+        """The summaries file's ``summaries`` object, in pieces (a worker's summary is already
+        JSON text; the whole is never joined in memory: it is as large as the sources). Read
+        the summaries file first (``_read_summaries``)."""
+        yield "{"
+        for i, (rel, e) in enumerate(self.summaries.items()):
             value = e[1]
             if hasattr(value, "to_json"):
                 value = value.to_json()
             text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
-            parts.append(f"{json.dumps(rel)}:{text}")
-        return "{" + ",".join(parts) + "}"
+            yield f"{',' if i else ''}{json.dumps(rel)}:{text}"
+        yield "}"
 
     def save_summaries(self) -> None:
         """Write the summaries file now, when it changed (a batch does it while its workers run
@@ -380,12 +383,11 @@ class Cache:
             folder.mkdir(parents=True, exist_ok=True)
 
     def _write_summaries(self) -> None:
-        held = self._encoded_summaries()
+        self._read_summaries()  # (first: what is not rewritten would be lost)
         self._generation = os.urandom(8).hex()
-        # (one string, written at once: no chunked encoder)
+        head = f'{{"key":{json.dumps(self.key)},"generation":"{self._generation}","summaries":'
         write_atomic(self.path.with_name(SUMMARIES),
-                     f'{{"key":{json.dumps(self.key)},"generation":"{self._generation}",'
-                     f'"summaries":{held}}}')
+                     itertools.chain([head], self._encoded_summaries(), ["}"]))
         self._summaries_dirty = False
         self._put.clear()
         self._on_disk = {rel: d[0] for rel in self.summaries

@@ -12,6 +12,7 @@ import contextlib
 import os
 import stat
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 # Temporary files are named ``.<name>.<random>.shardlint-tmp``: hidden, and with a suffix no
@@ -19,11 +20,12 @@ from pathlib import Path
 TMP_SUFFIX = ".shardlint-tmp"
 
 
-def write_atomic(path: Path | str, data: str | bytes, *, encoding: str = "utf-8",
+def write_atomic(path: Path | str, data: str | bytes | Iterable[str], *, encoding: str = "utf-8",
                  newline: str | None = "") -> None:
-    """Replace ``path`` with ``data`` atomically. ``newline=""`` writes line endings as they are
-    in ``data`` (what fixes need: a CRLF file stays CRLF). Raises OSError; the temporary file is
-    removed whenever the write does not complete, including on KeyboardInterrupt."""
+    """Replace ``path`` with ``data`` atomically (text given as pieces is written piece by
+    piece, never joined in memory). ``newline=""`` writes line endings as they are in ``data``
+    (what fixes need: a CRLF file stays CRLF). Raises OSError; the temporary file is removed
+    whenever the write does not complete, including on KeyboardInterrupt."""
     path = Path(path)
     folder = path.parent if str(path.parent) else Path(".")
     try:
@@ -37,7 +39,11 @@ def write_atomic(path: Path | str, data: str | bytes, *, encoding: str = "utf-8"
         else:
             fh = os.fdopen(fd, "w", encoding=encoding, newline=newline)
         with fh:
-            fh.write(data)
+            if isinstance(data, (str, bytes)):
+                fh.write(data)
+            else:
+                for piece in data:
+                    fh.write(piece)
             fh.flush()
             os.fsync(fh.fileno())
         if mode is not None:

@@ -64,6 +64,24 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]
 
 
+def test_text_in_pieces_is_written_in_order_and_a_failing_piece_leaves_the_old_file(tmp_path):
+    """The cache's summaries file is written piece by piece (it is as large as the sources):
+    the pieces land in order, and a piece that fails halfway leaves the old file as it was
+    and no temporary file behind."""
+    target = tmp_path / "summaries.json"
+    write_atomic(target, (f"{i}," for i in range(1000)))
+    assert target.read_text() == "".join(f"{i}," for i in range(1000))
+
+    def failing():
+        yield "new"
+        raise ValueError("an entry that cannot be encoded")
+
+    with pytest.raises(ValueError):
+        write_atomic(target, failing())
+    assert target.read_text().startswith("0,1,2,")
+    assert not list(tmp_path.glob(f"*{TMP_SUFFIX}"))
+
+
 def test_output_file_and_baseline_are_written_whole(tmp_path):
     (tmp_path / "train.py").write_text(BAD.format(i=0), encoding="utf-8")
     out = tmp_path / "out.json"

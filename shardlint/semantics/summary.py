@@ -894,7 +894,11 @@ class _Summariser:
 
 
 def summarise(facts: FileFacts) -> ModuleSummary:
-    return _Summariser(facts).build()
+    summary = _Summariser(facts).build()
+    # (what the summary asked most often, remembered on the facts; a batch holds the facts of
+    # many files until their rules run, and the rules ask rarely)
+    facts.derived.pop("mesh_annotations", None)
+    return summary
 
 
 def reference(facts: FileFacts, node: ast.expr, scope: Scope) -> str | None:
