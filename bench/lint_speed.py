@@ -31,6 +31,7 @@ import zipfile
 from pathlib import Path
 
 PACKAGES = ["flax", "optax", "maxtext", "praxis", "easydel"]
+DEFAULT_EDITED = "maxtext/maxtext/layers/attentions.py"
 # The corpus is fixed, so figures compare across sessions: 1,472 files, 695,142 lines.
 # What is taken from each wheel: the Python sources and the YAML configs next to them (where
 # projects keep their logical axis rules and mesh shapes).
@@ -181,8 +182,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--packages", nargs="*", default=PACKAGES)
     parser.add_argument("--repeat", type=int, default=3, help="take the best of N runs")
-    parser.add_argument("--edited", default="maxtext/maxtext/layers/attentions.py",
-                        help="the file the one-file-changed runs edit (relative to the corpus)")
+    parser.add_argument("--edited", default=None,
+                        help="the file the one-file-changed runs edit (relative to the corpus; "
+                        f"default: {DEFAULT_EDITED} when maxtext is measured, else the "
+                        "largest file of the first package)")
     parser.add_argument("--fetch-only", action="store_true",
                         help="fetch the corpus into the cache and stop (the fuzz suite reads it)")
     args = parser.parse_args()
@@ -214,6 +217,10 @@ def main() -> int:
         work = Path(tmp) / "corpus"
         for pkg in args.packages:
             shutil.copytree(src / pkg, work / pkg)
+        if args.edited is None:
+            args.edited = DEFAULT_EDITED if "maxtext" in args.packages else max(
+                (p for p in files if p.is_relative_to(src / args.packages[0])),
+                key=lambda p: (p.stat().st_size, str(p))).relative_to(src).as_posix()
         edited = work / args.edited
         if ruff:
             rows.append(("ruff check --select F,B", *best([

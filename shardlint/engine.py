@@ -867,15 +867,20 @@ class Engine:
         try:
             for path in wanted.values():
                 text = self._read_text(path) if path in is_target else _quiet_read(path)
-                if text is None or not mentions_jax(text):
+                if text is None:
+                    continue
+                rel, digest = self._rel(path), cache_mod.digest(text)
+                held = self.cache.has_summary(rel, digest)  # (then it mentions jax: it did)
+                if not held and not mentions_jax(text):
                     continue
                 sources[path] = text
-                rel, digest = self._rel(path), cache_mod.digest(text)
                 self._digests[rel] = digest
-                names[path] = (rel, digest, self.module_name(path)[0])
+                # (the module name is worked out here for the files the workers summarise, while
+                # they do; for the others only if the index is needed)
+                names[path] = (rel, digest, "" if held else self.module_name(path)[0])
                 if path in is_target:
                     texts[path] = (rel, digest)
-                if not self.cache.has_summary(rel, digest):
+                if not held:
                     batch.add((str(path), rel, digest, path in is_target), len(text))
             if not batch.count and self.use_cache:
                 # Every summary is in the cache: when every target's findings are too, for this
@@ -917,7 +922,7 @@ class Engine:
             hit, cached = self.cache.summary(rel, digest)
             value = cached if hit else self.summary_for(path, sources[path])
             if value is not None:
-                held_summaries[module] = (rel, value)
+                held_summaries[module or self.module_name(path)[0]] = (rel, value)
         for summary in configs:
             if summary is not None:
                 held_summaries[summary.module] = (summary.module, summary)
