@@ -1050,8 +1050,9 @@ class Engine:
 # Characters of source whose parsed trees and facts a serial run holds between building the index
 # and running the rules (the rest are parsed a second time). Measured on the benchmark corpus
 # (27 M characters), cold `check --jobs 1` with its cache: all held 9.5 s / 915 MiB peak; 16 M
-# 10.8 s / 658 MiB; 12 M 11.9 s / 515 MiB; 8 M 12.4 s / 397 MiB. A pool (the default on more than
-# one core) holds each worker's files only while it lints them.
+# 10.8 s / 658 MiB; 12 M 11.9 s / 515 MiB; 8 M 12.4 s / 397 MiB. In a pool (the default on more
+# than one core) each worker has this budget for the files it summarises, and keeps them until it
+# exits.
 FACTS_BUDGET = 12_000_000
 
 
