@@ -141,16 +141,22 @@ def finding_from_json(d: dict) -> Finding:
                    tuple(d["tags"]), d["symbol"], tuple(d["cell"]) if d["cell"] else None)
 
 
+# Summaries and the index file as the cache writes them: compact, and without the encoder's
+# check for reference cycles (what it encodes is made of fresh dicts and lists, some shared, none
+# cyclic): the same text, a quarter faster (0.20 -> 0.15 s for the corpus' summaries).
+encode_json = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
+
+
 def summary_digests(value: dict | None, text: str | None = None) -> tuple[str, str]:
     """(digest, digest without positions) of a summary's JSON (``text``: that JSON encoded, as
     the cache writes it, when the caller has it), as ``Cache.summary_digest`` and
     ``Cache.summary_shape`` give them (a batch's workers make them in parallel)."""
-    full = _sha1(text if text is not None else json.dumps(value, separators=(",", ":")))
+    full = _sha1(text if text is not None else encode_json(value))
     if value is None:
         return full, full
     from shardlint.semantics.summary import without_positions
 
-    return full, _sha1(json.dumps(without_positions(value), separators=(",", ":")))
+    return full, _sha1(encode_json(without_positions(value)))
 
 
 def _read_json(path: Path) -> object:
@@ -342,7 +348,7 @@ class Cache:
             value = e[1]
             if hasattr(value, "to_json"):
                 value = value.to_json()
-            text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+            text = value if isinstance(value, str) else encode_json(value)
             yield f"{',' if i else ''}{json.dumps(rel)}:{text}"
         yield "}"
 
@@ -402,9 +408,9 @@ class Cache:
                 self._write_summaries()
             files = {rel: [e[0], *self._summary_digests(rel)]  # type: ignore[misc]
                      for rel, e in self.summaries.items()}
-            write_atomic(self.path, json.dumps(
+            write_atomic(self.path, encode_json(
                 {"key": self.key, "generation": self._generation, "files": files,
-                 "findings": self.findings}, separators=(",", ":")))
+                 "findings": self.findings}))
             self.dirty = False
         except OSError:
             pass  # a read-only checkout still lints, just without a cache

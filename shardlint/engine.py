@@ -245,7 +245,7 @@ def _summarise_items(engine: Engine, items: list[tuple[str, str, str, bool]], bu
             summary = engine.summary_for(path, text)
         data = summary.to_json() if summary is not None else None
         # (as text: the batch writes it into the cache file as it is, and sends it on)
-        text = json.dumps(data, separators=(",", ":")) if data is not None else None
+        text = cache_mod.encode_json(data) if data is not None else None
         if objects is not None and summary is not None:
             objects[rel] = summary
         made.append([rel, digest, text, *(cache_mod.summary_digests(data, text)
