@@ -152,11 +152,14 @@ def summary_digests(value: dict | None, text: str | None = None) -> tuple[str, s
     the cache writes it, when the caller has it), as ``Cache.summary_digest`` and
     ``Cache.summary_shape`` give them (a batch's workers make them in parallel)."""
     full = _sha1(text if text is not None else encode_json(value))
-    if value is None:
-        return full, full
+    return full, shape_digest(value) if value is not None else full
+
+
+def shape_digest(value: dict) -> str:
+    """The digest of a summary's JSON without its positions (``Cache.summary_shape``)."""
     from shardlint.semantics.summary import without_positions
 
-    return full, _sha1(encode_json(without_positions(value)))
+    return _sha1(encode_json(without_positions(value)))
 
 
 def _read_json(path: Path) -> object:
@@ -256,6 +259,16 @@ class Cache:
         self.summaries[rel] = [file_digest, summary]
         self._put.add(rel)
         self._summaries_dirty = self.dirty = True
+
+    def put_shape(self, rel: str, shape: str) -> None:
+        """The shape digest of the JSON text an entry holds (a batch has its workers make them
+        after the rules, when the cache held no findings)."""
+        entry = self.summaries.get(rel)
+        if entry is None or len(entry) != 2 or not isinstance(entry[1], str):
+            return
+        entry.extend((_sha1(entry[1]), shape))
+        if self._generation is not None and rel not in self._put:
+            self._on_disk[rel] = entry[2]  # (the summaries file was written with this text)
 
     def summary_digest(self, rel: str) -> str | None:
         """A hash of what ``rel`` contributes to the project index (its summary), remembered
@@ -396,8 +409,10 @@ class Cache:
                      itertools.chain([head], self._encoded_summaries(), ["}"]))
         self._summaries_dirty = False
         self._put.clear()
-        self._on_disk = {rel: d[0] for rel in self.summaries
-                         if (d := self._summary_digests(rel)) is not None}
+        # (a worker's entry without digests yet gets its own when they are put: see put_shape)
+        self._on_disk = {rel: d[0] for rel, e in self.summaries.items()
+                         if (len(e) > 3 or not isinstance(e[1], str))
+                         and (d := self._summary_digests(rel)) is not None}
 
     def save(self) -> None:
         if not self.enabled or not self.dirty:

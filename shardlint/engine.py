@@ -15,6 +15,7 @@ import re
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -172,7 +173,8 @@ def _serve(engine: Engine, conn) -> None:
             return
         try:
             if message[0] == "summarise":
-                answer = _summarise_items(engine, message[1], message[2] - kept, held, made)
+                answer = _summarise_items(engine, message[1], message[2] - kept, held, made,
+                                          message[3])
                 own.extend(answer[0])
                 kept += sum(len(held[p][1]) for p in answer[1])
             elif message[0] == "lint":
@@ -180,6 +182,8 @@ def _serve(engine: Engine, conn) -> None:
                     engine.index = _index_of(*message[1], own, made)
                     engine.index._ensure()
                 answer = _lint_items(engine, message[2], held)
+            elif message[0] == "shapes":
+                answer = _shapes(engine, message[1])
             else:
                 # What it holds goes with the process: freeing every tree and fact first would
                 # cost as long as a tenth of the rules (measured on the corpus).
@@ -213,12 +217,13 @@ def _index_of(order: list[tuple[str, str]], answers: list[bytes], extra: dict[st
 
 
 def _summarise_items(engine: Engine, items: list[tuple[str, str, str, bool]], budget: int,
-                     held: dict[str, tuple], objects: dict[str, ModuleSummary] | None = None
-                     ) -> tuple[list[list], list[str]]:
+                     held: dict[str, tuple], objects: dict[str, ModuleSummary] | None = None,
+                     digests: bool = True) -> tuple[list[list], list[str]]:
     """Cache entries ``[rel, digest, summary JSON text, summary digests...]`` of ``(path, rel,
     digest, is a target)``, and the targets whose trees and facts this worker now holds for
     their rules as well (the first ``budget`` characters of them); ``objects`` gets each
-    summary made (rel -> summary)."""
+    summary made (rel -> summary). ``digests=False``: the entries go without their summary
+    digests (the batch asks for them after the rules: see _shapes)."""
     made = []
     kept = 0
     now: list[str] = []
@@ -249,8 +254,19 @@ def _summarise_items(engine: Engine, items: list[tuple[str, str, str, bool]], bu
         if objects is not None and summary is not None:
             objects[rel] = summary
         made.append([rel, digest, text, *(cache_mod.summary_digests(data, text)
-                                          if engine.use_cache else ())])
+                                          if engine.use_cache and digests else ())])
     return made, now
+
+
+def _shapes(engine: Engine, items: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``(rel, shape digest)`` of each ``(rel, module)`` from this worker's index (its own
+    summaries or the others' decoded: ``from_json`` reads back what ``to_json`` wrote)."""
+    out = []
+    for rel, module in items:
+        summary = engine.index.summaries.get(module)
+        if summary is not None:
+            out.append((rel, cache_mod.shape_digest(summary.to_json())))
+    return out
 
 
 def _lint_items(engine: Engine, items: list[tuple[str, str, str]],
@@ -285,6 +301,7 @@ def _lint_items(engine: Engine, items: list[tuple[str, str, str]],
 _CHUNK = 500_000
 _LAST_CHUNK = 150_000
 _CHUNK_FILES = 256  # (and at most this many files: a message stays small)
+_SHAPES_CHUNK = 48  # summaries a worker digests per message after the rules
 
 
 class _Summarising:
@@ -292,8 +309,8 @@ class _Summarising:
     workers as the main process reads them. Workers start once there is enough to do; each
     has at most two chunks waiting while files are read, one after."""
 
-    def __init__(self, engine: Engine, jobs: int) -> None:
-        self.engine, self.jobs = engine, jobs
+    def __init__(self, engine: Engine, jobs: int, digests: bool = True) -> None:
+        self.engine, self.jobs, self.digests = engine, jobs, digests
         self.workers: list[_Worker] = []
         self.queue: list[tuple[str, str, str, bool]] = []  # read, not handed out yet
         self.sizes: list[int] = []  # the characters of each queued file
@@ -331,7 +348,7 @@ class _Summarising:
                 chunk = self._chunk(len(live))
                 if not chunk:
                     break
-                w.send(("summarise", chunk, FACTS_BUDGET))
+                w.send(("summarise", chunk, FACTS_BUDGET, self.digests))
                 w.waiting += 1
         waiting = [w for w in live if w.waiting and w.alive]
         if not waiting:
@@ -863,7 +880,9 @@ class Engine:
         texts: dict[Path, tuple[str, str]] = {}  # target -> (rel, digest)
         sources: dict[Path, str] = {}  # every file read, read once
         names: dict[Path, tuple[str, str, str]] = {}  # each of them -> (rel, digest, module)
-        batch = _Summarising(self, jobs)
+        # With no findings in the cache (a cold run) nothing needs the summaries' shape digests
+        # before the rules: the workers make them after, whichever is free first.
+        batch = _Summarising(self, jobs, digests=not (self.use_cache and not self.cache.findings))
         try:
             for path in wanted.values():
                 text = self._read_text(path) if path in is_target else _quiet_read(path)
@@ -937,8 +956,11 @@ class Engine:
                 self._indexed = True
             self.index._ensure()
 
+        deferred = self.use_cache and not batch.digests  # (see _lint_parallel)
+        shapes = [(rel, m) for m, (rel, _) in held_summaries.items() if rel in made_by] \
+            if deferred else []
         # 2. Rules against the finished index, for the files the cache holds no findings of.
-        project = self._project_digest() if self.use_cache else ""
+        project = self._project_digest() if self.use_cache and not deferred else ""
         findings: list[Finding] = []
         todo: list[tuple[str, str, str]] = []
         for path, (rel, digest) in texts.items():
@@ -983,17 +1005,13 @@ class Engine:
                     plan[0], [raw for k, w in enumerate(workers) if k != i
                               for raw in w.summaries], plan[1]), parts[i]))
             self.cache.save_summaries()  # (while the rules run)
-            results = []
-            for i in live:
-                got = workers[i].receive()
-                if got is None:  # the worker is gone: its share is linted here
-                    index_here()
-                    got = _lint_items(self, parts[i])
-                results.extend(got)
+            results = self._collect_rules(workers, live, parts, shapes, index_here)
         else:  # a few files: here, not worth starting processes for
             if todo:
                 index_here()
             results = _lint_items(self, todo)
+        if deferred:
+            project = self._project_digest()
         for rel, digest, found, errors in results:
             findings.extend(found)
             self.errors.extend(errors)
@@ -1001,6 +1019,44 @@ class Engine:
                 self.cache.put_findings(rel, digest, project, found)
         self.cache.save()
         return findings
+
+    def _collect_rules(self, workers: list[_Worker], live: list[int],
+                       parts: dict[int, list[tuple[str, str, str]]], shapes: list[tuple[str, str]],
+                       index_here: Callable[[], None]) -> list:
+        """The workers' findings, as each finishes its share (a share whose worker is gone is
+        linted here); then ``shapes``, ``(rel, module)`` whose shape digests the cache lacks, are
+        handed out in chunks to whichever worker is free, so that the one done first with the
+        rules takes most of them."""
+        from multiprocessing.connection import wait
+
+        results: list = []
+        linting = set(live)
+        asked: set[int] = set()  # workers with a chunk of shapes to answer
+        for i in sorted(linting):
+            if not workers[i].alive:  # (its share could not be sent)
+                linting.discard(i)
+                index_here()
+                results.extend(_lint_items(self, parts[i]))
+        while linting or asked:
+            waiting = {workers[i].conn: i for i in sorted(linting | asked)}
+            for conn in wait(list(waiting)):
+                i = waiting[conn]
+                got = workers[i].receive()
+                if i in linting:
+                    linting.discard(i)
+                    if got is None:  # the worker is gone: its share is linted here
+                        index_here()
+                        got = _lint_items(self, parts[i])
+                    results.extend(got)
+                else:
+                    asked.discard(i)
+                    for rel, shape in got or ():
+                        self.cache.put_shape(rel, shape)
+                if shapes and workers[i].alive:
+                    workers[i].send(("shapes", shapes[:_SHAPES_CHUNK]))
+                    del shapes[:_SHAPES_CHUNK]
+                    asked.add(i)
+        return results
 
     def _start_workers(self, jobs: int) -> list[_Worker]:
         import multiprocessing

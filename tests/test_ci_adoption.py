@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -393,6 +394,42 @@ def test_a_batch_whose_messages_outgrow_the_pipe_does_not_hang(tmp_path):
     except subprocess.TimeoutExpired:
         raise AssertionError("the batch hung") from None
     assert proc.returncode == 0 and "failed" not in proc.stderr, proc.stderr
+
+
+def test_a_cold_batch_makes_the_shape_digests_after_the_rules_as_a_serial_run_does(
+        tmp_path, capsys, monkeypatch):
+    """With no findings in the cache the workers leave out the summaries' shape digests and
+    make them after the rules, in chunks, to whichever worker is free: the index file a cold
+    ``--jobs 2`` run writes holds the same digests as a serial run's, and a warm run after it
+    has nothing to digest."""
+    from shardlint import engine as engine_mod
+
+    _mesh_pairs(tmp_path, pairs=30)
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 't'\n")
+    monkeypatch.chdir(tmp_path)
+    _forking(monkeypatch)
+    index = tmp_path / cache_mod.DIR / cache_mod.FILE
+    asked: list[int] = []
+    real_send = engine_mod._Worker.send
+
+    def send(self, message):
+        if message[0] == "shapes":
+            asked.append(len(message[1]))
+        return real_send(self, message)
+
+    monkeypatch.setattr(engine_mod._Worker, "send", send)
+    monkeypatch.setattr(engine_mod, "_SHAPES_CHUNK", 4)
+
+    def run(jobs: str) -> tuple[list[dict], dict]:
+        assert main(["check", ".", "--format", "json", "--jobs", jobs]) == 1
+        return json.loads(capsys.readouterr()[0]), json.loads(index.read_text())["files"]
+
+    found, parallel = run("2")
+    assert sum(asked) == 60 and len(asked) >= 15  # (every summary, in chunks of 4)
+    shutil.rmtree(tmp_path / cache_mod.DIR)
+    assert run("1") == (found, parallel)
+    asked.clear()
+    assert run("2") == (found, parallel) and not asked  # (warm: nothing to digest)
 
 
 def test_summarise_chunks_even_out_at_the_end():
