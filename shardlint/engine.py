@@ -151,6 +151,16 @@ class _Worker:
             self.process.join()
 
 
+def _answers(workers: list[_Worker], among: list[int],
+             block: bool = True) -> list[tuple[int, object]]:
+    """``(i, answer)`` of each worker ``i`` of ``among`` whose answer is there (``block``: wait
+    for one); None for a worker gone or failing (see ``_Worker.receive``)."""
+    from multiprocessing.connection import wait
+
+    ready = wait([workers[i].conn for i in among], None if block else 0)
+    return [(i, workers[i].receive()) for i in among if workers[i].conn in ready]
+
+
 def _serve(engine: Engine, conn) -> None:
     gc.disable()  # see gc_paused
     held: dict[str, tuple] = {}  # path -> what _prepare made of it, for the rules
@@ -350,16 +360,12 @@ class _Summarising:
                     break
                 w.send(("summarise", chunk, FACTS_BUDGET, self.digests))
                 w.waiting += 1
-        waiting = [w for w in live if w.waiting and w.alive]
+        waiting = [i for i, w in enumerate(self.workers) if w.alive and w.waiting]
         if not waiting:
             return False
-        from multiprocessing.connection import wait
-
-        for conn in wait([w.conn for w in waiting], None if block else 0):
-            i = next(k for k, w in enumerate(self.workers) if w.conn is conn)
+        for i, done in _answers(self.workers, waiting, block):
             w = self.workers[i]
             w.waiting -= 1
-            done = w.receive()
             if done is None:  # gone, or its chunk failed: what it lacks is summarised later
                 continue
             w.summaries.append(w.answer)  # type: ignore[arg-type]
@@ -1027,8 +1033,6 @@ class Engine:
         linted here); then ``shapes``, ``(rel, module)`` whose shape digests the cache lacks, are
         handed out in chunks to whichever worker is free, so that the one done first with the
         rules takes most of them."""
-        from multiprocessing.connection import wait
-
         results: list = []
         linting = set(live)
         asked: set[int] = set()  # workers with a chunk of shapes to answer
@@ -1038,10 +1042,7 @@ class Engine:
                 index_here()
                 results.extend(_lint_items(self, parts[i]))
         while linting or asked:
-            waiting = {workers[i].conn: i for i in sorted(linting | asked)}
-            for conn in wait(list(waiting)):
-                i = waiting[conn]
-                got = workers[i].receive()
+            for i, got in _answers(workers, sorted(linting | asked)):
                 if i in linting:
                     linting.discard(i)
                     if got is None:  # the worker is gone: its share is linted here
