@@ -605,3 +605,22 @@ def test_a_batch_that_cannot_start_workers_lints_in_one_process(tmp_path, capsys
     monkeypatch.setattr(engine_mod._Worker, "__init__", refused)
     code, found, err = check(capsys, str(tmp_path), "--jobs", "2")
     assert (code, found) == (1, serial) and err.count("cannot start worker processes") == 1
+
+
+def test_the_prefilter_passes_exactly_the_files_its_pattern_matches():
+    """``mentions_jax`` searches substrings instead of running its regex: on every spelling
+    that matters (word boundaries of each kind, Unicode letters and digits, underscores, the
+    ends of the text) it answers what ``_PREFILTER.search`` does."""
+    import random
+
+    from shardlint.engine import _PREFILTER, mentions_jax
+
+    pieces = ["jax", "flax", "optax", "pjax", "jaxlib", "jax_", "_jax", "jax2", "éjax", "jaxé",
+              "axis_rules", "axes_rules", "axs_rules", "mesh_ax", "mesh_", "s_rules", ".", " ",
+              "\n", "#", "import ", "x", "٣", "fl", "ax", "opt", "j", "a"]
+    rng = random.Random(15)
+    cases = ["", "jax", "import jax", "pjax", "jaxx", "flaxen", "optax.adam", "my_jax_tool",
+             "logical_axis_rules", "mesh_axes", "(jax)", "jax\u00e9", "\u00e9jax"]
+    cases += ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 8))) for _ in range(4000)]
+    for text in cases:
+        assert mentions_jax(text) == (_PREFILTER.search(text) is not None), text
