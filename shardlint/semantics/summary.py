@@ -35,7 +35,7 @@ from shardlint.semantics.valueflow import shift as shift_flow
 from shardlint.syntax import nodes as walk_nodes
 
 # Bump when what a summary records changes: cached summaries of another format are dropped.
-FORMAT = 15
+FORMAT = 16
 ENTRY_METHODS = ("init", "init_with_output", "apply")
 _WRAPPERS = frozenset({Role.JIT, Role.PARTIAL, Role.LINEN_LIFT, Role.NNX_LIFT, Role.REMAT})
 _MESH_LIKE = frozenset({"Mesh", "make_mesh", "AbstractMesh"})
@@ -139,47 +139,43 @@ class ModuleSummary:
     with_mesh_terms: list[list] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        """The summary as JSON data (what ``from_json`` reads back). Made by hand: ``asdict``
-        deep-copies every nested list of the flow summaries, the largest part (nothing changes
-        a summary once made, so those are shared)."""
-        out = dict(vars(self))
-        out["symbols"] = {
-            k: {"kind": v.kind, "needs": v.needs, "refs": v.refs, "bases": v.bases,
-                "sites": [vars(x) for x in v.sites], "line": v.line, "flow": v.flow}
-            for k, v in self.symbols.items()}
-        out["calls"] = [vars(c) for c in self.calls]
-        out["entries"] = [vars(e) for e in self.entries]
+        """The summary as JSON data (what ``from_json`` reads back): fields left at their
+        defaults are left out, and symbols, sites, call edges and entries are lists in their
+        fields' order, not objects (the corpus' summaries: 18 MB instead of 21.5, a fifth
+        faster to encode and to decode). Made by hand: ``asdict`` deep-copies every nested
+        list of the flow summaries, the largest part (nothing changes a summary once made, so
+        those are shared)."""
+        out = {k: v for k, v in vars(self).items() if v or k in _ALWAYS}
+        if self.symbols:
+            out["symbols"] = {
+                k: [v.kind, v.needs, v.refs, v.bases,
+                    [[x.line, x.col, x.end_line, x.end_col, x.needs, x.api, x.spec]
+                     for x in v.sites], v.line, v.flow]
+                for k, v in self.symbols.items()}
+        if self.calls:
+            out["calls"] = [[c.caller, c.target, c.ctx, c.line, c.col, c.args]
+                            for c in self.calls]
+        if self.entries:
+            out["entries"] = [[e.model, e.kind, e.scope, e.ctx, e.line, e.col, e.end_line,
+                               e.end_col] for e in self.entries]
         return out
 
     @classmethod
     def from_json(cls, data: dict) -> ModuleSummary:
         s = cls(module=data["module"], path=data["path"])
-        s.symbols = {
-            k: Symbol(v["kind"], v["needs"], v["refs"], v["bases"],
-                      [Site(**x) for x in v["sites"]], v["line"], v.get("flow"))
-            for k, v in data["symbols"].items()
-        }
-        s.calls = [CallEdge(**c) for c in data["calls"]]
-        s.entries = [Entry(**e) for e in data["entries"]]
-        s.legacy_env = data.get("legacy_env", False)
-        for key in ("rules_setter", "mesh_setter", "rules_provider", "mesh_provider",
-                    "rule_tables", "rule_table_refs", "mesh_axes", "constants"):
-            setattr(s, key, data[key])
-        s.donating = data.get("donating", {})
-        s.apis = data.get("apis", [])
-        s.mesh_kinds = data.get("mesh_kinds", [])
-        s.jitted = data.get("jitted", [])
-        s.flags = data.get("flags", {})
-        s.imports = data.get("imports", {})
-        s.config_tables = data.get("config_tables", [])
-        s.rule_table_keys = data.get("rule_table_keys", [])
-        s.mesh_axis_keys = data.get("mesh_axis_keys", [])
-        s.mesh_params = data.get("mesh_params", [])
-        s.name_params = data.get("name_params", {})
-        s.name_attrs = data.get("name_attrs", {})
-        s.rule_table_terms = data.get("rule_table_terms", [])
-        s.with_mesh_terms = data.get("with_mesh_terms", [])
+        for key, value in data.items():
+            if key not in _LAID_OUT:
+                setattr(s, key, value)
+        s.symbols = {k: Symbol(v[0], v[1], v[2], v[3], [Site(*x) for x in v[4]], v[5], v[6])
+                     for k, v in data.get("symbols", {}).items()}
+        s.calls = [CallEdge(*c) for c in data.get("calls", ())]
+        s.entries = [Entry(*e) for e in data.get("entries", ())]
         return s
+
+
+# (what ModuleSummary.to_json always writes; and what from_json reads by hand)
+_ALWAYS = ("module", "path")
+_LAID_OUT = frozenset({"module", "path", "symbols", "calls", "entries"})
 
 
 _NAMES_ARGS = ("names", "sharding", "out_sharding", "sharding_names", "logical_axes")
@@ -202,20 +198,20 @@ def without_positions(data: dict) -> dict:
     summary says, whatever moved. Two summaries of a file that differ only where its code sits
     (a line added above) are equal here; the positions are only ever shown, in messages and
     related locations (see ``cache.summary_shape``)."""
-    def spot(d: dict, *keys: str) -> dict:
-        return {**d, **{k: 0 for k in keys if k in d}}
-
     zero = lambda p: [0, 0, 0, 0]  # noqa: E731
     out = dict(data)
-    out["symbols"] = {
-        k: {**v, "line": 0, "sites": [spot(x, "line", "col", "end_line", "end_col")
-                                      for x in v.get("sites", ())],
-            "flow": map_positions(v["flow"], zero) if v.get("flow") else v.get("flow")}
-        for k, v in data.get("symbols", {}).items()}
-    out["calls"] = [spot(c, "line", "col") for c in data.get("calls", ())]
-    out["entries"] = [spot(e, "line", "col", "end_line", "end_col")
-                      for e in data.get("entries", ())]
-    out["config_tables"] = [spot(t, "line") for t in data.get("config_tables", ())]
+    if "symbols" in data:  # [kind, needs, refs, bases, sites, line, flow]
+        out["symbols"] = {
+            k: [*v[:4], [[0, 0, 0, 0, *x[4:]] for x in v[4]], 0,
+                map_positions(v[6], zero) if v[6] else v[6]]
+            for k, v in data["symbols"].items()}
+    if "calls" in data:  # [caller, target, ctx, line, col, args]
+        out["calls"] = [[*c[:3], 0, 0, *c[5:]] for c in data["calls"]]
+    if "entries" in data:  # [model, kind, scope, ctx, line, col, end_line, end_col]
+        out["entries"] = [[*e[:4], 0, 0, 0, 0] for e in data["entries"]]
+    if "config_tables" in data:
+        out["config_tables"] = [{**t, "line": 0} if "line" in t else t
+                                for t in data["config_tables"]]
     out.pop("path", None)
     return out
 

@@ -177,7 +177,11 @@ def function_flow(facts: FileFacts, scope: Scope, ref: RefFn,
     params = positional_params(fn)
     kwonly = [a.arg for a in fn.args.kwonlyargs]
     method = 1 if _is_method(scope) and params else 0
-    out: dict = {"params": params, "kwonly": kwonly, "method": method}
+    out: dict = {"params": params}  # (no keyword-only parameters, not a method: left out)
+    if kwonly:
+        out["kwonly"] = kwonly
+    if method:
+        out["method"] = method
     defaults = _defaults(facts, scope, fn)
     if defaults:
         out["defaults"] = defaults
