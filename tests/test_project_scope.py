@@ -361,3 +361,32 @@ def test_a_re_export_changed_in_place_resolves_to_its_new_source():
     assert index.resolve("ext:pkg.step") == "pkg.a:step"
     index.add(summary("pkg", "import jax\nfrom pkg.b import step\n", package=True))
     assert index.resolve("ext:pkg.step") == "pkg.b:step"
+
+
+def test_a_call_through_a_wrapper_defined_in_a_later_module_reaches_what_it_wraps():
+    """``step = jax.jit(train_step)`` in one module, called from a module that comes before it
+    in the index: the call runs ``train_step`` under the caller's context. (The wrappers were
+    collected module by module as the call edges were, so one defined in a later module was not
+    seen through, and what it wraps kept an unknown context.)"""
+    import ast
+
+    from shardlint.semantics.facts import MESH
+    from shardlint.semantics.project import ProjectIndex
+    from shardlint.semantics.summary import summarise
+    from shardlint.semantics.visitor import build_facts
+    from shardlint.semantics.wrappers import Wrappers
+
+    caller = ("import jax\nfrom b_model import step\n\n"
+              "with jax.set_mesh(jax.make_mesh((1,), ('data',))):\n    step(None)\n")
+    model = ("import jax\nimport flax.linen as nn\n\n\n"
+             "def train_step(x):\n    return nn.with_logical_constraint(x, ('batch',))\n\n\n"
+             "step = jax.jit(train_step)\n")
+
+    def summary(module: str, src: str):
+        return summarise(build_facts(f"{module}.py", module, ast.parse(src), False, Wrappers()))
+
+    for order in (("a_main", "b_model"), ("b_model", "a_main")):
+        index = ProjectIndex()
+        for module in order:
+            index.add(summary(module, caller if module == "a_main" else model))
+        assert index.context_of("b_model", "train_step") == MESH, order

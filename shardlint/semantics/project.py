@@ -34,6 +34,7 @@ def project_cached(fn):
 
 
 NNX_MODULE = "flax.nnx.Module"
+_UNSEEN = object()  # (a memo's "not asked yet": None is an answer)
 
 
 def _same_symbols(a: ModuleSummary, b: ModuleSummary) -> bool:
@@ -59,6 +60,7 @@ class ProjectIndex:
     _ctx_done: bool = False  # _ctx and _callers are computed
     _resolved: dict[tuple[str, str | None], str | None] = field(default_factory=dict, repr=False)
     _dotted: dict[str, str | None] = field(default_factory=dict, repr=False)  # _resolve_dotted's
+    _tops: set[str] | None = field(default=None, repr=False)  # (with _dotted: see there)
     _memo: dict[tuple, object] = field(default_factory=dict, repr=False)
     _edges: dict[str, list[str]] = field(default_factory=dict, repr=False)
     _flows: FlowIndex | None = field(default=None, repr=False)
@@ -76,6 +78,7 @@ class ProjectIndex:
             self._done = False
             self._resolved.clear()
             self._dotted.clear()
+            self._tops = None
         # (else only positions, calls or contexts changed, as when lines are added above:
         # references resolve as before and the needs closure holds)
 
@@ -84,6 +87,7 @@ class ProjectIndex:
         self._done = self._ctx_done = False
         self._resolved.clear()
         self._dotted.clear()
+        self._tops = None
         self._memo.clear()
         self._flows = None
 
@@ -109,35 +113,39 @@ class ProjectIndex:
         ``from_module`` lets script-style imports resolve: ``from model import MLP`` in
         ``examples/seed/train.py`` finds ``examples.seed.model``.
         """
-        key = (ref, from_module)
-        if key in self._resolved:
-            return self._resolved[key]
-        found = self._resolve(ref, from_module)
-        self._resolved[key] = found
-        return found
-
-    def _resolve(self, ref: str, from_module: str | None) -> str | None:
-        if not ref.startswith("ext:"):
+        if not ref.startswith("ext:"):  # (two lookups: no cheaper from a memo)
             mod, _, qual = ref.partition(":")
             s = self.summaries.get(mod)
             return ref if s is not None and qual in s.symbols else None
-        dotted = ref[4:]
-        prefixes = [""]
-        if from_module:
-            pkg = from_module.split(".")[:-1]
-            prefixes += [".".join(pkg[:i]) + "." for i in range(len(pkg), 0, -1)]
-        for prefix in prefixes:
-            found = self._resolve_dotted(prefix + dotted)
+        key = (ref, from_module)
+        found = self._resolved.get(key, _UNSEEN)
+        if found is _UNSEEN:
+            found = self._resolved[key] = self._resolve_ext(ref[4:], from_module)
+        return found  # type: ignore[return-value]
+
+    def _resolve_ext(self, dotted: str, from_module: str | None) -> str | None:
+        """The project symbol a dotted name imported from ``from_module`` is: as it is
+        spelled, else under the module's enclosing packages, the nearest first."""
+        found = self._resolve_dotted(dotted)
+        if found is not None or not from_module:
+            return found
+        pkg = from_module.split(".")[:-1]
+        for i in range(len(pkg), 0, -1):
+            found = self._resolve_dotted(".".join(pkg[:i]) + "." + dotted)
             if found is not None:
                 return found
         return None
 
     def _resolve_dotted(self, dotted: str, hops: int = 0) -> str | None:
         if hops == 0:  # (the same dotted name is looked up from many modules)
-            if dotted in self._dotted:
-                return self._dotted[dotted]
-            found = self._dotted[dotted] = self._resolve_dotted(dotted, 1)
-            return found
+            found = self._dotted.get(dotted, _UNSEEN)
+            if found is _UNSEEN:
+                tops = self._tops
+                if tops is None:  # (the first part of every module's name)
+                    tops = self._tops = {m.partition(".")[0] for m in self.summaries}
+                found = self._dotted[dotted] = self._resolve_dotted(dotted, 1) \
+                    if dotted.partition(".")[0] in tops else None
+            return found  # type: ignore[return-value]
         parts = dotted.split(".")
         for i in range(len(parts) - 1, 0, -1):
             mod = ".".join(parts[:i])
@@ -164,17 +172,15 @@ class ProjectIndex:
     def _compute_needs(self) -> None:
         needs: dict[str, int] = {}
         edges: dict[str, list[str]] = {}
+        resolve = self.resolve
         for mod, s in self.summaries.items():
+            prefix = mod + ":"
             for qual, sym in s.symbols.items():
-                key = f"{mod}:{qual}"
+                key = prefix + qual
                 needs[key] = sym.needs
-                targets = []
-                for r in sym.refs:
-                    t = self.resolve(r, mod)
-                    if t is not None and t != key:
-                        targets.append(t)
-                # A class inherits what its project base classes need.
-                targets += self.base_classes(key, sym.bases)
+                targets = [t for r in sym.refs if (t := resolve(r, mod)) is not None and t != key]
+                if sym.bases:  # (a class inherits what its project base classes need)
+                    targets += self.base_classes(key, sym.bases)
                 edges[key] = targets
         self._edges = edges
         # What a symbol needs flows to the symbols that reach it: a worklist over the reverse
@@ -311,18 +317,24 @@ class ProjectIndex:
         """
         callers: dict[str, list[tuple[str, int, str, int]]] = {}
         aliases: dict[str, list[str]] = {}
+        resolve = self.resolve
         for mod, s in self.summaries.items():
             for qual, sym in s.symbols.items():
                 if sym.kind == "alias":
-                    aliases[f"{mod}:{qual}"] = [t for t in (self.resolve(r, mod) for r in sym.refs)
+                    aliases[f"{mod}:{qual}"] = [t for t in (resolve(r, mod) for r in sym.refs)
                                                 if t]
+        for mod, s in self.summaries.items():
+            prefix, path = mod + ":", s.path
             for edge in s.calls:
-                t = self.resolve(edge.target, mod)
+                t = resolve(edge.target, mod)
                 if t is None:
                     continue
-                caller = f"{mod}:{edge.caller}"
+                site = (prefix + edge.caller, edge.ctx, path, edge.line)
+                if t not in aliases:
+                    callers.setdefault(t, []).append(site)
+                    continue
                 for target in self._through_aliases(t, aliases):
-                    callers.setdefault(target, []).append((caller, edge.ctx, s.path, edge.line))
+                    callers.setdefault(target, []).append(site)
         self._callers = callers
         setters = self._setter_bases()
         # Greatest fixed point: every function starts at "everything" and narrows. Each call
