@@ -269,10 +269,14 @@ def kind_terms(facts: FileFacts, scope: Scope, expr: ast.expr | None, ref: RefFn
         return []
     if flow is not None:
         assigned = flow.assigned
-    params = flow.all_params if flow is not None else set(scope.params)
-    if isinstance(expr, ast.Constant):
+    # (the parameters' names: a set, or the scope's list -- a few names, no copy made)
+    params = flow.all_params if flow is not None else scope.params
+    tp = type(expr)  # (by exact type, the commonest first: parsed nodes are never subclasses)
+    if tp is ast.Name:
+        return _name_kinds(facts, scope, expr, ref, flow, index, depth, assigned, seen, params)
+    if tp is ast.Constant:
         return [["none"]] if expr.value is None and not index else [["other"]]
-    if isinstance(expr, (ast.Tuple, ast.List)):
+    if tp is ast.Tuple or tp is ast.List:
         if index and index[0] < len(expr.elts) and not any(
                 isinstance(e, ast.Starred) for e in expr.elts):
             return kind_terms(facts, scope, expr.elts[index[0]], ref, flow, index[1:], depth + 1,
@@ -284,14 +288,14 @@ def kind_terms(facts: FileFacts, scope: Scope, expr: ast.expr | None, ref: RefFn
                                    for e in value]]]
             return [["other"], *_items(facts, scope, expr.elts, ref, flow, depth, assigned, seen)]
         return []
-    if isinstance(expr, ast.Dict):  # (`{kind: [Block], ...}`: a table of classes)
+    if tp is ast.Dict:  # (`{kind: [Block], ...}`: a table of classes)
         return _items(facts, scope, expr.values, ref, flow, depth, assigned, seen) \
             if not index else []
-    if isinstance(expr, ast.IfExp):
+    if tp is ast.IfExp:
         return [*kind_terms(facts, scope, expr.body, ref, flow, index, depth + 1, assigned, seen),
                 *kind_terms(facts, scope, expr.orelse, ref, flow, index, depth + 1, assigned,
                             seen)]
-    if isinstance(expr, ast.Call):
+    if tp is ast.Call:
         if index:
             c = Resolver(facts, scope, ref)(expr)
             return [["c", c.ref, c.bound, c.via_attr, list(index)]] if c is not None else []
@@ -318,67 +322,73 @@ def kind_terms(facts: FileFacts, scope: Scope, expr: ast.expr | None, ref: RefFn
         first = [t for t in first if t[0] in ("table", "key", "p", "a", "c")]
         return [["c", c.ref, c.bound, c.via_attr, [], first]] if first else \
             [["c", c.ref, c.bound, c.via_attr, []]]
-    if isinstance(expr, ast.Name):
-        if not index and facts.mesh_for(expr, scope) is not None:
-            return [["mesh"]]
-        values = assigned.get(expr.id) if assigned is not None else None
-        out: list[list] = []
-        if expr.id in params and not index and scope.kind == "function":
-            ann = scope.annotations.get(expr.id)
-            if ann is not None and _is_mesh_annotation(facts, ann, optional=True):
-                out = [["mesh"], ["none"]]  # (`Mesh | None`: a mesh wherever used as one)
-            else:
-                out = [["p", expr.id]]
-        if values:
-            key = (id(scope), expr.id)
-            if key in seen:
-                return out
-            inner = seen | {key}
-            for a in values:
-                if a.value is None:
-                    return []  # a value shardlint cannot see makes the name unknown
-                out.extend(kind_terms(facts, scope, a.value, ref, flow, (*a.index, *index),
-                                      depth + 1, assigned, inner))
-            return out
-        if out:
-            return out
-        found = scope.lookup(expr.id) if not index else None
-        if found is not None:
-            owner, values = found
-            if owner is not scope and owner.kind == "function":
-                # a closure reads the enclosing function's binding
-                return kind_terms(facts, owner, expr, ref, None, (), depth + 1,
-                                  owner.assigned, seen)
-            key = (id(owner), expr.id)
-            # a module-level name bound once (`mesh = make_mesh()`), read at module level or in
-            # a function
-            if owner.kind == "module" and len(values) == 1 and isinstance(values[0], ast.expr) \
-                    and type(values[0]).__name__ != "Opaque" and key not in seen:
-                return kind_terms(facts, owner, values[0], ref, None, (), depth + 1,
-                                  seen=seen | {key})
-        if not index and (expr.id[:1].isupper() or found is not None and found[1] and isinstance(
-                found[1][-1], (ast.FunctionDef, ast.AsyncFunctionDef))):
-            # (a class by its name, defined here or imported: `Block`; a function defined
-            # here, handed on as a factory: `make_stage`)
-            r = ref(expr, scope)
-            if r is not None:
-                return [["sym", r]]
-        return []
-    if isinstance(expr, ast.Attribute) and not index and isinstance(expr.value, ast.Name) \
+    if tp is ast.Attribute and not index and type(expr.value) is ast.Name \
             and expr.value.id == "self":
         return [["a", expr.attr], ["key", expr.attr]]
-    if not index and isinstance(expr, ast.Attribute) and expr.attr[:1].isupper():
+    if not index and tp is ast.Attribute and expr.attr[:1].isupper():
         r = ref(expr, scope)  # `layers.Block`
         if r is not None:
             return [["sym", r]]
-    if not index and isinstance(expr, (ast.Attribute, ast.Subscript)):
+    if not index and (tp is ast.Attribute or tp is ast.Subscript):
         key = table_key(expr)
         if key is not None:
             return [["key", key]]  # `config.logical_axis_rules`, `cfg["logical_axis_rules"]`
-    if not index and isinstance(expr, ast.Subscript):  # `blocks[0]`, `layer_map[kind]`
+    if not index and tp is ast.Subscript:  # `blocks[0]`, `layer_map[kind]`
         inner = [t for t in kind_terms(facts, scope, expr.value, ref, flow, (), depth + 1,
                                        assigned, seen) if t[0] in _CLASS_KINDS]
         return [["sub", inner]] if inner else []
+    return []
+
+
+def _name_kinds(facts: FileFacts, scope: Scope, expr: ast.Name, ref: RefFn,
+                flow: LocalFlow | None, index: tuple[int, ...], depth: int,
+                assigned: dict | None, seen: frozenset, params) -> list[list]:
+    """``kind_terms`` of a name: a mesh, a parameter, what its assignments hold, a closure's
+    or the module's binding, a class or function named."""
+    if not index and facts.mesh_for(expr, scope) is not None:
+        return [["mesh"]]
+    values = assigned.get(expr.id) if assigned is not None else None
+    out: list[list] = []
+    if expr.id in params and not index and scope.kind == "function":
+        ann = scope.annotations.get(expr.id)
+        if ann is not None and _is_mesh_annotation(facts, ann, optional=True):
+            out = [["mesh"], ["none"]]  # (`Mesh | None`: a mesh wherever used as one)
+        else:
+            out = [["p", expr.id]]
+    if values:
+        key = (id(scope), expr.id)
+        if key in seen:
+            return out
+        inner = seen | {key}
+        for a in values:
+            if a.value is None:
+                return []  # a value shardlint cannot see makes the name unknown
+            out.extend(kind_terms(facts, scope, a.value, ref, flow, (*a.index, *index),
+                                  depth + 1, assigned, inner))
+        return out
+    if out:
+        return out
+    found = scope.lookup(expr.id) if not index else None
+    if found is not None:
+        owner, values = found
+        if owner is not scope and owner.kind == "function":
+            # a closure reads the enclosing function's binding
+            return kind_terms(facts, owner, expr, ref, None, (), depth + 1,
+                              owner.assigned, seen)
+        key = (id(owner), expr.id)
+        # a module-level name bound once (`mesh = make_mesh()`), read at module level or in
+        # a function
+        if owner.kind == "module" and len(values) == 1 and isinstance(values[0], ast.expr) \
+                and type(values[0]).__name__ != "Opaque" and key not in seen:
+            return kind_terms(facts, owner, values[0], ref, None, (), depth + 1,
+                              seen=seen | {key})
+    if not index and (expr.id[:1].isupper() or found is not None and found[1] and isinstance(
+            found[1][-1], (ast.FunctionDef, ast.AsyncFunctionDef))):
+        # (a class by its name, defined here or imported: `Block`; a function defined
+        # here, handed on as a factory: `make_stage`)
+        r = ref(expr, scope)
+        if r is not None:
+            return [["sym", r]]
     return []
 
 
