@@ -148,6 +148,8 @@ class IncrementalParser:
         # What a caller derived from the last tree and wants back with the next one (the engine
         # keeps its per-statement facts here: ``semantics.replay``).
         self.memo: object = None
+        self._new: str = ""  # the text being parsed (for _nested_error)
+        self._tried = False  # whether _nested_error ran for this edit
 
     def parse(self, text: str, filename: str) -> ast.Module:
         """The tree of ``text``; raises ``SyntaxError``/``ValueError`` as ``ast.parse`` does."""
@@ -168,6 +170,7 @@ class IncrementalParser:
 
     def _incremental(self, text: str, filename: str) -> ast.Module | None:
         old, tree = self._text, self._tree
+        self._new, self._tried = text, False
         if old is None or tree is None or not tree.body or "\r" in text or "\r" in old:
             return None
         if old == text:
@@ -228,9 +231,11 @@ class IncrementalParser:
         if found is None:
             return None
         k, start, end = found
-        members = self._in_body(body[k], first, old_last, delta, lines, end, filename)
+        members = self._in_body(body[k], first, old_last, delta, lines, end, filename,
+                                outer=(cls.col_offset, body[k].col_offset))
         if members is None:  # (not inside one statement of a method's body)
-            members = self._block(body, start, end, lines, filename, "class _:")
+            members = self._block(body, start, end, lines, filename, "class _:",
+                                  (cls.col_offset,))
         if members is None:
             return None
         rest = body[k + 1:]
@@ -244,11 +249,12 @@ class IncrementalParser:
         return new
 
     def _block(self, body: list[ast.stmt], start: int, end: int | None, lines: list[str],
-               filename: str, header: str) -> list[ast.stmt] | None:
+               filename: str, header: str, outer: tuple[int, ...]) -> list[ast.stmt] | None:
         """The statements of lines ``start``..``end`` (the new text's, 1-based, inclusive),
         parsed under a stand-in ``header`` line just above them with their own indentation
         (every position exact, no string changed), when they are all indented as ``body``'s
-        statements are: else None (the caller parses more)."""
+        statements are: else None (the caller parses more). ``outer``: the columns of the
+        headers of the blocks around them, outermost first (for ``_nested_error``)."""
         chunk = "\n".join(lines[start - 1:end])
         if _mixed_indent(lines[start - 1:end]):
             # Whether a tab in an indentation is consistent depends on the enclosing blocks'
@@ -257,7 +263,10 @@ class IncrementalParser:
         try:
             part = parse("\n" * (start - 2) + header + "\n" + chunk, filename)
         except (SyntaxError, ValueError):
-            return None
+            if not self._tried:  # (the innermost region that fails comes first)
+                self._tried = True
+                self._nested_error(start, body[0].col_offset, outer, lines, filename)
+            return None  # (it may join the statements after it: the caller parses more)
         if len(part.body) != 1:
             return None  # a line dedented out of the block: a statement of its own
         inner = part.body[0]
@@ -269,7 +278,8 @@ class IncrementalParser:
         return found
 
     def _in_body(self, fn: ast.stmt, first: int, old_last: int, delta: int, lines: list[str],
-                 end_line: int | None, filename: str, depth: int = 0) -> list[ast.stmt] | None:
+                 end_line: int | None, filename: str, depth: int = 0,
+                 outer: tuple[int, ...] = ()) -> list[ast.stmt] | None:
         """``[fn]`` with only the statement of its body the edit touched parsed again (one of
         the hundreds of statements of a long method, or of a function nested in it, any
         depth), when the edit lies inside that statement's region: the lines from its first
@@ -283,9 +293,10 @@ class IncrementalParser:
         if found is None:
             return None
         k, start, end = found
-        stmts = self._in_body(body[k], first, old_last, delta, lines, end, filename, depth + 1)
+        stmts = self._in_body(body[k], first, old_last, delta, lines, end, filename, depth + 1,
+                              (*outer, body[k].col_offset))
         if stmts is None:
-            stmts = self._block(body, start, end, lines, filename, "if 1:")
+            stmts = self._block(body, start, end, lines, filename, "if 1:", outer)
         if stmts is None:
             return None
         rest = body[k + 1:]
@@ -296,6 +307,41 @@ class IncrementalParser:
         last = new.body[-1]
         new.end_lineno, new.end_col_offset = last.end_lineno, last.end_col_offset
         return [new]
+
+    def _nested_error(self, start: int, col: int, outer: tuple[int, ...], lines: list[str],
+                      filename: str) -> None:
+        """Raise the file's syntax error when the edited block region (from line ``start``,
+        its statements at column ``col``, inside blocks whose headers are at the columns
+        ``outer``) does not parse alone, found by parsing only from it to the end of the file,
+        under stand-in ``if 1:`` headers at the columns of the blocks around it: the tokens
+        from the region on are the file's, and the tokenizer starts them with the same
+        indentation stack, at the start of a statement (the text before is unchanged and
+        parsed), so the parser fails where and how the whole file's parse does -- and the text
+        before it, most of a module that is one large class, is not parsed twice for that
+        (CPython's parser makes a second pass to word its error; on a generic one it also
+        tokenizes the rest of the text for a tokenizer error, which comes first). Returns (nothing
+        raised) when that text parses, or where the doubt is too large: a tab or form feed in
+        the file (the tokenizer checks tabs against the enclosing blocks' own indentation), a
+        first line not at the block's column or continuing the statement before it
+        (``else:``), a null byte."""
+        text = self._new
+        if "\t" in text or "\f" in text or "\0" in text or "barry_as_FLUFL" in text \
+                or len(outer) >= start:
+            return
+        for line in lines[start - 1:]:
+            code = line.lstrip(" ")
+            if not code or code.startswith("#"):
+                continue
+            if len(line) - len(code) != col or _CONTINUATION.match(code):
+                return
+            break
+        headers = "".join(" " * c + "if 1:\n" for c in outer)
+        try:
+            parse("\n" * (start - 1 - len(outer)) + headers + "\n".join(lines[start - 1:]),
+                  filename)
+        except ValueError:
+            return
+        # (a SyntaxError goes to the caller: ``parse`` keeps the last version that parsed)
 
     def _from_region(self, tree: ast.Module, i: int, start_line: int, lines: list[str],
                      text: str, s: int, filename: str) -> ast.Module:

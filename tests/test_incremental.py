@@ -671,3 +671,112 @@ def test_a_tab_in_a_method_body_indentation_is_the_full_parse_tab_error() -> Non
     new = text.replace("        y = 2", " \t      y = 2")
     assert outcome(new)[0] == "TabError"
     assert outcome(new, parser) == outcome(new)
+
+
+NESTED_BASE = '''import jax
+import flax.linen as nn
+
+RULES = (("batch", "data"),)
+
+
+class Engine:
+    def run(self, params, batch):
+        count = 0
+        base = jax.make_mesh((1,), ("data",))
+        mesh = base
+        spec = ("batch",)
+
+        def helper():
+            return nn.with_logical_constraint(batch, spec)
+
+        def mesh_of():
+            return mesh
+
+        def step(p):
+            with jax.set_mesh(mesh_of()):
+                return helper() + p
+
+        return jax.jit(step)(params)
+
+    def other(self):
+        return RULES
+'''
+
+
+@pytest.mark.parametrize("old, new, made_again", [
+    # Typing into a statement of the method that no nested function reads (the statement an
+    # edit is in is parsed again: a new node): its nested functions are kept.
+    ("        count = 0\n", "        count = 0 + len(batch)\n", set()),
+    ("        return jax.jit(step)(params)", "        return jax.jit(step)(params) + 0", set()),
+    # The value a nested function reads changes, directly or through another name; `step`
+    # calls `mesh_of` by its name, which is bound as before.
+    ("        mesh = base\n", "        mesh = None\n", {"mesh_of"}),
+    ('        base = jax.make_mesh((1,), ("data",))', "        base = None", {"mesh_of"}),
+    ('        spec = ("batch",)', '        spec = ("batch", "mlp")', {"helper"}),
+    # Lines added above: the kept functions move, their summaries with them.
+    ("        count = 0\n", "        count = (\n            0)\n", set()),
+    # An edit inside a nested function makes that one again.
+    ("            return mesh\n", "            return mesh  # the mesh\n", {"mesh_of"}),
+    # A sibling it calls renamed: what the call refers to changes.
+    ("        def helper():", "        def helper2():", {"helper2", "step"}),
+])
+def test_nested_functions_of_an_edited_method_are_reused_unless_what_they_read_changed(
+        tmp_path: Path, monkeypatch, old: str, new: str, made_again: set[str]) -> None:
+    """A method's nested functions keep their flows and call results across an edit of the
+    method when the values they read from it are bound as before; the summary and findings are
+    a fresh build's either way."""
+    import json
+
+    from shardlint.config import load
+    from shardlint.engine import Engine
+    from shardlint.semantics import summary as summary_mod
+
+    made: list[str] = []
+    real = summary_mod.function_flow
+
+    def counting(facts, scope, *args, **kwargs):
+        made.append(scope.qualname.rpartition(".")[2])
+        return real(facts, scope, *args, **kwargs)
+
+    monkeypatch.setattr(summary_mod, "function_flow", counting)
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 't'\n", encoding="utf-8")
+    path = tmp_path / "train.py"
+    live = Engine(load(tmp_path), use_cache=False)
+    parser = IncrementalParser()
+    live.lint_text(path, NESTED_BASE, parser=parser)
+    assert old in NESTED_BASE
+    for step, text in enumerate((NESTED_BASE.replace(old, new, 1), NESTED_BASE)):  # edit, undo
+        made.clear()
+        got = [(f.code, f.span, f.message) for f in live.lint_text(path, text, parser=parser)]
+        nested_made = set(made) - {"run"}
+        fresh = Engine(load(tmp_path), use_cache=False)
+        want = [(f.code, f.span, f.message) for f in fresh.lint_text(path, text)]
+        assert got == want
+        summaries = [json.dumps(e.index.summaries["train"].to_json(), sort_keys=True)
+                     for e in (fresh, live)]
+        assert summaries[0] == summaries[1]
+        if step == 0:
+            assert nested_made == made_again
+
+
+@pytest.mark.parametrize("path", SOURCES[::4], ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_typing_into_nested_blocks_gives_the_full_parse_error_at_every_keystroke(
+        path: Path) -> None:
+    """A statement typed one character at a time into a method's or a nested function's body:
+    most states do not parse, and their error (found from the edited block to the end of the
+    file, under stand-in headers) is the whole file's, message and position."""
+    text = path.read_text(encoding="utf-8")
+    tree = ast.parse(text)
+    spots = [fn.body[0] for fn in ast.walk(tree)
+             if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and len(fn.body) > 1
+             and fn.col_offset > 0][:6]
+    typed = "h = jnp.einsum('bd,df->bf', x, [self.k(1), {'a': (2,"
+    lines = text.split("\n")
+    for stmt in spots:
+        parser = IncrementalParser()
+        parser.parse(text, "f.py")
+        indent = " " * stmt.col_offset
+        for k in range(len(typed) + 1):
+            new_lines = [*lines[:stmt.lineno - 1], indent + typed[:k], *lines[stmt.lineno - 1:]]
+            new = "\n".join(new_lines)
+            assert outcome(new, parser) == outcome(new), (path, stmt.lineno, typed[:k])

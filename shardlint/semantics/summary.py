@@ -175,6 +175,7 @@ class ModuleSummary:
 
 # (what ModuleSummary.to_json always writes; and what from_json reads by hand)
 _ALWAYS = ("module", "path")
+_DEF_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _LAID_OUT = frozenset({"module", "path", "symbols", "calls", "entries"})
 
 
@@ -443,6 +444,10 @@ class _Summariser:
         self.out = ModuleSummary(facts.module, facts.path)
         self._name_kinds: dict[tuple[Scope, str], list] = {}  # see _arg_kinds
         self._names: dict[tuple[Scope, str], str | None] = {}  # see ref_name
+        # (for _function_flow: per class, per node, this build)
+        self._classes: dict[Scope, tuple] = {}
+        self._bindings: dict[Scope, dict] = {}
+        self._flow_keys: dict[Scope, tuple] = {}
         self.nnx = any(q == "flax.nnx" or q.startswith("flax.nnx.")
                        for q in facts.imports.names.values())
 
@@ -565,9 +570,8 @@ class _Summariser:
                 continue
             refs, bases = self._scope_refs(scope)
             if scope.kind == "function":
-                flow = function_flow(self.f, scope, self.ref,
-                                     by_scope.get(scope) if by_scope is not None else None,
-                                     mesh_calls.get(scope, ()))
+                flow = self._function_flow(scope, by_scope.get(scope) if by_scope is not None
+                                           else None, mesh_calls.get(scope, ()))
             else:
                 of_method = members.attributes(self) if members is not None else None
                 attrs = class_attributes(self.f, scope, self.ref, of_method)
@@ -599,6 +603,125 @@ class _Summariser:
             members.finish(symbols)
         frag.config_tables = python_tables(self.f, part.scopes, part.calls)
         return frag
+
+    # ---- flows of nested functions, reused across builds ---------------------------------------
+    FLOWS = "summary:flows"
+    CALLS = "summary:calls"
+    LOADS = "summary:loads"
+
+    def _function_flow(self, scope: Scope, calls: list[ast.Call] | None,
+                       mesh_calls) -> dict | None:
+        """``function_flow`` of a function scope; in the language server, for a function nested
+        in another (a method's helpers: a method of hundreds of lines may hold dozens, and an
+        edit in it makes its own statement again, not theirs), the previous build's, moved to
+        where the function is now, when that can be no different: the same ``def`` node (the
+        incremental parser keeps an untouched statement's), the module's names bound as before,
+        its class binding the same names, and the same values bound, in the functions around
+        it, to the names it loads (and to the names those values load) -- what its flow reads
+        beyond its own text. Anything else is made again."""
+        reuse = self.f.reuse
+        node = scope.node
+        parent = scope.parent
+        if reuse is None or parent is None or parent.kind != "function":
+            return function_flow(self.f, scope, self.ref, calls, mesh_calls)
+        key = self._flow_key(scope)
+        store = reuse.results.setdefault(self.FLOWS, {})
+        old = reuse.carried.get(self.FLOWS, {}).get(node) \
+            if reuse.changed == frozenset() and reuse.edited is not None else None
+        if old is not None and old[0] == key:
+            d = node.lineno - old[1]  # type: ignore[attr-defined]
+            flow = old[2] if d == 0 or old[2] is None else shift_flow(old[2], d)
+        else:
+            flow = function_flow(self.f, scope, self.ref, calls, mesh_calls)
+        store[node] = (key, node.lineno, flow)  # type: ignore[attr-defined]
+        return flow
+
+    def _flow_key(self, scope: Scope) -> tuple:
+        """What a nested function's flow and calls read beyond its text (once per build)."""
+        found = self._flow_keys.get(scope)
+        if found is None:
+            found = self._flow_keys[scope] = (self._class_names(scope), self._closure(scope))
+        return found
+
+    def _class_names(self, scope: Scope) -> tuple | None:
+        """What the class around a function binds (as ``_Members.of`` compares it)."""
+        s: Scope | None = scope
+        while s is not None and s.kind != "class":
+            s = s.parent
+        if s is None:
+            return None
+        found = self._classes.get(s)
+        if found is None:
+            found = self._classes[s] = (
+                tuple(sorted(s.bindings)), tuple(sorted(s.children)), tuple(sorted(s.annotations)),
+                tuple(ast.dump(v) for _, values in sorted(s.bindings.items()) for v in values
+                      if isinstance(v, ast.expr)))
+        return found
+
+    def _loads(self, node: ast.AST) -> frozenset[str]:
+        """The names read anywhere in ``node`` (a ``def`` or a bound value: once per node,
+        kept for the next build)."""
+        reuse = self.f.reuse
+        store = reuse.results.setdefault(self.LOADS, {})  # type: ignore[union-attr]
+        found = store.get(node)
+        if found is None:
+            found = reuse.carried.get(self.LOADS, {}).get(node)  # type: ignore[union-attr]
+        if found is None:
+            found = frozenset(n.id for n in walk_nodes(node) if type(n) is ast.Name)
+        store[node] = found
+        return found
+
+    def _closure(self, scope: Scope) -> tuple:
+        """What a nested function may read of the functions around it: for each name it loads
+        that one of them binds (innermost first), whether that function takes it as a
+        parameter, its annotation there and the values bound to it, and the same, in turn, for
+        the names those values load. Nodes compare by identity (the parser hands back the same
+        node for a statement it kept, a new one for one it parsed again; the key holds them, so
+        no other node takes their place), a ``def`` or ``class`` bound there by its name only
+        (its body is its own)."""
+        want = set(self._loads(scope.node))
+        out: list[tuple] = []
+        s = scope.parent
+        while want and s is not None and s.kind == "function":
+            bound = self._bound(s)
+            todo = sorted(n for n in want if n in bound)
+            done: set[str] = set()
+            while todo:
+                name = todo.pop()
+                if name in done:
+                    continue
+                done.add(name)
+                entry, loads = bound[name]
+                out.append(entry)
+                for n in loads:
+                    if n in bound:
+                        todo.append(n)
+                    else:
+                        want.add(n)
+            want -= done
+            s = s.parent
+        return tuple(out)
+
+    def _bound(self, s: Scope) -> dict[str, tuple[tuple, frozenset[str]]]:
+        """Per name a function scope binds (or takes): its entry in ``_closure``'s key and the
+        names its values load; once per scope and build."""
+        found = self._bindings.get(s)
+        if found is not None:
+            return found
+        found = self._bindings[s] = {}
+        for name in {*s.bindings, *s.params, *s.assigned}:
+            values = [*s.bindings.get(name, ()),
+                      *(a.value for a in s.assigned.get(name, ()) if a.value is not None)]
+            entry = (s.qualname, name, name in s.params, s.annotations.get(name),
+                     tuple(f"{type(v).__name__} {v.name}" if isinstance(v, _DEF_NODES) else v
+                           for v in values),
+                     tuple(a.index for a in s.assigned.get(name, ())))
+            loads: set[str] = set()
+            for v in values:
+                if not isinstance(v, _DEF_NODES):
+                    loads |= self._loads(v)
+            found[name] = (entry, frozenset(loads))
+        return found
 
     def _scope_refs(self, scope: Scope) -> tuple[list[str], list[str]]:
         """References and bases of a function or class symbol."""
@@ -646,7 +769,47 @@ class _Summariser:
         return "value"
 
     def _call(self, c: CallSite, frag: _Fragment) -> None:
-        """What one call adds: a constraint site, call edges, entries, contexts it provides."""
+        """What one call adds: a constraint site, call edges, entries, contexts it provides;
+        in the language server, for a call in a nested function, what it added in the previous
+        build (moved as far as it moved) when its function's flow could be reused
+        (``_function_flow``) and its context is the same."""
+        reuse = self.f.reuse
+        scope = c.scope
+        if reuse is None or scope.kind != "function" or scope.parent is None \
+                or scope.parent.kind != "function":
+            return self._make_call(c, frag)
+        n = c.node
+        key = (self._flow_key(scope), c.ctx, c.abstract)
+        old = reuse.carried.get(self.CALLS, {}).get(n) \
+            if reuse.changed == frozenset() and reuse.edited is not None else None
+        sym = frag.symbols.get(scope.qualname)
+        if old is not None and old[0] == key:
+            site, edges, entries, provides, unknown = old[2]
+            d = n.lineno - old[1]
+            if d:
+                site = site and replace(site, line=site.line + d, end_line=site.end_line + d)
+                edges = [replace(e, line=e.line + d) for e in edges]
+                entries = [replace(e, line=e.line + d, end_line=e.end_line + d) for e in entries]
+            if site is not None and sym is not None:
+                sym.needs |= site.needs
+                sym.sites.append(site)
+            frag.edges.extend(edges)
+            frag.entries.extend(entries)
+            frag.provides |= provides
+            frag.unknown.extend(unknown)
+            made = (site, edges, entries, provides, unknown)
+        else:
+            ne, nn, nu, was = len(frag.edges), len(frag.entries), len(frag.unknown), \
+                frag.provides
+            ns = len(sym.sites) if sym is not None else 0
+            frag.provides = 0
+            self._make_call(c, frag)
+            made = (sym.sites[ns] if sym is not None and len(sym.sites) > ns else None,
+                    frag.edges[ne:], frag.entries[nn:], frag.provides, frag.unknown[nu:])
+            frag.provides |= was
+        reuse.results.setdefault(self.CALLS, {})[n] = (key, n.lineno, made)
+
+    def _make_call(self, c: CallSite, frag: _Fragment) -> None:
         f = self.f
         edges, entries = frag.edges, frag.entries
         needs = site_needs(f, c)
