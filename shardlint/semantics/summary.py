@@ -176,6 +176,7 @@ class ModuleSummary:
 # (what ModuleSummary.to_json always writes; and what from_json reads by hand)
 _ALWAYS = ("module", "path")
 _DEF_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_NO_MEMBER = object()
 _LAID_OUT = frozenset({"module", "path", "symbols", "calls", "entries"})
 
 
@@ -334,6 +335,7 @@ class _Members:
         self.cls = cls
         first, last, delta = edited
         self.members: dict[str, _Member] = {}
+        self._route: dict[str, _Member | None] = {}  # qualname -> its member (see member)
         store: dict = facts.reuse.results.setdefault(self.RESULTS, {})  # type: ignore[union-attr]
         store[("class", cls.name)] = names
         counts: dict[str, int] = {}
@@ -402,16 +404,19 @@ class _Members:
                            != set(m.symbols)):
                 fresh = self.members[key] = _Member(m.start, m.end, False)
                 store[(key, m.start, m.end)] = fresh
+                self._route.clear()
 
     def _key(self, qual: str) -> str:
         head, _, rest = qual.partition(".")
         return f"{head}.{rest.partition('.')[0]}"
 
     def member(self, qual: str) -> _Member | None:
-        head, _, rest = qual.partition(".")
-        if head != self.cls.name or not rest:
-            return None
-        return self.members.get(self._key(qual))
+        found = self._route.get(qual, _NO_MEMBER)  # (asked once per call of the class)
+        if found is _NO_MEMBER:
+            head, _, rest = qual.partition(".")
+            found = self._route[qual] = None if head != self.cls.name or not rest \
+                else self.members.get(self._key(qual))
+        return found  # type: ignore[return-value]
 
     def kept(self, qual: str) -> _Member | None:
         m = self.member(qual)
