@@ -147,21 +147,23 @@ def python_tables(facts: FileFacts, scopes, calls) -> list[dict]:
                     if _worth_reading(name, value):
                         consts = consts or facts.consts_for(scope)
                         _add(out, name, literal(value, consts), values[0])
+    Dict = ast.Dict
     for c in calls:  # `ConfigDict({"logical_axis_rules": ...})`, `dict(rules=...)`
-        for kw in c.node.keywords:  # (also `Layer.config(logical_axes_rules=rules)`)
+        node = c.node
+        for kw in node.keywords:  # (also `Layer.config(logical_axes_rules=rules)`)
             if kw.arg is not None and _worth_reading(kw.arg, kw.value):
                 consts = facts.consts_for(c.scope)
                 _add(out, kw.arg, literal(kw.value, consts), kw.value, kw.value, c.scope)
                 _added_parts(out, kw.arg, kw.value, consts, kw.value)
-        for a in c.node.args:
-            if isinstance(a, ast.Dict):
+        for a in node.args:
+            if type(a) is Dict:
                 _dict_tables(facts, a, c, out)
     for _, scope in scopes:  # dict literals assigned in a function: `data = {"rules": ...}`
         if scope.kind != "function":
             continue
         for values in scope.assigned.values():
             for a in values:
-                if isinstance(a.value, ast.Dict) and not a.index:
+                if type(a.value) is Dict and not a.index:
                     _dict_tables(facts, a.value, _In(scope), out)
     return out
 
@@ -188,8 +190,10 @@ def _worth_reading(key: str, value: ast.expr) -> bool:
     """Whether a value written under ``key`` may be a table or mesh axis names: a literal
     sequence under any key; anything else (a name bound to one, a helper's result) only under
     a key that names rules or axes (the only keys where an unreadable value says something)."""
-    return isinstance(value, (ast.Tuple, ast.List)) or "rules" in key.lower() \
-        or is_axes_key(key)
+    if type(value) is ast.Tuple or type(value) is ast.List:
+        return True
+    k = key.lower()
+    return "rules" in k or "axes" in k or "axis" in k  # (is_axes_key's test, inlined)
 
 
 class _In:
