@@ -295,6 +295,20 @@ if __name__ == "__main__":
 '''
 
 
+def _live(tmp_path: Path, base: str):
+    """An engine that lints ``train.py`` through an incremental parser, as the language server
+    does, after a first build of ``base``: (engine, parser, path)."""
+    from shardlint.config import load
+    from shardlint.engine import Engine
+
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 't'\n", encoding="utf-8")
+    path = tmp_path / "train.py"
+    live = Engine(load(tmp_path), use_cache=False)
+    parser = IncrementalParser()
+    live.lint_text(path, base, parser=parser)
+    return live, parser, path
+
+
 @pytest.mark.parametrize("old, new, changed", [
     # Inside one function body: no module-level name changes, every other statement's results
     # are reused.
@@ -336,11 +350,7 @@ def test_reused_results_match_a_full_build(tmp_path: Path, old: str, new: str,
     from shardlint.config import load
     from shardlint.engine import Engine
 
-    (tmp_path / "pyproject.toml").write_text("[project]\nname = 't'\n", encoding="utf-8")
-    path = tmp_path / "train.py"
-    live = Engine(load(tmp_path), use_cache=False)
-    parser = IncrementalParser()
-    live.lint_text(path, REUSE_BASE, parser=parser)
+    live, parser, path = _live(tmp_path, REUSE_BASE)
     assert old in REUSE_BASE
     for step, text in enumerate((REUSE_BASE.replace(old, new, 1), REUSE_BASE)):  # edit, undo
         fresh = Engine(load(tmp_path), use_cache=False)
@@ -739,11 +749,7 @@ def test_nested_functions_of_an_edited_method_are_reused_unless_what_they_read_c
         return real(facts, scope, *args, **kwargs)
 
     monkeypatch.setattr(summary_mod, "function_flow", counting)
-    (tmp_path / "pyproject.toml").write_text("[project]\nname = 't'\n", encoding="utf-8")
-    path = tmp_path / "train.py"
-    live = Engine(load(tmp_path), use_cache=False)
-    parser = IncrementalParser()
-    live.lint_text(path, NESTED_BASE, parser=parser)
+    live, parser, path = _live(tmp_path, NESTED_BASE)
     assert old in NESTED_BASE
     for step, text in enumerate((NESTED_BASE.replace(old, new, 1), NESTED_BASE)):  # edit, undo
         made.clear()
