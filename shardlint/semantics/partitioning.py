@@ -495,11 +495,12 @@ def _callee_names(project: ProjectIndex, e, module: str, memo: dict, active: set
     return out
 
 
-def call_names(project: ProjectIndex, facts: FileFacts, c: CallSite
-               ) -> list[tuple[ast.expr, str]]:
+def call_names(project: ProjectIndex, facts: FileFacts, c: CallSite,
+               carriers: frozenset[str] | None = None) -> list[tuple[ast.expr, str]]:
     """The arguments of a call of a project function or class that reach an annotation call's
     names unchanged (``DenseGeneral(kernel_axes=("embed", "mlp"))``, also bound by
-    ``functools.partial``), with whose names they are."""
+    ``functools.partial``), with whose names they are. ``carriers``: ``carrier_names``, when
+    the caller asks for many calls."""
     func, positional = c.node.func, c.node.args
     if c.api is not None:
         if c.api.role != Role.PARTIAL or not positional:  # `partial(DenseGeneral, ...)`
@@ -507,7 +508,9 @@ def call_names(project: ProjectIndex, facts: FileFacts, c: CallSite
         func, positional = positional[0], positional[1:]
     if not isinstance(func, (ast.Name, ast.Attribute)):
         return []
-    if (func.id if isinstance(func, ast.Name) else func.attr) not in _carriers(project):
+    if carriers is None:
+        carriers = _carriers(project)
+    if (func.id if isinstance(func, ast.Name) else func.attr) not in carriers:
         return []  # (most calls: nothing of that name hands names on)
     args = {str(i): a for i, a in enumerate(positional)}
     if any(isinstance(a, ast.Starred) for a in positional):
@@ -530,6 +533,11 @@ def call_names(project: ProjectIndex, facts: FileFacts, c: CallSite
         if a is not None:
             out.append((a, kind))
     return out
+
+
+def carrier_names(project: ProjectIndex) -> frozenset[str]:
+    """The names :func:`call_names` looks for (see ``_carriers``)."""
+    return _carriers(project)
 
 
 @project_cached
