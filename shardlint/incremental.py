@@ -149,6 +149,7 @@ class IncrementalParser:
         # keeps its per-statement facts here: ``semantics.replay``).
         self.memo: object = None
         self._new: str = ""  # the text being parsed (for _nested_error)
+        self._span: int | None = None  # the last line of its edited top-level region (or None)
         self._tried = False  # whether _nested_error ran for this edit
 
     def parse(self, text: str, filename: str) -> ast.Module:
@@ -191,6 +192,7 @@ class IncrementalParser:
         start_line = 1 if i == 0 else starts[i]
         end_line = starts[j + 1] - 1 + delta if j + 1 < len(starts) else None  # new text, inclusive
         lines = text.split("\n")
+        self._span = end_line
         if i == j and isinstance(tree.body[i], ast.ClassDef):
             cls = self._in_class(tree.body[i], first, old_last, delta, lines, end_line, filename)
             if cls is not None:
@@ -265,7 +267,7 @@ class IncrementalParser:
         except (SyntaxError, ValueError):
             if not self._tried:  # (the innermost region that fails comes first)
                 self._tried = True
-                self._nested_error(start, body[0].col_offset, outer, lines, filename)
+                self._nested_error(start, end, body[0].col_offset, outer, lines, filename)
             return None  # (it may join the statements after it: the caller parses more)
         if len(part.body) != 1:
             return None  # a line dedented out of the block: a statement of its own
@@ -308,37 +310,57 @@ class IncrementalParser:
         new.end_lineno, new.end_col_offset = last.end_lineno, last.end_col_offset
         return [new]
 
-    def _nested_error(self, start: int, col: int, outer: tuple[int, ...], lines: list[str],
-                      filename: str) -> None:
-        """Raise the file's syntax error when the edited block region (from line ``start``,
-        its statements at column ``col``, inside blocks whose headers are at the columns
-        ``outer``) does not parse alone, found by parsing only from it to the end of the file,
-        under stand-in ``if 1:`` headers at the columns of the blocks around it: the tokens
-        from the region on are the file's, and the tokenizer starts them with the same
-        indentation stack, at the start of a statement (the text before is unchanged and
-        parsed), so the parser fails where and how the whole file's parse does -- and the text
-        before it, most of a module that is one large class, is not parsed twice for that
-        (CPython's parser makes a second pass to word its error; on a generic one it also
-        tokenizes the rest of the text for a tokenizer error, which comes first). Returns (nothing
-        raised) when that text parses, or where the doubt is too large: a tab or form feed in
-        the file (the tokenizer checks tabs against the enclosing blocks' own indentation), a
-        first line not at the block's column or continuing the statement before it
-        (``else:``), a null byte."""
+    def _nested_error(self, start: int, end: int | None, col: int, outer: tuple[int, ...],
+                      lines: list[str], filename: str) -> None:
+        """Raise the file's syntax error when the edited block region (lines ``start`` to
+        ``end``, its statements at column ``col``, inside blocks whose headers are at the
+        columns ``outer``) does not parse alone, without parsing the text before it again (most
+        of a module that is one large class).
+
+        The text from the region on is parsed under stand-in ``if 1:`` headers at the columns
+        of the blocks around it: its tokens are the file's, and the tokenizer starts them with
+        the same indentation stack, at the start of a statement (the text before is unchanged
+        and parsed), so the parser fails where and how the whole file's parse does. First only
+        to the end of the edited top-level statement: when that parses, or fails only at its
+        end (the region joined the statements after it: a decorator put back above a method),
+        the file may well parse, and the caller goes on as if this had not been tried; an error
+        before that end is confirmed by the text to the end of the file (CPython's parser
+        makes a second pass to word its error, and on a generic one tokenizes the rest of the
+        text for a tokenizer error, which comes first), and raised. (Where the statement's end
+        is nearer the file's end than its start, straight to the end of the file.)
+
+        Not tried where the doubt is too large: a tab or form feed in the file (the tokenizer
+        checks tabs against the enclosing blocks' own indentation), a first line not at the
+        block's column or continuing the statement before it (``else:``), a null byte; nor when
+        the region holds no code (its statement commented out: the block around it parses
+        without it)."""
         text = self._new
         if "\t" in text or "\f" in text or "\0" in text or "barry_as_FLUFL" in text \
                 or len(outer) >= start:
             return
-        for line in lines[start - 1:]:
+        for i in range(start - 1, len(lines)):
+            line = lines[i]
             code = line.lstrip(" ")
             if not code or code.startswith("#"):
                 continue
-            if len(line) - len(code) != col or _CONTINUATION.match(code):
+            if (end is not None and i >= end) or len(line) - len(code) != col \
+                    or _CONTINUATION.match(code):
                 return
             break
-        headers = "".join(" " * c + "if 1:\n" for c in outer)
+        head = "\n" * (start - 1 - len(outer)) + "".join(" " * c + "if 1:\n" for c in outer)
+        span = self._span
+        if span is not None and len(lines) - span > span - start:  # (else the end is near)
+            try:
+                parse(head + "\n".join(lines[start - 1:span]), filename)
+            except SyntaxError as exc:
+                if exc.lineno is None or exc.lineno >= span:
+                    return
+            except ValueError:
+                return
+            else:
+                return
         try:
-            parse("\n" * (start - 1 - len(outer)) + headers + "\n".join(lines[start - 1:]),
-                  filename)
+            parse(head + "\n".join(lines[start - 1:]), filename)
         except ValueError:
             return
         # (a SyntaxError goes to the caller: ``parse`` keeps the last version that parsed)
