@@ -347,6 +347,8 @@ class IncrementalParser:
                     or _CONTINUATION.match(code):
                 return
             break
+        else:
+            return  # (no code from the region to the end: nothing of the region is left)
         head = "\n" * (start - 1 - len(outer)) + "".join(" " * c + "if 1:\n" for c in outer)
         span = self._span
         if span is not None and len(lines) - span > span - start:  # (else the end is near)

@@ -786,3 +786,18 @@ def test_typing_into_nested_blocks_gives_the_full_parse_error_at_every_keystroke
             new_lines = [*lines[:stmt.lineno - 1], indent + typed[:k], *lines[stmt.lineno - 1:]]
             new = "\n".join(new_lines)
             assert outcome(new, parser) == outcome(new), (path, stmt.lineno, typed[:k])
+
+
+@pytest.mark.parametrize("tail", ["", "\n", "\n\n# the end\n", "\n    # indented comment\n"])
+def test_the_last_member_deleted_at_the_end_of_the_file(tail: str) -> None:
+    """Deleting a class's last method, with nothing (or only comments) after it: the edited
+    region holds no code any more, and the file parses (found by the fuzz suite: the stand-in
+    header of the region's error path was reported, "expected an indented block after 'if'
+    statement")."""
+    text = ("class Decoder:\n    def __init__(self, config):\n        self.stage = config\n\n"
+            "    def pick(self, config):\n        table = {'dense': 1}\n        return table\n")
+    parser = IncrementalParser()
+    parser.parse(text + tail, "f.py")
+    new = text[:text.index("    def pick")] + tail
+    assert outcome(new, parser) == outcome(new)
+    assert outcome(new)[0] == "ok"
