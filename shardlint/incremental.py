@@ -10,8 +10,10 @@ and the old statements after them, with their line numbers moved by the lines th
 
 Every doubt falls back to a full parse: no previous tree, ``\\r`` line breaks, a region that no
 longer parses alone (an unclosed bracket or string, a dedent or indent that joins it to a
-neighbour), or a ``from __future__`` import in it. A full parse is also the only way a syntax
-error is reported, so its message and position are exactly those of ``ast.parse``. After an
+neighbour), or a ``from __future__`` import in it. A syntax error is only reported from a parse
+that starts where a statement starts and runs to the end of the file (the whole text; the
+edited top-level statement on, ``_from_region``; the edited block on, under stand-in headers,
+``_nested_error``), so its message and position are exactly those of ``ast.parse``. After an
 error the last version that parsed stays the base, so the edit that repairs it is incremental.
 
 The old tree's nodes are reused in the new tree (and moved in place when lines shift): callers
