@@ -129,3 +129,39 @@ def test_a_broken_file_is_still_an_error_where_the_python_fits(tmp_path):
                        "a.py": "import jax\nx = (\n"})
     [f] = Engine(Config(root=tmp_path), use_cache=False).lint_paths([tmp_path])
     assert f.code == "SHL000" and f.severity == "error"
+
+
+def test_installed_versions_are_importlib_metadata_s(tmp_path, monkeypatch):
+    """The version of an installed package, read off its ``.dist-info`` folder's name, is what
+    ``importlib.metadata.version`` gives, for every distribution of this environment and for
+    names spelled otherwise or not installed; where the folders cannot tell (an ``.egg-info``, a
+    zip on ``sys.path``), importlib.metadata answers itself."""
+    from importlib import metadata
+
+    from shardlint.semantics import versions as V
+
+    def expected(name):
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    names = sorted({d.metadata["Name"] for d in metadata.distributions() if d.metadata["Name"]})
+    assert len(names) > 10
+    for name in [*names, "JAX", "Flax", "py_yaml", "pyyaml", "not-a-package-at-all"]:
+        assert V._installed(name) == expected(name), name
+    # An egg-info (a legacy develop install) ahead of everything: importlib.metadata decides.
+    egg = tmp_path / "eggs" / "legacy_pkg.egg-info"
+    egg.mkdir(parents=True)
+    (egg / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: legacy-pkg\nVersion: 3.1.4\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "eggs"))
+    assert V._installed("legacy-pkg") == expected("legacy-pkg") == "3.1.4"
+    # A zip on the path: importlib.metadata decides (its distributions are found there).
+    zipped = tmp_path / "site.zip"
+    import zipfile
+
+    with zipfile.ZipFile(zipped, "w") as z:
+        z.writestr("zipped_pkg-2.0.dist-info/METADATA",
+                   "Metadata-Version: 2.1\nName: zipped-pkg\nVersion: 2.0\n")
+    monkeypatch.syspath_prepend(str(zipped))
+    assert V._installed("zipped-pkg") == expected("zipped-pkg") == "2.0"
