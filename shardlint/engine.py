@@ -489,11 +489,13 @@ class Engine:
             for p in self.iter_python_files(folder, (*PYTHON_SUFFIXES, *CONFIG_SUFFIXES)):
                 (yaml if p.name.endswith(CONFIG_SUFFIXES) else py).append(p)
             found = sorted(py, key=path_order), sorted(yaml, key=path_order)
-            if walks is not None:  # (the folder as first spelled: `check .` names its files
-                walks[key] = found  # from the folder it was given, the project's from its root)
+            if walks is not None:
+                # (kept by the resolved folder, its files as first spelled: `check .` and the
+                # project's root are one folder)
+                walks[key] = found
         return found
 
-    def iter_python_files(self, folder: Path, suffixes: tuple[str, ...] = (".py", ".pyi", ".ipynb")):
+    def iter_python_files(self, folder: Path, suffixes: tuple[str, ...] = PYTHON_SUFFIXES):
         """The files under ``folder`` whose names end with ``suffixes``, not excluded, outside
         the folders no project keeps code in (``_SKIP_DIRS``). Each file's resolved path is
         noted on the way for ``resolved``: its folder's, resolved once, and its name (a

@@ -10,6 +10,7 @@ imported names, which the index resolves against the other modules.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from shardlint.semantics.api import Role
@@ -303,11 +304,33 @@ class _Member:
         if d == 0:
             return _Member(start, end, True, self.symbols, self.calls, self.attrs)
         symbols = {q: _shift_symbol(s, d) for q, s in self.symbols.items()}
-        calls = [([replace(e, line=e.line + d) for e in edges],
-                  [replace(e, line=e.line + d, end_line=e.end_line + d) for e in entries],
-                  provides, unknown)
-                 for edges, entries, provides, unknown in self.calls]
-        return _Member(start, end, True, symbols, calls, self.attrs)
+        return _Member(start, end, True, symbols, [_moved_call(c, d) for c in self.calls],
+                       self.attrs)
+
+
+def _moved_call(added: tuple, d: int) -> tuple:
+    """What a call added, ``(edges, entries, provides, unknown)``, moved down ``d`` lines."""
+    edges, entries, provides, unknown = added
+    return ([replace(e, line=e.line + d) for e in edges],
+            [replace(e, line=e.line + d, end_line=e.end_line + d) for e in entries],
+            provides, unknown)
+
+
+def _carried(reuse, name: str) -> dict:
+    """The previous build's results of ``name`` where they may be reused: the module's names
+    bound as before and the edit placed by the parser; else none."""
+    if reuse.edited is None or reuse.changed != frozenset():
+        return {}
+    return reuse.carried.get(name, {})
+
+
+def _class_signature(scope: Scope) -> tuple:
+    """What a class binds (the values of its plain attributes too: ``consts_for`` reads
+    them), which what its methods add may read."""
+    return (tuple(sorted(scope.bindings)), tuple(sorted(scope.children)),
+            tuple(sorted(scope.annotations)),
+            tuple(ast.dump(v) for _, values in sorted(scope.bindings.items())
+                  for v in values if isinstance(v, ast.expr)))
 
 
 def _shift_symbol(sym: Symbol, d: int) -> Symbol:
@@ -367,20 +390,13 @@ class _Members:
         if reuse is None or not isinstance(node, ast.ClassDef):
             return None
         edited = getattr(reuse, "edited", None)
-        carried = reuse.carried.get(cls.RESULTS, {})  # type: ignore[union-attr]
-        if edited is None or reuse.changed != frozenset():  # type: ignore[union-attr]
-            carried = {}
+        carried = _carried(reuse, cls.RESULTS)
+        if not carried:
             edited = (0, 1 << 30, 0)  # (nothing is kept; this build's are remembered)
         scope = facts.scopes.get(node.name)
         if scope is None or scope.node is not node:
             return None
-        # What the class binds (the values of its plain attributes too: ``consts_for`` reads
-        # them), which its methods' results may read.
-        names = (tuple(sorted(scope.bindings)), tuple(sorted(scope.children)),
-                 tuple(sorted(scope.annotations)),
-                 tuple(ast.dump(v) for _, values in sorted(scope.bindings.items())
-                       for v in values if isinstance(v, ast.expr)))
-        members = cls(facts, node, names, carried, edited)
+        members = cls(facts, node, _class_signature(scope), carried, edited)
         members._check(part)
         return members
 
@@ -597,13 +613,7 @@ class _Summariser:
                 frag.provides |= provides
                 frag.unknown.extend(unknown)
             else:  # (what this call adds, remembered for the next build)
-                ne, nn, nu, was = len(frag.edges), len(frag.entries), len(frag.unknown), \
-                    frag.provides
-                frag.provides = 0
-                self._call(c, frag)
-                member.calls.append((frag.edges[ne:], frag.entries[nn:], frag.provides,
-                                     frag.unknown[nu:]))
-                frag.provides |= was
+                member.calls.append(self._recorded(self._call, c, frag))
         if members is not None:
             members.finish(symbols)
         frag.config_tables = python_tables(self.f, part.scopes, part.calls)
@@ -631,8 +641,7 @@ class _Summariser:
             return function_flow(self.f, scope, self.ref, calls, mesh_calls)
         key = self._flow_key(scope)
         store = reuse.results.setdefault(self.FLOWS, {})
-        old = reuse.carried.get(self.FLOWS, {}).get(node) \
-            if reuse.changed == frozenset() and reuse.edited is not None else None
+        old = _carried(reuse, self.FLOWS).get(node)
         if old is not None and old[0] == key:
             d = node.lineno - old[1]  # type: ignore[attr-defined]
             flow = old[2] if d == 0 or old[2] is None else shift_flow(old[2], d)
@@ -649,7 +658,7 @@ class _Summariser:
         return found
 
     def _class_names(self, scope: Scope) -> tuple | None:
-        """What the class around a function binds (as ``_Members.of`` compares it)."""
+        """``_class_signature`` of the class around a function (once per build)."""
         s: Scope | None = scope
         while s is not None and s.kind != "class":
             s = s.parent
@@ -657,10 +666,7 @@ class _Summariser:
             return None
         found = self._classes.get(s)
         if found is None:
-            found = self._classes[s] = (
-                tuple(sorted(s.bindings)), tuple(sorted(s.children)), tuple(sorted(s.annotations)),
-                tuple(ast.dump(v) for _, values in sorted(s.bindings.items()) for v in values
-                      if isinstance(v, ast.expr)))
+            found = self._classes[s] = _class_signature(s)
         return found
 
     def _loads(self, node: ast.AST) -> frozenset[str]:
@@ -785,34 +791,39 @@ class _Summariser:
             return self._make_call(c, frag)
         n = c.node
         key = (self._flow_key(scope), c.ctx, c.abstract)
-        old = reuse.carried.get(self.CALLS, {}).get(n) \
-            if reuse.changed == frozenset() and reuse.edited is not None else None
+        old = _carried(reuse, self.CALLS).get(n)
         sym = frag.symbols.get(scope.qualname)
         if old is not None and old[0] == key:
-            site, edges, entries, provides, unknown = old[2]
+            site, added = old[2]
             d = n.lineno - old[1]
             if d:
                 site = site and replace(site, line=site.line + d, end_line=site.end_line + d)
-                edges = [replace(e, line=e.line + d) for e in edges]
-                entries = [replace(e, line=e.line + d, end_line=e.end_line + d) for e in entries]
+                added = _moved_call(added, d)
             if site is not None and sym is not None:
                 sym.needs |= site.needs
                 sym.sites.append(site)
+            edges, entries, provides, unknown = added
             frag.edges.extend(edges)
             frag.entries.extend(entries)
             frag.provides |= provides
             frag.unknown.extend(unknown)
-            made = (site, edges, entries, provides, unknown)
         else:
-            ne, nn, nu, was = len(frag.edges), len(frag.entries), len(frag.unknown), \
-                frag.provides
             ns = len(sym.sites) if sym is not None else 0
-            frag.provides = 0
-            self._make_call(c, frag)
-            made = (sym.sites[ns] if sym is not None and len(sym.sites) > ns else None,
-                    frag.edges[ne:], frag.entries[nn:], frag.provides, frag.unknown[nu:])
-            frag.provides |= was
-        reuse.results.setdefault(self.CALLS, {})[n] = (key, n.lineno, made)
+            added = self._recorded(self._make_call, c, frag)
+            site = sym.sites[ns] if sym is not None and len(sym.sites) > ns else None
+        reuse.results.setdefault(self.CALLS, {})[n] = (key, n.lineno, (site, added))
+
+    @staticmethod
+    def _recorded(make: Callable[[CallSite, _Fragment], None], c: CallSite,
+                  frag: _Fragment) -> tuple:
+        """``make(c, frag)``, and what it added to the fragment: ``(edges, entries,
+        provides, unknown)``, for the next build to hand back."""
+        ne, nn, nu, was = len(frag.edges), len(frag.entries), len(frag.unknown), frag.provides
+        frag.provides = 0
+        make(c, frag)
+        added = (frag.edges[ne:], frag.entries[nn:], frag.provides, frag.unknown[nu:])
+        frag.provides |= was
+        return added
 
     def _make_call(self, c: CallSite, frag: _Fragment) -> None:
         f = self.f
