@@ -2,15 +2,19 @@
 
 Two things are kept, both keyed by the file's content hash:
 - each file's :class:`ModuleSummary` (what it contributes to the project index);
-- each file's findings, valid only for the same *project digest* (the hashes of every summary in
-  the index, the configuration, the versions and the rule selection), because a finding in
-  ``model.py`` can depend on what ``train.py`` contributes to the index.
+- each file's findings, valid only for the same *project token*, because a finding in
+  ``model.py`` can depend on what ``train.py`` contributes to the index. The token stands for
+  the project as the findings were made for it: every file's content hash, the configuration,
+  the versions and the rule selection. It carries over to a run where the files that changed
+  contribute what they did, but for positions (a comment, a line added: their summaries'
+  shapes are the same; see :meth:`Cache.project_token`).
 The cache is two JSON files, each replaced atomically (write a temporary file, then rename), so
-concurrent runs never read half a file; the last writer wins. ``index-v3.json`` holds each file's
-content hash and summary digests, and the findings: all a run with nothing changed reads.
-``summaries-v3.json`` holds the summaries, read only when one is needed (a file changed) and
-written only when one changed; both carry the same generation stamp, and summaries of another
-generation (a run stopped between the two writes) are not used.
+concurrent runs never read half a file; the last writer wins. ``index-v4.json`` holds each file's
+content hash and summary digests, the project token and what it stands for, and the findings:
+all a run with nothing changed reads. ``summaries-v4.json`` holds the summaries, read only when
+one is needed (a file changed) and written only when one changed; both carry the same
+generation stamp, and summaries of another generation (a run stopped between the two writes)
+are not used.
 
 Where: ``.shardlint_cache/`` of the project root by default (``shardlint check``: the user asked
 for the run). The language server in a workspace its client did not declare trusted writes nothing
@@ -36,8 +40,8 @@ from shardlint.rules.base import Edit, Finding, Fix, Related
 from shardlint.source import Span
 
 DIR = ".shardlint_cache"
-FILE = "index-v3.json"
-SUMMARIES = "summaries-v3.json"
+FILE = "index-v4.json"
+SUMMARIES = "summaries-v4.json"
 _UNREAD = object()  # a summary the summaries file holds, not read yet
 
 
@@ -147,19 +151,16 @@ def finding_from_json(d: dict) -> Finding:
 encode_json = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
 
 
-def summary_digests(value: dict | None, text: str | None = None) -> tuple[str, str]:
-    """(digest, digest without positions) of a summary's JSON (``text``: that JSON encoded, as
-    the cache writes it, when the caller has it), as ``Cache.summary_digest`` and
-    ``Cache.summary_shape`` give them (a batch's workers make them in parallel)."""
-    full = _sha1(text if text is not None else encode_json(value))
-    return full, shape_digest(value) if value is not None else full
+def summary_digest(text: str) -> str:
+    """The digest of a summary's JSON text as the cache writes it (``Cache.summary_digest``)."""
+    return _sha1(text)
 
 
-def shape_digest(value: dict) -> str:
+def shape_digest(value: dict | None) -> str:
     """The digest of a summary's JSON without its positions (``Cache.summary_shape``)."""
     from shardlint.semantics.summary import without_positions
 
-    return _sha1(encode_json(without_positions(value)))
+    return _sha1(encode_json(without_positions(value) if value is not None else None))
 
 
 def _read_json(path: Path) -> object:
@@ -175,7 +176,7 @@ class Cache:
     key: str  # shardlint version + what in the config changes the analysis
     enabled: bool = True
     # rel -> [digest, summary json (or its text, from a worker; or a ModuleSummary, until
-    # saved), summary digests (once known)]
+    # saved), summary digest, shape digest (each None until known)]
     summaries: dict[str, list] = field(default_factory=dict)
     findings: dict[str, list] = field(default_factory=dict)  # rel -> [digest, project, [...]]
     dirty: bool = False
@@ -189,14 +190,21 @@ class Cache:
     # the rels put since it was read or written: a run whose puts all match needs no rewrite
     _on_disk: dict[str, str] = field(default_factory=dict, repr=False)
     _put: set[str] = field(default_factory=set, repr=False)
+    # The project token the findings are kept under, and what it stands for as the last save
+    # recorded it: the settings' digest and each file's content digest (see project_token).
+    _project: str | None = field(default=None, repr=False)
+    _settings: str = field(default="", repr=False)
+    _inputs: dict[str, str] = field(default_factory=dict, repr=False)
+    # rel -> the entry an entry put this run replaced (the version the inputs name)
+    _replaced: dict[str, list] = field(default_factory=dict, repr=False)
 
     @property
     def path(self) -> Path:
         return (self.root / DIR if self.folder is None else self.folder) / FILE
 
     def load(self) -> None:
-        """Read the index file (content hashes, summary digests, findings); the summaries are
-        read when the first one is asked for."""
+        """Read the index file (content hashes, summary digests, the project token, findings);
+        the summaries are read when the first one is asked for."""
         if not self.enabled or self._loaded:
             return
         self._loaded = True
@@ -204,12 +212,16 @@ class Cache:
         if not isinstance(data, dict) or data.get("key") != self.key:
             return
         files, findings = data.get("files"), data.get("findings")
+        project, settings, inputs = data.get("project"), data.get("settings"), data.get("inputs")
         if not isinstance(files, dict) or not isinstance(findings, dict) or not all(
-                isinstance(e, list) and len(e) == 3 for e in files.values()):
+                isinstance(e, list) and len(e) == 3 for e in files.values()) \
+                or not isinstance(project, str) or not isinstance(settings, str) \
+                or not isinstance(inputs, dict):
             return
-        self.summaries = {rel: [e[0], _UNREAD, e[1], e[2]] for rel, e in files.items()}
+        self.summaries = {rel: [e[0], _UNREAD, e[1], e[2] or None] for rel, e in files.items()}
         self._on_disk = {rel: e[1] for rel, e in files.items()}
         self.findings = findings
+        self._project, self._settings, self._inputs = project, settings, inputs
         self._generation = data.get("generation")
         self._unread = bool(self.summaries)
 
@@ -231,6 +243,12 @@ class Cache:
             else:
                 del self.summaries[rel]
                 self._on_disk.pop(rel, None)
+        for rel, e in list(self._replaced.items()):
+            if e[1] is _UNREAD:
+                if rel in held:
+                    e[1] = held[rel]
+                else:
+                    del self._replaced[rel]
 
     def has_summary(self, rel: str, file_digest: str) -> bool:
         """Whether the cache holds the summary of this file content (without reading it)."""
@@ -248,55 +266,111 @@ class Cache:
         return False, None
 
     def put_entry(self, rel: str, entry: list) -> None:
-        """A whole entry, ``[digest, summary json, summary digests...]`` (made by a worker)."""
-        self.summaries[rel] = entry
-        self._put.add(rel)
-        self._summaries_dirty = self.dirty = True
+        """A whole entry, ``[digest, summary json text, summary digest]`` (made by a worker)."""
+        self._put_entry(rel, [*entry, None, None][:4])
 
     def put_summary(self, rel: str, file_digest: str, summary) -> None:
         """``summary``: a ModuleSummary (serialised only when the cache is saved: the language
         server puts one per keystroke) or its JSON, or None."""
-        self.summaries[rel] = [file_digest, summary]
+        self._put_entry(rel, [file_digest, summary, None, None])
+
+    def _put_entry(self, rel: str, entry: list) -> None:
+        old = self.summaries.get(rel)
+        if old is not None and old[0] != entry[0]:
+            self._replaced.setdefault(rel, old)  # (the first: the version the inputs name)
+        self.summaries[rel] = entry
         self._put.add(rel)
         self._summaries_dirty = self.dirty = True
 
-    def put_shape(self, rel: str, shape: str) -> None:
-        """The shape digest of the JSON text an entry holds (a batch has its workers make them
-        after the rules, when the cache held no findings)."""
-        entry = self.summaries.get(rel)
-        if entry is None or len(entry) != 2 or not isinstance(entry[1], str):
-            return
-        entry.extend((_sha1(entry[1]), shape))
-        if self._generation is not None and rel not in self._put:
-            self._on_disk[rel] = entry[2]  # (the summaries file was written with this text)
-
     def summary_digest(self, rel: str) -> str | None:
         """A hash of what ``rel`` contributes to the project index (its summary), remembered
-        with it: other files' findings depend on this, not on every byte of the file (a comment
-        or an edit the summary does not see keeps them). None: no summary held for ``rel``."""
-        held = self._summary_digests(rel)
-        return held[0] if held is not None else None
+        with it: other files' findings that point into ``rel`` depend on this, not on every
+        byte of the file (a comment or an edit the summary does not see keeps them). None: no
+        summary held for ``rel``."""
+        entry = self.summaries.get(rel)
+        return self._digest_of(entry) if entry is not None else None
 
     def summary_shape(self, rel: str) -> str | None:
         """:meth:`summary_digest` of the summary with its positions zeroed
-        (``summary.without_positions``): the same when only lines moved (a line added above)."""
-        held = self._summary_digests(rel)
-        return held[1] if held is not None else None
-
-    def _summary_digests(self, rel: str) -> tuple[str, str] | None:
+        (``summary.without_positions``): the same when only lines moved (a line added above).
+        Made when first asked for (only the files that changed are asked)."""
         entry = self.summaries.get(rel)
-        if entry is None:
-            return None
-        if len(entry) > 3:
-            return entry[2], entry[3]
-        value = entry[1]
-        if hasattr(value, "to_json"):
-            value = entry[1] = value.to_json()
-        elif isinstance(value, str):  # (JSON text, from a worker)
-            value = json.loads(value)
-        del entry[2:]
-        entry.extend(summary_digests(value))
-        return entry[2], entry[3]
+        return self._shape_of(entry) if entry is not None else None
+
+    def _digest_of(self, entry: list) -> str | None:
+        if entry[2] is None:
+            value = entry[1]
+            if value is _UNREAD:
+                self._read_summaries()
+                value = entry[1]
+                if value is _UNREAD:  # (the summaries file did not hold it)
+                    return None
+            if hasattr(value, "to_json"):
+                value = entry[1] = value.to_json()
+            entry[2] = summary_digest(value if isinstance(value, str) else encode_json(value))
+        return entry[2]
+
+    def _shape_of(self, entry: list) -> str | None:
+        if entry[3] is None:
+            value = entry[1]
+            if value is _UNREAD:
+                self._read_summaries()
+                value = entry[1]
+                if value is _UNREAD:  # (the summaries file did not hold it)
+                    return None
+            if hasattr(value, "to_json"):
+                value = entry[1] = value.to_json()
+            elif isinstance(value, str):  # (JSON text, from a worker)
+                value = json.loads(value)
+            entry[3] = shape_digest(value)
+        return entry[3]
+
+    def project_token(self, settings: str, inputs: dict[str, str]) -> str:
+        """The token this run's findings are kept under (``settings``: a digest of the
+        configuration, versions and rule selection; ``inputs``: each project file's content
+        digest). The findings the cache holds were made for the project as the last save
+        recorded it; they still hold when the settings are the same, no file came or went, and
+        each file that changed since contributes to the index what it did, but for positions
+        (its summary's shape is the same: a comment, a line added). The token is then the
+        cache's, else a new one (and every file's findings are made again). Only the files
+        that changed have their shapes made (the version the token names from the summaries
+        file, when it was replaced this run)."""
+        token = self._project
+        if token is None or settings != self._settings or not self._same_shapes(inputs):
+            h = hashlib.sha1(settings.encode())
+            for rel in sorted(inputs):
+                h.update(f"{rel}\0{inputs[rel]}\n".encode("utf-8", "surrogatepass"))
+            token = h.hexdigest()
+        if (token, settings, inputs) != (self._project, self._settings, self._inputs):
+            self._project, self._settings, self._inputs = token, settings, dict(inputs)
+            self.dirty = True
+        return token
+
+    def _same_shapes(self, inputs: dict[str, str]) -> bool:
+        if inputs.keys() != self._inputs.keys():
+            return False
+        for rel, now in inputs.items():
+            was = self._inputs[rel]
+            if now == was:
+                continue
+            new, old = self._version(rel, now), self._version(rel, was)
+            if new is None or old is None:
+                return False
+            digest = self._digest_of(new)
+            if digest is not None and digest == self._digest_of(old):
+                continue  # (the same summary: the same shape, without making either)
+            shape = self._shape_of(new)
+            if shape is None or shape != self._shape_of(old):
+                return False
+        return True
+
+    def _version(self, rel: str, file_digest: str) -> list | None:
+        """The entry of ``rel`` for this content digest: the current one, or the one it
+        replaced."""
+        for entry in (self.summaries.get(rel), self._replaced.get(rel)):
+            if entry is not None and entry[0] == file_digest:
+                return entry
+        return None
 
     def get_findings(self, rel: str, file_digest: str, project: str,
                      path: str | None = None) -> list[Finding] | None:
@@ -384,7 +458,7 @@ class Cache:
             return True
         if not self._summaries_dirty:
             return False
-        if any(self._on_disk.get(rel) != (self._summary_digests(rel) or ("",))[0]
+        if any(self._on_disk.get(rel) != self.summary_digest(rel)
                for rel in self._put if rel in self.summaries):
             return True
         self._summaries_dirty = False
@@ -409,10 +483,8 @@ class Cache:
                      itertools.chain([head], self._encoded_summaries(), ["}"]))
         self._summaries_dirty = False
         self._put.clear()
-        # (a worker's entry without digests yet gets its own when they are put: see put_shape)
-        self._on_disk = {rel: d[0] for rel, e in self.summaries.items()
-                         if (len(e) > 3 or not isinstance(e[1], str))
-                         and (d := self._summary_digests(rel)) is not None}
+        self._on_disk = {rel: d for rel, e in self.summaries.items()
+                         if (d := self._digest_of(e)) is not None}
 
     def save(self) -> None:
         if not self.enabled or not self.dirty:
@@ -421,11 +493,13 @@ class Cache:
             self._folder()
             if self._summaries_changed():
                 self._write_summaries()
-            files = {rel: [e[0], *self._summary_digests(rel)]  # type: ignore[misc]
+            # (a shape is written only when a run made it: see summary_shape)
+            files = {rel: [e[0], self._digest_of(e), e[3] or ""]
                      for rel, e in self.summaries.items()}
             write_atomic(self.path, encode_json(
                 {"key": self.key, "generation": self._generation, "files": files,
-                 "findings": self.findings}))
+                 "project": self._project or "", "settings": self._settings,
+                 "inputs": self._inputs, "findings": self.findings}))
             self.dirty = False
         except OSError:
             pass  # a read-only checkout still lints, just without a cache

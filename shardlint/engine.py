@@ -203,8 +203,7 @@ def _serve(engine: Engine, conn) -> None:
             return
         try:
             if message[0] == "summarise":
-                answer = _summarise_items(engine, message[1], message[2] - kept, held, made,
-                                          message[3])
+                answer = _summarise_items(engine, message[1], message[2] - kept, held, made)
                 own.extend(answer[0])
                 kept += sum(len(held[p][1]) for p in answer[1])
             elif message[0] == "lint":
@@ -212,8 +211,6 @@ def _serve(engine: Engine, conn) -> None:
                     engine.index = _index_of(*message[1], own, made)
                     engine.index._ensure()
                 answer = _lint_items(engine, message[2], held)
-            elif message[0] == "shapes":
-                answer = _shapes(engine, message[1])
             else:
                 # What it holds goes with the process: freeing every tree and fact first would
                 # cost as long as a tenth of the rules (measured on the corpus).
@@ -248,15 +245,14 @@ def _index_of(order: list[tuple[str, str]], others: list[bytes], extra: dict[str
 
 
 def _summarise_items(engine: Engine, items: list[tuple[str, str, str, bool]], budget: int,
-                     held: dict[str, tuple], objects: dict[str, ModuleSummary] | None = None,
-                     digests: bool = True) -> tuple[list[list], list[str], bytes]:
-    """Cache entries ``[rel, digest, summary JSON text, summary digests...]`` of ``(path, rel,
+                     held: dict[str, tuple], objects: dict[str, ModuleSummary] | None = None
+                     ) -> tuple[list[list], list[str], bytes]:
+    """Cache entries ``[rel, digest, summary JSON text, summary digest]`` of ``(path, rel,
     digest, is a target)``; the targets whose trees and facts this worker now holds for
     their rules as well (the first ``budget`` characters of them); and the summaries' JSON
     values again, ``{rel: value}`` marshalled, for the other workers (which decode them three
     times as fast as the JSON text, measured on the corpus; the batch keeps the text for the
-    cache). ``objects`` gets each summary made (rel -> summary). ``digests=False``: the entries
-    go without their summary digests (the batch asks for them after the rules: see _shapes)."""
+    cache). ``objects`` gets each summary made (rel -> summary)."""
     made = []
     values: dict[str, dict] = {}
     kept = 0
@@ -289,20 +285,9 @@ def _summarise_items(engine: Engine, items: list[tuple[str, str, str, bool]], bu
             objects[rel] = summary
         if data is not None:
             values[rel] = data
-        made.append([rel, digest, text, *(cache_mod.summary_digests(data, text)
-                                          if engine.use_cache and digests else ())])
+        made.append([rel, digest, text, cache_mod.summary_digest(text) if text is not None
+                     and engine.use_cache else None])
     return made, now, marshal.dumps(values)
-
-
-def _shapes(engine: Engine, items: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """``(rel, shape digest)`` of each ``(rel, module)`` from this worker's index (its own
-    summaries or the others' decoded: ``from_json`` reads back what ``to_json`` wrote)."""
-    out = []
-    for rel, module in items:
-        summary = engine.index.summaries.get(module)
-        if summary is not None:
-            out.append((rel, cache_mod.shape_digest(summary.to_json())))
-    return out
 
 
 def _lint_items(engine: Engine, items: list[tuple[str, str, str]],
@@ -337,7 +322,6 @@ def _lint_items(engine: Engine, items: list[tuple[str, str, str]],
 _CHUNK = 500_000
 _LAST_CHUNK = 150_000
 _CHUNK_FILES = 256  # (and at most this many files: a message stays small)
-_SHAPES_CHUNK = 48  # summaries a worker digests per message after the rules
 
 
 class _Summarising:
@@ -345,8 +329,8 @@ class _Summarising:
     workers as the main process reads them. Workers start once there is enough to do; each
     has at most two chunks waiting while files are read, one after."""
 
-    def __init__(self, engine: Engine, jobs: int, digests: bool = True) -> None:
-        self.engine, self.jobs, self.digests = engine, jobs, digests
+    def __init__(self, engine: Engine, jobs: int) -> None:
+        self.engine, self.jobs = engine, jobs
         self.workers: list[_Worker] = []
         self.queue: list[tuple[str, str, str, bool]] = []  # read, not handed out yet
         self.sizes: list[int] = []  # the characters of each queued file
@@ -384,7 +368,7 @@ class _Summarising:
                 chunk = self._chunk(len(live))
                 if not chunk:
                     break
-                w.send(("summarise", chunk, FACTS_BUDGET, self.digests))
+                w.send(("summarise", chunk, FACTS_BUDGET))
                 w.waiting += 1
         waiting = [i for i, w in enumerate(self.workers) if w.alive and w.waiting]
         if not waiting:
@@ -926,19 +910,17 @@ class Engine:
         return findings
 
     def _project_digest(self) -> str:
-        """What every file's findings may depend on: all summaries (by content: an edit that
-        leaves a file's summary as it was keeps the other files' findings; and by content
-        without positions: a line added only moves what the summary says, so the other files'
-        findings hold unless they point into the moved file, which ``cache.get_findings``
-        checks), config, versions, rules."""
-        h = hashlib.sha1()
-        for rel in sorted(self._digests):
-            held = self.cache.summary_shape(rel) if self.use_cache else None
-            h.update(f"{rel}\0{held or self._digests[rel]}\n".encode("utf-8", "surrogatepass"))
-        h.update(repr((self.cache.key, self.versions, self.config.select, self.config.ignore,
-                       self.config.extend_select, self.config.per_file_ignores,
-                       self.config.severity)).encode())
-        return h.hexdigest()
+        """The token this run's findings are kept under: what every file's findings may depend
+        on is the whole project (every file's content, as far as its summary says: an edit
+        that leaves a file's summary as it was, or moves only its positions -- a line added --
+        keeps the other files' findings, unless they point into the moved file, which
+        ``cache.get_findings`` checks), the configuration, the versions and the rules (see
+        ``Cache.project_token``). Read the files and put their summaries first."""
+        settings = hashlib.sha1(repr((
+            self.cache.key, self.versions, self.config.select, self.config.ignore,
+            self.config.extend_select, self.config.per_file_ignores, self.config.severity
+        )).encode()).hexdigest()
+        return self.cache.project_token(settings, self._digests)
 
     def _lint_parallel(self, targets: list[Path], jobs: int) -> list[Finding]:
         """The batch on ``jobs`` worker processes, with the same cache as the serial path, each
@@ -955,9 +937,7 @@ class Engine:
         texts: dict[Path, tuple[str, str]] = {}  # target -> (rel, digest)
         sources: dict[Path, str] = {}  # every file read, read once
         names: dict[Path, tuple[str, str, str]] = {}  # each of them -> (rel, digest, module)
-        # With no findings in the cache (a cold run) nothing needs the summaries' shape digests
-        # before the rules: the workers make them after, whichever is free first.
-        batch = _Summarising(self, jobs, digests=not (self.use_cache and not self.cache.findings))
+        batch = _Summarising(self, jobs)
         try:
             for path in wanted.values():
                 text = self._read_text(path) if path in is_target else _quiet_read(path)
@@ -1030,11 +1010,8 @@ class Engine:
                 self._indexed = True
             self.index._ensure()
 
-        deferred = self.use_cache and not batch.digests  # (see _lint_parallel)
-        shapes = [(rel, m) for m, (rel, _) in held_summaries.items() if rel in made_by] \
-            if deferred else []
         # 2. Rules against the finished index, for the files the cache holds no findings of.
-        project = self._project_digest() if self.use_cache and not deferred else ""
+        project = self._project_digest() if self.use_cache else ""
         findings: list[Finding] = []
         todo: list[tuple[str, str, str]] = []
         for path, (rel, digest) in texts.items():
@@ -1079,13 +1056,11 @@ class Engine:
                     plan[0], [values for k, w in enumerate(workers) if k != i
                               for values in w.summaries], plan[1]), parts[i]))
             self.cache.save_summaries()  # (while the rules run)
-            results = self._collect_rules(workers, live, parts, shapes, index_here)
+            results = self._collect_rules(workers, live, parts, index_here)
         else:  # a few files: here, not worth starting processes for
             if todo:
                 index_here()
             results = _lint_items(self, todo)
-        if deferred:
-            project = self._project_digest()
         for rel, digest, found, errors in results:
             findings.extend(found)
             self.errors.extend(errors)
@@ -1095,36 +1070,24 @@ class Engine:
         return findings
 
     def _collect_rules(self, workers: list[_Worker], live: list[int],
-                       parts: dict[int, list[tuple[str, str, str]]], shapes: list[tuple[str, str]],
+                       parts: dict[int, list[tuple[str, str, str]]],
                        index_here: Callable[[], None]) -> list:
         """The workers' findings, as each finishes its share (a share whose worker is gone is
-        linted here); then ``shapes``, ``(rel, module)`` whose shape digests the cache lacks, are
-        handed out in chunks to whichever worker is free, so that the one done first with the
-        rules takes most of them."""
+        linted here)."""
         results: list = []
         linting = set(live)
-        asked: set[int] = set()  # workers with a chunk of shapes to answer
         for i in sorted(linting):
             if not workers[i].alive:  # (its share could not be sent)
                 linting.discard(i)
                 index_here()
                 results.extend(_lint_items(self, parts[i]))
-        while linting or asked:
-            for i, got in _answers(workers, sorted(linting | asked)):
-                if i in linting:
-                    linting.discard(i)
-                    if got is None:  # the worker is gone: its share is linted here
-                        index_here()
-                        got = _lint_items(self, parts[i])
-                    results.extend(got)
-                else:
-                    asked.discard(i)
-                    for rel, shape in got or ():
-                        self.cache.put_shape(rel, shape)
-                if shapes and workers[i].alive:
-                    workers[i].send(("shapes", shapes[:_SHAPES_CHUNK]))
-                    del shapes[:_SHAPES_CHUNK]
-                    asked.add(i)
+        while linting:
+            for i, got in _answers(workers, sorted(linting)):
+                linting.discard(i)
+                if got is None:  # the worker is gone: its share is linted here
+                    index_here()
+                    got = _lint_items(self, parts[i])
+                results.extend(got)
         return results
 
     def _start_workers(self, jobs: int) -> list[_Worker]:

@@ -396,40 +396,62 @@ def test_a_batch_whose_messages_outgrow_the_pipe_does_not_hang(tmp_path):
     assert proc.returncode == 0 and "failed" not in proc.stderr, proc.stderr
 
 
-def test_a_cold_batch_makes_the_shape_digests_after_the_rules_as_a_serial_run_does(
-        tmp_path, capsys, monkeypatch):
-    """With no findings in the cache the workers leave out the summaries' shape digests and
-    make them after the rules, in chunks, to whichever worker is free: the index file a cold
-    ``--jobs 2`` run writes holds the same digests as a serial run's, and a warm run after it
-    has nothing to digest."""
-    from shardlint import engine as engine_mod
-
+def test_only_the_files_that_changed_have_their_shapes_made(tmp_path, capsys, monkeypatch):
+    """A cold run makes no summary shape (the digest of a summary without its positions): the
+    project token stands for every file's content. A later run makes the shapes of the files
+    that changed alone, old and new: a line added keeps the token, so only the moved file and
+    the files whose findings point into it are linted again; a new statement changes the
+    shape, so every file is. Each run's output equals a cold one's, and a cold ``--jobs 2``
+    run writes the index file a serial run writes."""
     _mesh_pairs(tmp_path, pairs=30)
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 't'\n")
     monkeypatch.chdir(tmp_path)
     _forking(monkeypatch)
     index = tmp_path / cache_mod.DIR / cache_mod.FILE
-    asked: list[int] = []
-    real_send = engine_mod._Worker.send
+    shaped: list[str] = []
+    real_shape = cache_mod.shape_digest
 
-    def send(self, message):
-        if message[0] == "shapes":
-            asked.append(len(message[1]))
-        return real_send(self, message)
+    def shape(value):
+        shaped.append(value["module"] if value else "")
+        return real_shape(value)
 
-    monkeypatch.setattr(engine_mod._Worker, "send", send)
-    monkeypatch.setattr(engine_mod, "_SHAPES_CHUNK", 4)
+    monkeypatch.setattr(cache_mod, "shape_digest", shape)
+    linted: list[str] = []
+    real_put = cache_mod.Cache.put_findings
 
-    def run(jobs: str) -> tuple[list[dict], dict]:
-        assert main(["check", ".", "--format", "json", "--jobs", jobs]) == 1
-        return json.loads(capsys.readouterr()[0]), json.loads(index.read_text())["files"]
+    def put(self, rel, *rest):
+        linted.append(rel)
+        return real_put(self, rel, *rest)
 
-    found, parallel = run("2")
-    assert sum(asked) == 60 and len(asked) >= 15  # (every summary, in chunks of 4)
+    monkeypatch.setattr(cache_mod.Cache, "put_findings", put)
+
+    def run(*argv: str) -> list[dict]:
+        main(["check", ".", "--format", "json", *argv])
+        return json.loads(capsys.readouterr()[0])
+
+    def files() -> dict:
+        data = json.loads(index.read_text())
+        return {k: data[k] for k in ("files", "inputs", "settings")}
+
+    found = run("--jobs", "2")
+    assert len(linted) == 60 and shaped == []
+    written = files()
+    assert all(e[2] == "" for e in written["files"].values())
     shutil.rmtree(tmp_path / cache_mod.DIR)
-    assert run("1") == (found, parallel)
-    asked.clear()
-    assert run("2") == (found, parallel) and not asked  # (warm: nothing to digest)
+    assert run("--jobs", "1") == found and files() == written
+    lib = tmp_path / "lib0.py"
+    lib.write_text("# a line added\n" + lib.read_text())
+    linted.clear()
+    warm = run("--jobs", "2")
+    assert shaped == ["lib0", "lib0"] and "lib0.py" in linted and set(linted) <= {
+        "lib0.py", "use0.py"}
+    assert warm == run("--no-cache")
+    lib.write_text(lib.read_text() + "\n\ndef other():\n    return 1\n")
+    linted.clear()
+    shaped.clear()
+    warm = run("--jobs", "2")
+    assert shaped == ["lib0"] and len(linted) == 60  # (the old shape: kept by the last run)
+    assert warm == run("--no-cache")
 
 
 def test_summarise_chunks_even_out_at_the_end():
