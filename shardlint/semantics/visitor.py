@@ -275,6 +275,9 @@ class FactsBuilder:
             if log is not None:
                 logs[m] = log
 
+    def v_keyword(self, node: ast.keyword) -> None:
+        self.visit(node.value)
+
     def v_lambda(self, node: ast.Lambda) -> None:
         # A lambda's parameters shadow outer names only inside it; record them as opaque there.
         self.generic(node)
@@ -510,7 +513,22 @@ class FactsBuilder:
                 self.visit(kw.value)
             self.abstract -= 1
             return
-        self.generic(node)
+        # (generic's walk of a call, written out: func, the arguments, the keywords' values --
+        # a call is a third of the nodes it would be handed)
+        dispatch = _DISPATCH
+        func = node.func
+        method = dispatch.get(type(func), _generic)
+        if method is not None:
+            method(self, func)
+        for a in node.args:
+            method = dispatch.get(type(a), _generic)
+            if method is not None:
+                method(self, a)
+        for kw in node.keywords:
+            value = kw.value
+            method = dispatch.get(type(value), _generic)
+            if method is not None:
+                method(self, value)
 
     def _call_jit(self, node: ast.Call, known: api.Api) -> None:
         if id(node) in self._decorated:
@@ -665,6 +683,7 @@ _DISPATCH = {
     ast.Name: FactsBuilder.v_name,
     ast.Attribute: FactsBuilder.v_attribute,
     ast.Lambda: FactsBuilder.v_lambda,
+    ast.keyword: FactsBuilder.v_keyword,
 }
 
 
@@ -688,6 +707,59 @@ def _generic(self: FactsBuilder, node: ast.AST) -> None:
     self.generic(node)
 
 
+# generic's walk written out for the commonest expressions without a visitor of their own
+# (a tenth of the nodes of a file): the same children, in the same order.
+def _v_elts(self: FactsBuilder, node: ast.Tuple | ast.List | ast.Set) -> None:
+    dispatch = _DISPATCH
+    for e in node.elts:
+        method = dispatch.get(type(e), _generic)
+        if method is not None:
+            method(self, e)
+
+
+def _v_subscript(self: FactsBuilder, node: ast.Subscript) -> None:
+    dispatch = _DISPATCH
+    value = node.value
+    method = dispatch.get(type(value), _generic)
+    if method is not None:
+        method(self, value)
+    value = node.slice
+    method = dispatch.get(type(value), _generic)
+    if method is not None:
+        method(self, value)
+
+
+def _v_binop(self: FactsBuilder, node: ast.BinOp) -> None:
+    dispatch = _DISPATCH
+    value = node.left
+    method = dispatch.get(type(value), _generic)
+    if method is not None:
+        method(self, value)
+    value = node.right
+    method = dispatch.get(type(value), _generic)
+    if method is not None:
+        method(self, value)
+
+
+def _v_compare(self: FactsBuilder, node: ast.Compare) -> None:
+    dispatch = _DISPATCH
+    value = node.left
+    method = dispatch.get(type(value), _generic)
+    if method is not None:
+        method(self, value)
+    for value in node.comparators:
+        method = dispatch.get(type(value), _generic)
+        if method is not None:
+            method(self, value)
+
+
+def _v_unaryop(self: FactsBuilder, node: ast.UnaryOp) -> None:
+    value = node.operand
+    method = _DISPATCH.get(type(value), _generic)
+    if method is not None:
+        method(self, value)
+
+
 _NO_CODE_FIELDS = {"ctx", "op", "ops", "type_comment", "type_ignores"}
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 
@@ -698,6 +770,9 @@ def _child_fields(cls: type) -> tuple[str, ...]:
     return fields
 
 
+_DISPATCH.update({ast.Tuple: _v_elts, ast.List: _v_elts, ast.Set: _v_elts,  # type: ignore[dict-item]
+                  ast.Subscript: _v_subscript, ast.BinOp: _v_binop, ast.Compare: _v_compare,
+                  ast.UnaryOp: _v_unaryop})
 # Leaves and context markers: nothing to record, nothing below them.
 for _leaf in (ast.Constant, ast.Load, ast.Store, ast.Del, ast.Pass, ast.Break, ast.Continue,
               ast.Global, ast.Nonlocal, ast.alias):
