@@ -15,6 +15,7 @@ from shardlint.semantics.lifts import lifted_ref, lifts
 from shardlint.semantics.partitioning import (
     LINEN_LOGICAL_BOXES,
     call_names,
+    carrier_calls,
     carrier_names,
     deref,
     is_partition_name_key,
@@ -730,11 +731,10 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
         # Names written where a project layer is built, which it hands to an annotation call
         # (`DenseGeneral(kernel_axes=("embed", "mlp"))`; any depth of helpers, any file).
         carriers = carrier_names(self.project)
-        for c in self.facts.calls:
-            if c.api is None or c.api.role == Role.PARTIAL:
-                for arg, kind in call_names(self.project, self.facts, c, carriers):
-                    yield from self._judged(kind, self._top_level_names(arg, c), known, seen,
-                                            judge_nnx, mesh_axes)
+        for c in carrier_calls(self.project, self.facts):
+            for arg, kind in call_names(self.project, self.facts, c, carriers):
+                yield from self._judged(kind, self._top_level_names(arg, c), known, seen,
+                                        judge_nnx, mesh_axes)
         yield from self._report(self._partition_names(), known, seen, nnx=False)
 
     def _judged(self, kind: str, names, known: set[str], seen: set[int], judge_nnx: bool,

@@ -54,9 +54,15 @@ class Execution:
     def _lambdas(self, c: CallSite) -> tuple[ast.Lambda, ...]:
         n = c.node
         lam = ast.Lambda
-        if not (any(type(a) is lam for a in n.args)
-                or any(type(k.value) is lam for k in n.keywords)):
-            return ()
+        for a in n.args:  # (loops, not generators: this runs for every call of a file)
+            if type(a) is lam:
+                break
+        else:
+            for k in n.keywords:
+                if type(k.value) is lam:
+                    break
+            else:
+                return ()
         if not self._is_transform(n):
             return ()
         return tuple(a for a in [*n.args, *(k.value for k in n.keywords)]

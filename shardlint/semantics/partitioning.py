@@ -540,6 +540,27 @@ def carrier_names(project: ProjectIndex) -> frozenset[str]:
     return _carriers(project)
 
 
+def carrier_calls(project: ProjectIndex, facts: FileFacts) -> list[CallSite]:
+    """The calls of the file :func:`call_names` may find names in: of a project function or
+    class (or ``partial`` of one) whose simple name is a carrier's (the same test it starts
+    with, made here for all the calls of a file at once: most files have none)."""
+    carriers = _carriers(project)
+    out = []
+    for c in facts.calls:
+        api = c.api
+        if api is None:
+            func = c.node.func
+        elif api.role == Role.PARTIAL and c.node.args:
+            func = c.node.args[0]
+        else:
+            continue
+        tp = type(func)
+        name = func.id if tp is ast.Name else func.attr if tp is ast.Attribute else None  # type: ignore[attr-defined]
+        if name in carriers:
+            out.append(c)
+    return out
+
+
 @project_cached
 def _carriers(project: ProjectIndex) -> frozenset[str]:
     """The simple names (``DenseGeneral``, ``dense``) of the project's functions and classes
