@@ -157,7 +157,7 @@ def summary_digest(text: str) -> str:
 
 
 def shape_digest(value: dict | None) -> str:
-    """The digest of a summary's JSON without its positions (``Cache.summary_shape``)."""
+    """The digest of a summary's JSON without its positions (see ``Cache.project_token``)."""
     from shardlint.semantics.summary import without_positions
 
     return _sha1(encode_json(without_positions(value) if value is not None else None))
@@ -290,13 +290,6 @@ class Cache:
         entry = self.summaries.get(rel)
         return self._digest_of(entry) if entry is not None else None
 
-    def summary_shape(self, rel: str) -> str | None:
-        """:meth:`summary_digest` of the summary with its positions zeroed
-        (``summary.without_positions``): the same when only lines moved (a line added above).
-        Made when first asked for (only the files that changed are asked)."""
-        entry = self.summaries.get(rel)
-        return self._shape_of(entry) if entry is not None else None
-
     def _digest_of(self, entry: list) -> str | None:
         if entry[2] is None:
             value = entry[1]
@@ -311,6 +304,9 @@ class Cache:
         return entry[2]
 
     def _shape_of(self, entry: list) -> str | None:
+        """The digest of the entry's summary with its positions zeroed (``shape_digest``): the
+        same when only lines moved (a line added above); made when first asked for (only for
+        the files that changed: see project_token), None when the summary is not held."""
         if entry[3] is None:
             value = entry[1]
             if value is _UNREAD:
@@ -493,7 +489,7 @@ class Cache:
             self._folder()
             if self._summaries_changed():
                 self._write_summaries()
-            # (a shape is written only when a run made it: see summary_shape)
+            # (a shape is written only when a run made it: see _shape_of)
             files = {rel: [e[0], self._digest_of(e), e[3] or ""]
                      for rel, e in self.summaries.items()}
             write_atomic(self.path, encode_json(

@@ -646,3 +646,25 @@ def test_the_prefilter_passes_exactly_the_files_its_pattern_matches():
     cases += ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 8))) for _ in range(4000)]
     for text in cases:
         assert mentions_jax(text) == (_PREFILTER.search(text) is not None), text
+
+
+@pytest.mark.parametrize("field, value", [("project", 3), ("inputs", []), ("settings", None),
+                                          ("inputs", {"lib0.py": "0" * 40}), ("files", {})])
+def test_an_index_file_written_otherwise_costs_only_time(tmp_path, capsys, monkeypatch, field,
+                                                         value):
+    """An index file whose project token, settings or inputs are of another shape (written by
+    hand, or by a build that kept them otherwise) is no cache, or names a project that is not
+    this one: the findings are those of a run without a cache."""
+    _mesh_pairs(tmp_path, pairs=3)
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 't'\n")
+    monkeypatch.chdir(tmp_path)
+    _, fresh, _ = check(capsys, ".")
+    assert main(["check", ".", "--format", "json"]) == 1
+    capsys.readouterr()
+    index = tmp_path / cache_mod.DIR / cache_mod.FILE
+    data = json.loads(index.read_text())
+    data[field] = value
+    index.write_text(json.dumps(data))
+    assert main(["check", ".", "--format", "json"]) == 1
+    out, err = capsys.readouterr()
+    assert json.loads(out) == fresh and "Traceback" not in err

@@ -200,7 +200,7 @@ def without_positions(data: dict) -> dict:
     """A summary's JSON (``ModuleSummary.to_json``) with every line and column zeroed: what the
     summary says, whatever moved. Two summaries of a file that differ only where its code sits
     (a line added above) are equal here; the positions are only ever shown, in messages and
-    related locations (see ``cache.summary_shape``)."""
+    related locations (see ``Cache.project_token``)."""
     zero = lambda p: [0, 0, 0, 0]  # noqa: E731
     out = dict(data)
     if "symbols" in data:  # [kind, needs, refs, bases, sites, line, flow]
