@@ -194,6 +194,34 @@ if __name__ == "__main__":
     convert("params.npz")
 """,
         }, title="the same script, entering a mesh: it shards, so the missing piece counts"),
+        example({
+            "model.py": _LINEN_MODEL,
+            "meshes.py": """
+import jax
+
+def make_mesh():
+    return jax.make_mesh((8,), ("data",))
+""",
+            "setup_lib.py": """
+import jax
+from meshes import make_mesh
+
+DEVICES = jax.devices()
+""",
+            "convert.py": """
+import jax
+import numpy as np
+import setup_lib
+from model import MLP
+
+def convert(path):
+    variables = MLP().init(jax.random.key(0), jax.numpy.ones((8, 4)))  # expect: SHL301
+    np.savez(path, **jax.tree_util.tree_map(np.asarray, variables["params"]))
+
+if __name__ == "__main__":
+    convert("params.npz")
+""",
+        }, title="a mesh built two imports away: the program shards"),
         example(_LINEN_MODEL + """
 model = MLP()
 mesh = jax.make_mesh((8,), ("data",))

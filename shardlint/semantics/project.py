@@ -454,24 +454,33 @@ class ProjectIndex:
                 (MESH if s.mesh_provider or s.mesh_setter else 0)
         return out
 
-    @project_cached
     def program_shards(self, module: str) -> bool:
         """Whether ``module`` or a project module it imports (transitively) builds, enters or
         sets a mesh, reads the legacy mesh environment, or enters or sets axis rules: a program
         that does none of that (a conversion or export script, a single-device tool) runs on
         one device by design."""
-        todo, seen = [module], set()
+        return module in self._sharding_programs()
+
+    @project_cached
+    def _sharding_programs(self) -> frozenset[str]:
+        """The modules for which :meth:`program_shards` holds: those that shard themselves and
+        every module that imports one of them, transitively (one walk of the reversed imports
+        for the project, not one walk of each module's imports per module asked)."""
+        importers: dict[str, list[str]] = {}
+        todo = []
+        for m, s in self.summaries.items():
+            for imported in self.module_imports(m):
+                importers.setdefault(imported, []).append(m)
+            if s.mesh_axes or s.mesh_provider or s.mesh_setter or s.legacy_env \
+                    or s.rules_provider or s.rules_setter:
+                todo.append(m)
+        seen = set(todo)
         while todo:
-            m = todo.pop()
-            if m in seen:
-                continue
-            seen.add(m)
-            s = self.summaries.get(m)
-            if s is not None and (s.mesh_axes or s.mesh_provider or s.mesh_setter or
-                                  s.legacy_env or s.rules_provider or s.rules_setter):
-                return True
-            todo.extend(self.module_imports(m))
-        return False
+            for m in importers.get(todo.pop(), ()):
+                if m not in seen:
+                    seen.add(m)
+                    todo.append(m)
+        return frozenset(seen)
 
     def runs_only_from(self, module: str, qualname: str) -> bool:
         """Whether every project caller of ``module:qualname``, transitively, is in
