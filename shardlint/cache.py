@@ -290,16 +290,22 @@ class Cache:
         entry = self.summaries.get(rel)
         return self._digest_of(entry) if entry is not None else None
 
+    def _value_of(self, entry: list):
+        """The entry's summary as JSON (or its text), read from the summaries file first if it
+        was not; _UNREAD when that file does not hold it."""
+        value = entry[1]
+        if value is _UNREAD:
+            self._read_summaries()
+            value = entry[1]
+        if hasattr(value, "to_json"):
+            value = entry[1] = value.to_json()
+        return value
+
     def _digest_of(self, entry: list) -> str | None:
         if entry[2] is None:
-            value = entry[1]
+            value = self._value_of(entry)
             if value is _UNREAD:
-                self._read_summaries()
-                value = entry[1]
-                if value is _UNREAD:  # (the summaries file did not hold it)
-                    return None
-            if hasattr(value, "to_json"):
-                value = entry[1] = value.to_json()
+                return None
             entry[2] = summary_digest(value if isinstance(value, str) else encode_json(value))
         return entry[2]
 
@@ -308,17 +314,10 @@ class Cache:
         same when only lines moved (a line added above); made when first asked for (only for
         the files that changed: see project_token), None when the summary is not held."""
         if entry[3] is None:
-            value = entry[1]
+            value = self._value_of(entry)
             if value is _UNREAD:
-                self._read_summaries()
-                value = entry[1]
-                if value is _UNREAD:  # (the summaries file did not hold it)
-                    return None
-            if hasattr(value, "to_json"):
-                value = entry[1] = value.to_json()
-            elif isinstance(value, str):  # (JSON text, from a worker)
-                value = json.loads(value)
-            entry[3] = shape_digest(value)
+                return None
+            entry[3] = shape_digest(json.loads(value) if isinstance(value, str) else value)
         return entry[3]
 
     def project_token(self, settings: str, inputs: dict[str, str]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import operator
 
 from shardlint.semantics import api
 from shardlint.semantics.api import Role
@@ -717,37 +718,22 @@ def _v_elts(self: FactsBuilder, node: ast.Tuple | ast.List | ast.Set) -> None:
             method(self, e)
 
 
-def _v_subscript(self: FactsBuilder, node: ast.Subscript) -> None:
-    dispatch = _DISPATCH
-    value = node.value
-    method = dispatch.get(type(value), _generic)
-    if method is not None:
-        method(self, value)
-    value = node.slice
-    method = dispatch.get(type(value), _generic)
-    if method is not None:
-        method(self, value)
+def _two(first: str, second: str):
+    """A visitor of a node's two children ``first`` and ``second``, in that order."""
+    children = operator.attrgetter(first, second)
 
-
-def _v_binop(self: FactsBuilder, node: ast.BinOp) -> None:
-    dispatch = _DISPATCH
-    value = node.left
-    method = dispatch.get(type(value), _generic)
-    if method is not None:
-        method(self, value)
-    value = node.right
-    method = dispatch.get(type(value), _generic)
-    if method is not None:
-        method(self, value)
+    def visit(self: FactsBuilder, node: ast.AST) -> None:
+        dispatch = _DISPATCH
+        for value in children(node):
+            method = dispatch.get(type(value), _generic)
+            if method is not None:
+                method(self, value)
+    return visit
 
 
 def _v_compare(self: FactsBuilder, node: ast.Compare) -> None:
     dispatch = _DISPATCH
-    value = node.left
-    method = dispatch.get(type(value), _generic)
-    if method is not None:
-        method(self, value)
-    for value in node.comparators:
+    for value in (node.left, *node.comparators):
         method = dispatch.get(type(value), _generic)
         if method is not None:
             method(self, value)
@@ -771,7 +757,8 @@ def _child_fields(cls: type) -> tuple[str, ...]:
 
 
 _DISPATCH.update({ast.Tuple: _v_elts, ast.List: _v_elts, ast.Set: _v_elts,  # type: ignore[dict-item]
-                  ast.Subscript: _v_subscript, ast.BinOp: _v_binop, ast.Compare: _v_compare,
+                  ast.Subscript: _two("value", "slice"), ast.BinOp: _two("left", "right"),
+                  ast.Compare: _v_compare,
                   ast.UnaryOp: _v_unaryop})
 # Leaves and context markers: nothing to record, nothing below them.
 for _leaf in (ast.Constant, ast.Load, ast.Store, ast.Del, ast.Pass, ast.Break, ast.Continue,
