@@ -101,6 +101,9 @@ class CallSite:
     in_loop: ast.AST | None  # innermost for/while of this scope around the call
     stmt: ast.stmt  # the statement holding the call
     abstract: bool = False  # inside jax.eval_shape(...): traced on shapes, nothing runs
+    # The name the callee's dotted chain starts with (`np` of `np.sum(x)`); None when the
+    # callee is no dotted name (`f(x)(y)`, `fns[0](x)`).
+    root: str | None = None
 
     @property
     def role(self) -> Role | None:  # (`api` here would be the field)

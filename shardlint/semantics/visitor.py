@@ -132,7 +132,9 @@ class FactsBuilder:
 
     # ---- resolution helpers --------------------------------------------------------------------
     def resolve(self, node: ast.expr) -> tuple[str | None, api.Api | None]:
-        parts = dotted(node)
+        return self._resolve_parts(dotted(node))
+
+    def _resolve_parts(self, parts: list[str] | None) -> tuple[str | None, api.Api | None]:
         if parts is None:
             return None, None
         if self.wrappers:
@@ -484,10 +486,11 @@ class FactsBuilder:
 
     # ---- calls ---------------------------------------------------------------------------------
     def v_call(self, node: ast.Call) -> None:
-        q, known = self.resolve(node.func)
+        parts = dotted(node.func)
+        q, known = self._resolve_parts(parts)
         site = CallSite(node, self.scope, self.ctx, q, known, self.loop,
                         self.stmt if self.stmt is not None else node,  # type: ignore[arg-type]
-                        self.abstract > 0)
+                        self.abstract > 0, parts[0] if parts is not None else None)
         self.facts.calls.append(site)
         self.facts._call_index[node] = site
         func = node.func
