@@ -16,7 +16,6 @@ from shardlint.semantics.partitioning import (
     LINEN_LOGICAL_BOXES,
     call_names,
     carrier_calls,
-    carrier_names,
     deref,
     is_partition_name_key,
     is_self_attribute,
@@ -730,9 +729,8 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
             yield from self._judged(kind, names, known, seen, judge_nnx, mesh_axes)
         # Names written where a project layer is built, which it hands to an annotation call
         # (`DenseGeneral(kernel_axes=("embed", "mlp"))`; any depth of helpers, any file).
-        carriers = carrier_names(self.project)
         for c in carrier_calls(self.project, self.facts):
-            for arg, kind in call_names(self.project, self.facts, c, carriers):
+            for arg, kind in call_names(self.project, self.facts, c):
                 yield from self._judged(kind, self._top_level_names(arg, c), known, seen,
                                         judge_nnx, mesh_axes)
         yield from self._report(self._partition_names(), known, seen, nnx=False)

@@ -495,23 +495,15 @@ def _callee_names(project: ProjectIndex, e, module: str, memo: dict, active: set
     return out
 
 
-def call_names(project: ProjectIndex, facts: FileFacts, c: CallSite,
-               carriers: frozenset[str] | None = None) -> list[tuple[ast.expr, str]]:
+def call_names(project: ProjectIndex, facts: FileFacts, c: CallSite
+               ) -> list[tuple[ast.expr, str]]:
     """The arguments of a call of a project function or class that reach an annotation call's
     names unchanged (``DenseGeneral(kernel_axes=("embed", "mlp"))``, also bound by
-    ``functools.partial``), with whose names they are. ``carriers``: ``carrier_names``, when
-    the caller asks for many calls."""
-    func, positional = c.node.func, c.node.args
-    if c.api is not None:
-        if c.api.role != Role.PARTIAL or not positional:  # `partial(DenseGeneral, ...)`
-            return []
-        func, positional = positional[0], positional[1:]
-    if not isinstance(func, (ast.Name, ast.Attribute)):
+    ``functools.partial``), with whose names they are (``c``: one of ``carrier_calls``)."""
+    callee = _carrier_callee(c, _carriers(project))
+    if callee is None:
         return []
-    if carriers is None:
-        carriers = _carriers(project)
-    if (func.id if isinstance(func, ast.Name) else func.attr) not in carriers:
-        return []  # (most calls: nothing of that name hands names on)
+    func, positional = callee
     args = {str(i): a for i, a in enumerate(positional)}
     if any(isinstance(a, ast.Starred) for a in positional):
         args = {}
@@ -535,30 +527,26 @@ def call_names(project: ProjectIndex, facts: FileFacts, c: CallSite,
     return out
 
 
-def carrier_names(project: ProjectIndex) -> frozenset[str]:
-    """The names :func:`call_names` looks for (see ``_carriers``)."""
-    return _carriers(project)
-
-
 def carrier_calls(project: ProjectIndex, facts: FileFacts) -> list[CallSite]:
     """The calls of the file :func:`call_names` may find names in: of a project function or
-    class (or ``partial`` of one) whose simple name is a carrier's (the same test it starts
-    with, made here for all the calls of a file at once: most files have none)."""
+    class (or ``partial`` of one) whose simple name is a carrier's (the test made here for all
+    the calls of a file at once: most files have none)."""
     carriers = _carriers(project)
-    out = []
-    for c in facts.calls:
-        api = c.api
-        if api is None:
-            func = c.node.func
-        elif api.role == Role.PARTIAL and c.node.args:
-            func = c.node.args[0]
-        else:
-            continue
-        tp = type(func)
-        name = func.id if tp is ast.Name else func.attr if tp is ast.Attribute else None  # type: ignore[attr-defined]
-        if name in carriers:
-            out.append(c)
-    return out
+    return [c for c in facts.calls if _carrier_callee(c, carriers) is not None]
+
+
+def _carrier_callee(c: CallSite, carriers: frozenset[str]) -> tuple[ast.expr, list] | None:
+    """The callee a call runs and the positional arguments it gets (``partial(DenseGeneral,
+    ...)``: DenseGeneral, and the rest), when its simple name is one of ``carriers``."""
+    func, positional = c.node.func, c.node.args
+    api = c.api
+    if api is not None:
+        if api.role != Role.PARTIAL or not positional:  # `partial(DenseGeneral, ...)`
+            return None
+        func, positional = positional[0], positional[1:]
+    tp = type(func)
+    name = func.id if tp is ast.Name else func.attr if tp is ast.Attribute else None  # type: ignore[attr-defined]
+    return (func, positional) if name in carriers else None
 
 
 @project_cached
