@@ -192,8 +192,16 @@ def _worth_reading(key: str, value: ast.expr) -> bool:
     a key that names rules or axes (the only keys where an unreadable value says something)."""
     if type(value) is ast.Tuple or type(value) is ast.List:
         return True
-    k = key.lower()
-    return "rules" in k or "axes" in k or "axis" in k  # (is_axes_key's test, inlined)
+    found = _KEYS.get(key)
+    if found is None:  # (every keyword of every call is asked: the same few hundred names)
+        if len(_KEYS) > 100_000:
+            _KEYS.clear()
+        k = key.lower()
+        found = _KEYS[key] = "rules" in k or "axes" in k or "axis" in k  # (is_axes_key's test)
+    return found
+
+
+_KEYS: dict[str, bool] = {}
 
 
 class _In:

@@ -293,7 +293,7 @@ class FileFacts:
 
     def mesh_for(self, node: ast.expr | None, scope: Scope) -> MeshBinding | None:
         """The mesh an expression evaluates to, when it is a name bound to a mesh or a mesh call."""
-        if node is None:
+        if node is None or not self.meshes:  # (most files make no mesh)
             return None
         for m in self.meshes:
             if m.node is node or m.call is node:

@@ -578,8 +578,7 @@ def _carriers(project: ProjectIndex) -> frozenset[str]:
     # parameters: the only calls that can make their caller one more carrier
     handing = [(e.caller, e.target.rpartition(".")[2].rpartition(":")[2])
                for s in project.summaries.values() for e in s.calls
-               if e.args and e.caller and any(t[0] == "p" for k, ts in e.args.items()
-                                              if not k.startswith("#") for t in ts)]
+               if e.args and e.caller and _hands_a_param(e.args)]
     for _ in range(_NAME_HOPS):  # a caller handing its own parameter on to one of them
         grown = False
         for qual, bases in classes:  # (a subclass runs its base's `__init__`)
@@ -591,6 +590,17 @@ def _carriers(project: ProjectIndex) -> frozenset[str]:
         if not grown:
             break
     return frozenset(names)
+
+
+def _hands_a_param(args: dict[str, list]) -> bool:
+    """Whether a call edge's arguments (``CallEdge.args``) hand on a parameter of the caller
+    (every edge with arguments of the project is asked: plain loops)."""
+    for k, ts in args.items():
+        if k[0] != "#":
+            for t in ts:
+                if t[0] == "p":
+                    return True
+    return False
 
 
 def _may_be_names(facts: FileFacts, node: ast.expr, scope: Scope) -> bool:

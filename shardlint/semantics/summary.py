@@ -182,6 +182,15 @@ _LAID_OUT = frozenset({"module", "path", "symbols", "calls", "entries"})
 
 
 _NAMES_ARGS = ("names", "sharding", "out_sharding", "sharding_names", "logical_axes")
+# The arguments whose kind terms a call edge keeps (``_Summariser._arg_kinds``).
+_KIND_ARGS = frozenset({ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Tuple, ast.List})
+
+
+def _interesting(terms: list[list]) -> bool:
+    for t in terms:
+        if t[0] in INTERESTING:
+            return True
+    return False
 
 
 def _all_none_names(facts: FileFacts, c: CallSite) -> bool:
@@ -882,36 +891,48 @@ class _Summariser:
         value-flow layer's "every caller passes a mesh"."""
         n = c.node
         out: dict[str, list] = {}
-        assigned = c.scope.assigned if c.scope.kind == "function" else None
-        for key, a in [*((str(i), a) for i, a in enumerate(n.args)),
-                       *((k.arg, k.value) for k in n.keywords if k.arg)]:
-            if isinstance(a, ast.Starred):
+        scope = c.scope
+        assigned = scope.assigned if scope.kind == "function" else None
+        starred = False
+        # (one pass, no pairs made: a call of a project function is the commonest call there is)
+        for i, a in enumerate(n.args):
+            tp = type(a)
+            if tp is ast.Starred:
+                starred = True  # (what follows lands at positions not known)
                 break
-            if type(a) not in (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Tuple,
-                               ast.List):
-                continue
-            if type(a) is ast.Name:
-                # (what a name is does not depend on where in its function it is read: the
-                # same name handed to many calls is traced once)
-                memo = (c.scope, a.id)
-                terms = self._name_kinds.get(memo)
-                if terms is None:
-                    terms = self._name_kinds[memo] = kind_terms(
-                        self.f, c.scope, a, self.ref, None, assigned=assigned)
-            else:
-                terms = kind_terms(self.f, c.scope, a, self.ref, None, assigned=assigned)
-            if terms and any(t[0] in INTERESTING for t in terms):
-                out[key] = list(terms)
+            if tp in _KIND_ARGS:
+                terms = self._kinds_of(scope, a, tp, assigned)
+                if terms and _interesting(terms):
+                    out[str(i)] = list(terms)
+        kwargs = False
+        for k in n.keywords:
+            if k.arg is None:
+                kwargs = True
+            elif not starred and type(k.value) in _KIND_ARGS:
+                terms = self._kinds_of(scope, k.value, type(k.value), assigned)
+                if terms and _interesting(terms):
+                    out[k.arg] = list(terms)
         if not out:
             return None
-        out["#n"] = len(n.args) if not any(isinstance(a, ast.Starred) for a in n.args) else 99
-        if any(k.arg is None for k in n.keywords):
-            out["#n"] = 99  # `**kwargs`: anything may be passed
+        # (`**kwargs`, `*args`: anything may be passed)
+        out["#n"] = 99 if starred or kwargs else len(n.args)
         func = n.func
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
-                and func.value.id in ("self", "cls"):
+        if type(func) is ast.Attribute and type(func.value) is ast.Name \
+                and func.value.id in ("self", "cls"):  # type: ignore[attr-defined]
             out["self"] = [["implicit"]]
         return out
+
+    def _kinds_of(self, scope: Scope, a: ast.expr, tp: type, assigned) -> list[list]:
+        if tp is ast.Name:
+            # (what a name is does not depend on where in its function it is read: the
+            # same name handed to many calls is traced once)
+            memo = (scope, a.id)  # type: ignore[attr-defined]
+            terms = self._name_kinds.get(memo)
+            if terms is None:
+                terms = self._name_kinds[memo] = kind_terms(
+                    self.f, scope, a, self.ref, None, assigned=assigned)
+            return terms
+        return kind_terms(self.f, scope, a, self.ref, None, assigned=assigned)
 
     def _provides(self, c: CallSite) -> tuple[int, str | None]:
         """The contexts a call provides (``_RULES_SETTER``...), and whether it makes a mesh or

@@ -524,7 +524,10 @@ def _defaults(facts: FileFacts, scope: Scope, fn: ast.FunctionDef | ast.AsyncFun
     out: dict[str, list] = {}
     parent = scope.parent or scope
     for arg, default in pairs:
-        if isinstance(default, (ast.Constant, ast.Tuple, ast.List, ast.Attribute)):
+        if type(default) is ast.Constant:  # (the commonest: only None says something)
+            if default.value is None:
+                out[arg.arg] = [["none"]]
+        elif isinstance(default, (ast.Tuple, ast.List, ast.Attribute)):
             terms = kind_terms(facts, parent, default, lambda n, s: None, None)
             if terms and all(t[0] in ("none", "table", "key", "mesh") for t in terms):
                 out[arg.arg] = terms
