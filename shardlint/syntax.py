@@ -50,24 +50,21 @@ def calls(root: ast.AST) -> list[ast.Call]:
     return [n for n in nodes(root) if type(n) is ast.Call]
 
 
-def walk_body(node: ast.AST):
-    """``ast.walk(node)`` without ``node``'s own decorators (they run in the enclosing scope:
+def walk_body(node: ast.AST) -> list[ast.AST]:
+    """``nodes(node)`` without ``node``'s own decorators (they run in the enclosing scope:
     a function's analysis reads its body, and a stack of decorators, each of them a jit site of
     the same function, would otherwise be read once per site)."""
     if not getattr(node, "decorator_list", None):
-        yield from ast.walk(node)
-        return
-    yield node
-    todo: list[ast.AST] = []
+        return nodes(node)
+    out: list[ast.AST] = [node]
     for name in node._fields:
         if name == "decorator_list":
             continue
         value = getattr(node, name, None)
         if isinstance(value, ast.AST):
-            todo.append(value)
+            out.extend(nodes(value))
         elif isinstance(value, list):
-            todo.extend(v for v in value if isinstance(v, ast.AST))
-    while todo:
-        n = todo.pop()
-        yield n
-        todo.extend(ast.iter_child_nodes(n))
+            for v in value:
+                if isinstance(v, ast.AST):
+                    out.extend(nodes(v))
+    return out

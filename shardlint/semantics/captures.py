@@ -22,7 +22,7 @@ from shardlint.semantics.execution import compiled_function
 from shardlint.semantics.facts import FileFacts, JitSite, Scope
 from shardlint.semantics.liveness import METADATA
 from shardlint.semantics.names import call_arg, is_unknown, literal_or_unknown
-from shardlint.syntax import walk_body
+from shardlint.syntax import nodes, walk_body
 
 _CONSTRUCTORS = frozenset({
     "array", "asarray", "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
@@ -240,7 +240,7 @@ def _bind_function(n: ast.AST, bound: set[str], top: bool) -> None:
 def _metadata_reads(node: ast.AST) -> set[int]:
     """ids of Name nodes read only for metadata: ``x.shape``, ``x.dtype``, ``len(x)``."""
     out: set[int] = set()
-    for n in ast.walk(node):
+    for n in nodes(node):
         if isinstance(n, ast.Attribute) and n.attr in METADATA and isinstance(n.value, ast.Name):
             out.add(id(n.value))
         elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "len" \
@@ -265,8 +265,8 @@ def captured_arrays(facts: FileFacts, site: JitSite) -> list[Capture]:
     metadata = set().union(*(_metadata_reads(b) for b in body)) if body else set()
     first: dict[str, ast.Name] = {}
     for b in body:
-        for n in ast.walk(b):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in bound \
+        for n in nodes(b):
+            if type(n) is ast.Name and type(n.ctx) is ast.Load and n.id not in bound \
                     and id(n) not in metadata:
                 prev = first.get(n.id)
                 if prev is None or (n.lineno, n.col_offset) < (prev.lineno, prev.col_offset):

@@ -212,9 +212,14 @@ class _In:
 
 
 def _dict_tables(facts: FileFacts, node: ast.Dict, c, out: list[dict]) -> None:
+    consts = None
     for k, v in zip(node.keys, node.values):
+        if type(v) is ast.Constant:
+            continue  # (the commonest value: no table, no axes, no other key's table)
         if isinstance(k, ast.Constant) and isinstance(k.value, str):
-            _add(out, k.value, literal(v, facts.consts_for(c.scope)), v)
+            if consts is None:
+                consts = facts.consts_for(c.scope)
+            _add(out, k.value, literal(v, consts), v)
             # `{"rules_for_train": config.logical_axis_rules}`: the same tables under a new key
             alias = table_key(v) if isinstance(v, (ast.Attribute, ast.Subscript)) else None
             if alias is not None and alias != k.value and "rules" in alias + k.value:
