@@ -390,3 +390,32 @@ def test_a_call_through_a_wrapper_defined_in_a_later_module_reaches_what_it_wrap
         for module in order:
             index.add(summary(module, caller if module == "a_main" else model))
         assert index.context_of("b_model", "train_step") == MESH, order
+
+
+@pytest.mark.parametrize("call, expected", [
+    # what a call hands a project function: each argument that may be a mesh, by position or
+    # keyword, and how many arguments there are (99: not known)
+    ("helper(mesh, cfg=mesh)", {"0": [["p", "mesh"]], "cfg": [["p", "mesh"]], "#n": 1}),
+    ("helper(1, mesh)", {"1": [["p", "mesh"]], "#n": 2}),
+    # after `*rest` the positions are not known, and neither is anything after it
+    ("helper(mesh, *rest, cfg=mesh)", {"0": [["p", "mesh"]], "#n": 99}),
+    ("helper(*rest, mesh)", None),
+    # `**kw` may pass anything: the count is not known, the arguments written still count
+    ("helper(mesh, **kw)", {"0": [["p", "mesh"]], "#n": 99}),
+    ("helper(cfg=mesh, **kw)", {"cfg": [["p", "mesh"]], "#n": 99}),
+    ("helper(1, 'a', None)", None),
+    ("self.helper(mesh)", {"0": [["p", "mesh"]], "#n": 1, "self": [["implicit"]]}),
+])
+def test_a_call_edge_keeps_what_each_argument_may_be(call, expected):
+    import ast
+
+    from shardlint.semantics.summary import summarise
+    from shardlint.semantics.visitor import build_facts
+    from shardlint.semantics.wrappers import Wrappers
+
+    src = ("from pkg.lib import helper\n\n\n"
+           "class Model:\n"
+           f"    def run(self, mesh, rest, kw):\n        {call}\n")
+    summary = summarise(build_facts("m.py", "m", ast.parse(src), False, Wrappers()))
+    (edge,) = [e for e in summary.calls if e.caller == "Model.run"]
+    assert edge.args == expected

@@ -923,6 +923,7 @@ class _Summariser:
         return out
 
     def _kinds_of(self, scope: Scope, a: ast.expr, tp: type, assigned) -> list[list]:
+        """``kind_terms`` of one argument ``a`` (of type ``tp``) of a call in ``scope``."""
         if tp is ast.Name:
             # (what a name is does not depend on where in its function it is read: the
             # same name handed to many calls is traced once)
