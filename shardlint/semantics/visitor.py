@@ -21,7 +21,7 @@ from shardlint.semantics.facts import (
     Scope,
     WithItem,
 )
-from shardlint.semantics.names import STAR_CONVENTIONS, ImportMap, dotted
+from shardlint.semantics.names import ImportMap, dotted
 from shardlint.semantics.replay import (
     FactsMemo,
     MemberLog,
@@ -40,6 +40,7 @@ from shardlint.semantics.wrappers import NO_WRAPPERS, Wrappers
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _COMPILERS = (Role.JIT, Role.PMAP)  # what makes a jit site (JitSite)
+_UNSEEN = object()  # (not worked out yet: None is an answer)
 
 
 class FactsBuilder:
@@ -134,14 +135,16 @@ class FactsBuilder:
     def resolve(self, node: ast.expr) -> tuple[str | None, api.Api | None]:
         return self._resolve_parts(dotted(node))
 
-    def _resolve_parts(self, parts: list[str] | None) -> tuple[str | None, api.Api | None]:
+    def _resolve_parts(self, parts: list[str] | None, imported: str | None | object = _UNSEEN
+                       ) -> tuple[str | None, api.Api | None]:
+        """What a dotted chain names (``imported``: its ``qualify_parts``, when worked out)."""
         if parts is None:
             return None, None
         if self.wrappers:
             joined = ".".join(parts)
             if joined in self.wrappers:
                 return joined, self.wrappers[joined]
-        q = self.facts.imports.qualify_parts(parts)
+        q = self.facts.imports.qualify_parts(parts) if imported is _UNSEEN else imported
         if q is None:
             return None, None
         if q in self.wrappers:
@@ -487,7 +490,11 @@ class FactsBuilder:
     # ---- calls ---------------------------------------------------------------------------------
     def v_call(self, node: ast.Call) -> None:
         parts = dotted(node.func)
-        q, known = self._resolve_parts(parts)
+        if parts is None:
+            q, known, imported = None, None, None
+        else:
+            imported = self.facts.imports.qualify_parts(parts)
+            q, known = self._resolve_parts(parts, imported)
         site = CallSite(node, self.scope, self.ctx, q, known, self.loop,
                         self.stmt if self.stmt is not None else node,  # type: ignore[arg-type]
                         self.abstract > 0, parts[0] if parts is not None else None)
@@ -521,9 +528,14 @@ class FactsBuilder:
         # a call is a third of the nodes it would be handed)
         dispatch = _DISPATCH
         func = node.func
-        method = dispatch.get(type(func), _generic)
-        if method is not None:
-            method(self, func)
+        if parts is not None and type(func) is ast.Attribute:
+            # (v_attribute, with the chain and its import already worked out above)
+            self._chain(func, parts, imported, known if q == imported
+                        and imported not in self.wrappers else _UNSEEN)
+        else:
+            method = dispatch.get(type(func), _generic)
+            if method is not None:
+                method(self, func)
         for a in node.args:
             method = dispatch.get(type(a), _generic)
             if method is not None:
@@ -650,21 +662,27 @@ class FactsBuilder:
     def v_attribute(self, node: ast.Attribute) -> None:
         parts = dotted(node)
         if parts is not None:
-            self.scope.references.add(parts[0])
-            if self.log is not None and self.scope is self.root:
-                self.log.root_references.add(parts[0])
-            imports = self.facts.imports
-            if parts[0] in imports.names or (imports.star and parts[0] in STAR_CONVENTIONS):
-                q = imports.qualify_parts(parts)
-                known = api.lookup(q) if q else None
-                if known is not None:
-                    self._role(known.role)
-                elif q is not None and "thread_resources" in parts and q.startswith("jax."):
-                    self._role(Role.LEGACY_ENV)  # `pxla.thread_resources.env.physical_mesh`
-                if known is not None and (known.deprecated or known.removed):
-                    self.facts.references.append(Reference(node, q, known, self.scope))  # type: ignore[arg-type]
+            self._chain(node, parts, self.facts.imports.qualify_parts(parts), _UNSEEN)
             return
         self.visit(node.value)
+
+    def _chain(self, node: ast.Attribute, parts: list[str], q: str | None, known) -> None:
+        """A dotted chain ``a.b.c`` read: its first name is referenced, and what it names
+        through the imports (``q``: ``qualify_parts(parts)``) is an API's use (``known``: that
+        API when the caller looked it up already, else _UNSEEN)."""
+        self.scope.references.add(parts[0])
+        if self.log is not None and self.scope is self.root:
+            self.log.root_references.add(parts[0])
+        if not q:
+            return
+        if known is _UNSEEN:
+            known = api.lookup(q)
+        if known is not None:
+            self._role(known.role)
+        elif "thread_resources" in parts and q.startswith("jax."):
+            self._role(Role.LEGACY_ENV)  # `pxla.thread_resources.env.physical_mesh`
+        if known is not None and (known.deprecated or known.removed):
+            self.facts.references.append(Reference(node, q, known, self.scope))
 
 _DISPATCH = {
     ast.Import: FactsBuilder.v_import,
