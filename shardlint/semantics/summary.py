@@ -24,10 +24,10 @@ from shardlint.semantics.meshes import axis_kind
 from shardlint.semantics.names import EXTERNAL_PACKAGES, dotted
 from shardlint.semantics.reuse import each_statement
 from shardlint.semantics.valueflow import (
-    INTERESTING,
     MESH_ARGUMENTS,
     class_attributes,
     function_flow,
+    interesting,
     kind_terms,
     method_attributes,
 )
@@ -184,13 +184,6 @@ _LAID_OUT = frozenset({"module", "path", "symbols", "calls", "entries"})
 _NAMES_ARGS = ("names", "sharding", "out_sharding", "sharding_names", "logical_axes")
 # The arguments whose kind terms a call edge keeps (``_Summariser._arg_kinds``).
 _KIND_ARGS = frozenset({ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Tuple, ast.List})
-
-
-def _interesting(terms: list[list]) -> bool:
-    for t in terms:
-        if t[0] in INTERESTING:
-            return True
-    return False
 
 
 def _all_none_names(facts: FileFacts, c: CallSite) -> bool:
@@ -902,7 +895,7 @@ class _Summariser:
                 break
             if tp in _KIND_ARGS:
                 terms = self._kinds_of(scope, a, tp, assigned)
-                if terms and _interesting(terms):
+                if terms and interesting(terms):
                     out[str(i)] = list(terms)
         kwargs = False
         for k in n.keywords:
@@ -910,7 +903,7 @@ class _Summariser:
                 kwargs = True
             elif not starred and type(k.value) in _KIND_ARGS:
                 terms = self._kinds_of(scope, k.value, type(k.value), assigned)
-                if terms and _interesting(terms):
+                if terms and interesting(terms):
                     out[k.arg] = list(terms)
         if not out:
             return None

@@ -226,6 +226,15 @@ _MESH_ROLES = (Role.MESH, Role.ABSTRACT_MESH)
 # named; ``["pc", param]``: what calling the parameter gives; ``["elts", terms]``: a list,
 # tuple or dict whose items are such; ``["sub", terms]``: an item of such a value).
 INTERESTING = frozenset({"mesh", "c", "p", "a", "table", "key", "sym", "pc", "elts", "sub"})
+
+
+def interesting(terms: list[list]) -> bool:
+    """Whether any of ``terms`` is worth keeping in a summary (``INTERESTING``; asked for the
+    arguments of every project call: a plain loop)."""
+    for t in terms:
+        if t[0] in INTERESTING:
+            return True
+    return False
 # The kinds a class or an instance can come through (``FlowIndex.classes``/``instances``).
 _CLASS_KINDS = frozenset({"sym", "pc", "elts", "sub", "c", "p"})
 # APIs whose argument (position, keyword) must be a mesh: a name handed there is one.
@@ -491,7 +500,7 @@ def class_attributes(facts: FileFacts, cls: Scope, ref: RefFn,
         for name, terms in found.items():
             out.setdefault(name, []).extend(terms)
     return {k: _unique_terms(v) for k, v in out.items()
-            if any(t[0] in INTERESTING for t in v)}
+            if interesting(v)}
 
 
 def method_attributes(facts: FileFacts, method: Scope, ref: RefFn) -> dict[str, list]:
