@@ -9,7 +9,12 @@ path with a fresh engine's; with ``--cross`` it also lints other files of the sa
 the live index and through a fresh one.
 
     python bench/differential.py [FOLDER ...] [--examples] [--edits 12] [--files 300] [--seed 7]
-                                 [--cross]
+                                 [--cross] [--typing N]
+
+``--typing N``: instead of random edits, N statements typed character by character at random
+places inside function bodies (the commonest keystroke in an editor), every keystroke checked,
+each statement deleted again after a while: the replay of a method's other statements, of the
+functions nested in it and of what they contribute, across many builds in a row.
 
 The folders are any Python code (``bench/lint_speed.py`` downloads flax, optax, maxtext, praxis
 and easydel into ~/.cache/shardlint-bench/src). Prints each mismatch and a count; exit 1 on any.
@@ -18,6 +23,7 @@ and easydel into ~/.cache/shardlint-bench/src). Prints each mismatch and a count
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import random
 import shutil
@@ -96,6 +102,73 @@ def one_file(files: list[Path], edits: int, rng: random.Random) -> tuple[int, in
     return checked, bad
 
 
+TYPED = [
+    "h = jnp.einsum('bd,df->bf', x, self.kernel) * scale",
+    "mesh = jax.make_mesh((1,), ('data',))", "x = nn.with_logical_constraint(x, ('batch', 'mlp'))",
+    "state = state.apply_gradients(grads=grads)", "return state, loss",
+    "with jax.set_mesh(mesh):", "step = jax.jit(train_step, donate_argnums=0)",
+    "def inner(y):", "spec = P('data', None)", "for i in range(3):", "x = helper(x)",
+    "params = model.init(key, x)", "if flag:", "y = x",
+]
+
+
+def body_lines(text: str) -> list[tuple[int, int]]:
+    """(0-based line, indent) of the first line of every statement of every function body."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for s in node.body:
+                if s.lineno > node.lineno:
+                    out.append((s.lineno - 1, s.col_offset))
+    return out
+
+
+def typing(files: list[Path], statements: int, rng: random.Random) -> tuple[int, int]:
+    """Statements typed into function bodies, a keystroke at a time (see ``--typing``)."""
+    checked = bad = 0
+    with tempfile.TemporaryDirectory(prefix="shardlint-differential-") as tmp:
+        root = Path(tmp)
+        (root / "pyproject.toml").write_text("[project]\nname = 'd'\n", encoding="utf-8")
+        path = root / "mod.py"
+        for source in files:
+            text = source.read_text(encoding="utf-8", errors="replace")
+            places = body_lines(text) if mentions_jax(text) else []
+            if not places:
+                continue
+            live, parser = Engine(load(root), use_cache=False), IncrementalParser()
+            live.lint_text(path, text, parser=parser)
+            base = text
+            for _ in range(statements):
+                line, indent = rng.choice(body_lines(base) or places)
+                lines = base.split("\n")
+                typed = rng.choice(TYPED)
+                states = [" " * indent]
+                states += [" " * indent + typed[:k] for k in range(1, len(typed) + 1)]
+                if typed.endswith(":"):  # a block header: its body too
+                    states.append(states[-1] + "\n" + " " * (indent + 4) + "pass")
+                for state in states:
+                    new = "\n".join([*lines[:line], state, *lines[line:]])
+                    fresh = Engine(load(root), use_cache=False)
+                    want, got = findings(fresh, path, new), findings(live, path, new, parser)
+                    broken = any(f[0] == "SHL000" for f in want)
+                    checked += 1
+                    if got != want or (not broken and summary(fresh, "mod") != summary(live, "mod")):
+                        bad += 1
+                        print(f"MISMATCH {source}:{line + 1}: {'findings' if got != want else 'summary'} "
+                              f"typing {state.strip()!r}", flush=True)
+                if rng.random() < 0.5:  # keep it (when it parses), else delete it again
+                    try:
+                        ast.parse(new)
+                        base = new
+                    except SyntaxError:
+                        pass
+    return checked, bad
+
+
 def cross_file(folder: Path, edits: int, rng: random.Random) -> tuple[int, int]:
     """Edit files of a copy of ``folder`` live; lint others through the live and a fresh index."""
     checked = bad = 0
@@ -159,10 +232,16 @@ def main() -> int:
     ap.add_argument("--files", type=int, default=300, help="files sampled from the folders")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--cross", action="store_true", help="also the cross-file check, per folder")
+    ap.add_argument("--typing", type=int, default=0, metavar="N",
+                    help="instead: N statements per file typed into function bodies")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     files = sorted(p for folder in args.folders for p in folder.rglob("*.py"))
     files = rng.sample(files, min(args.files, len(files)))
+    if args.typing:
+        checked, bad = typing(files, args.typing, rng)
+        print(f"typing: {checked} keystrokes, {bad} mismatches")
+        return 1 if bad else 0
     with tempfile.TemporaryDirectory(prefix="shardlint-examples-") as tmp:
         if args.examples:
             files += rule_examples(Path(tmp))

@@ -650,25 +650,27 @@ class Engine:
         return [r for r in all_rules()
                 if self.config.is_selected(r.code, r.enabled_by_default, path)]
 
-    def lint_text(self, path: Path | str, text: str,
-                  parser: IncrementalParser | None = None) -> list[Finding]:
+    def lint_text(self, path: Path | str, text: str, parser: IncrementalParser | None = None,
+                  source: SourceText | None = None) -> list[Finding]:
         """Findings for one file's text (which may differ from the file on disk).
 
         ``parser`` parsed the previous versions of this file (the language server keeps one per
-        open file): only the statements an edit touched are parsed again.
+        open file): only the statements an edit touched are parsed again. ``source``: the
+        caller's ``SourceText`` of ``text`` (its lines are split once for both).
         """
         path = Path(path)
         if not mentions_jax(text):
             return []
         self.build_index()
-        prepared = self._prepare(path, text, parser=parser)
+        prepared = self._prepare(path, text, parser=parser, source=source)
         return self._run_rules(*prepared)
 
     def _prepare(self, path: Path, text: str, add_to_index: bool = True,
-                 parser: IncrementalParser | None = None):
+                 parser: IncrementalParser | None = None, source: SourceText | None = None):
         """Parse and build facts; the file's summary goes into the index (unsaved text counts)."""
         spath = str(path)
-        source = SourceText(spath, text)
+        if source is None or source.text is not text:
+            source = SourceText(spath, text)
         try:
             tree = parser.parse(text, spath) if parser is not None else parse_module(text, spath)
         except SyntaxError as exc:

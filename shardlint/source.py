@@ -30,7 +30,13 @@ def without_surrogates(text: str) -> str:
     replaced by U+FFFD. Both are one UTF-16 unit, one code point and three UTF-8 bytes (as
     ``surrogatepass`` encodes a surrogate), so every position stays where it was; only the
     replacement can be encoded to UTF-8."""
-    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+    if text.isascii():  # (a flag of the string: no scan)
+        return text
+    try:
+        text.encode("utf-8")  # (a third of the regular expression's scan: it runs per keystroke)
+    except UnicodeEncodeError:  # (only a lone surrogate fails)
+        return _SURROGATE.sub("\ufffd", text)
+    return text
 
 
 @dataclass
@@ -43,8 +49,10 @@ class SourceText:
         # Split only on the line breaks Python's tokenizer knows (\n, \r\n, \r): str.splitlines
         # also breaks on \x0c, \x1c, \u2028..., which would shift every later line. Computed on
         # first use: most files linted produce no finding and never need it.
-        return without_surrogates(self.text).replace("\r\n", "\n").replace("\r", "\n") \
-            .split("\n")
+        text = without_surrogates(self.text)
+        if "\r" in text:
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        return text.split("\n")
 
     @property
     def lines(self) -> list[str]:

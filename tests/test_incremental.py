@@ -801,3 +801,78 @@ def test_the_last_member_deleted_at_the_end_of_the_file(tail: str) -> None:
     new = text[:text.index("    def pick")] + tail
     assert outcome(new, parser) == outcome(new)
     assert outcome(new)[0] == "ok"
+
+
+BODY_BASE = '''import jax
+import flax.linen as nn
+
+
+class Engine:
+    def run(self, params, batch):
+        count = 0
+        mesh = jax.make_mesh((1,), ("data",))
+        spec = ("batch",)
+
+        def helper():
+            x = nn.with_logical_constraint(batch, spec)
+            return x
+
+        with mesh:
+            out = helper()
+        step = jax.jit(helper)
+        return out, step
+
+    def other(self):
+        return self
+'''
+
+
+@pytest.mark.parametrize("old, new, visited", [
+    # Typing into one statement: only it is visited again; the others (`def helper` and all
+    # inside it among them) are replayed.
+    ("        count = 0\n", "        count = 0 + len(batch)\n", {"count = 0 + len(batch)"}),
+    # An edit inside a nested function: the statement that defines it, and its own edited one.
+    ("            return x\n", "            return x  # the value\n",
+     {"def helper():", "return x"}),
+    # Another mesh: the `with` that reads it is visited again.
+    ('        mesh = jax.make_mesh((1,), ("data",))', "        mesh = jax.make_mesh((2,), ('x',))",
+     {"mesh = jax.make_mesh((2,), ('x',))", "with mesh:"}),
+    # The jitted function renamed: its definition (a new statement, all of it) and the jit of
+    # the old name.
+    ("        def helper():", "        def helper2():",
+     {"def helper2():", "x = nn.with_logical_constraint(batch, spec)", "return x",
+      "step = jax.jit(helper)"}),
+])
+def test_statements_of_an_edited_function_are_replayed(tmp_path: Path, monkeypatch, old: str,
+                                                        new: str, visited: set[str]) -> None:
+    """An edit inside one statement of a method visits that statement again (and, inside a
+    nested function, that function's edited statement), and the statements whose reads changed;
+    the method's other statements are replayed into its reused scope, and findings and summary
+    equal a fresh build's."""
+    import json
+
+    from shardlint.config import load
+    from shardlint.engine import Engine
+    from shardlint.semantics import visitor
+
+    seen: list[str] = []
+    real = visitor.record_body
+
+    def recording(b, stmt, owner):
+        seen.append(ast.unparse(stmt).split("\n")[0])
+        return real(b, stmt, owner)
+
+    monkeypatch.setattr(visitor, "record_body", recording)
+    live, parser, path = _live(tmp_path, BODY_BASE)
+    assert old in BODY_BASE
+    for step, text in enumerate((BODY_BASE.replace(old, new, 1), BODY_BASE)):  # edit, undo
+        seen.clear()
+        got = [(f.code, f.span, f.message) for f in live.lint_text(path, text, parser=parser)]
+        fresh = Engine(load(tmp_path), use_cache=False)
+        want = [(f.code, f.span, f.message) for f in fresh.lint_text(path, text)]
+        assert got == want
+        summaries = [json.dumps(e.index.summaries["train"].to_json(), sort_keys=True)
+                     for e in (fresh, live)]
+        assert summaries[0] == summaries[1]
+        if step == 0:
+            assert set(seen) == visited

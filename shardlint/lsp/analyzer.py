@@ -26,6 +26,7 @@ from shardlint.engine import CONFIG_SUFFIXES, Engine, gc_paused, mentions_jax
 from shardlint.errors import ConfigError
 from shardlint.incremental import IncrementalParser
 from shardlint.rules.base import Finding
+from shardlint.source import SourceText
 
 _OVERRIDE_KEYS = ("select", "ignore", "extend_select", "severity")
 
@@ -37,6 +38,8 @@ class Outcome:
     generation: int
     index_changed: bool = False
     errors: list[str] = field(default_factory=list)
+    source: SourceText | None = None  # the text linted, its lines split once for the engine
+    # and the conversion of positions
 
 
 def _stat(path: Path) -> tuple | None:
@@ -198,6 +201,7 @@ class Analyzer:
         if engine.config.is_excluded(path):
             return Outcome([], engine.root, self.generation)
         self._open[path] = text
+        source = SourceText(str(path), text)
         module, _ = engine.module_name(path)
         before = engine.index.summaries.get(module)
         # No cyclic collection during an analysis: on a 2,000-line file a full collection in the
@@ -208,7 +212,7 @@ class Analyzer:
                 parser = self._parsers.get(path)
                 if parser is None:
                     parser = self._parsers[path] = IncrementalParser()
-                findings = engine.lint_text(path, text, parser=parser)
+                findings = engine.lint_text(path, text, parser=parser, source=source)
             else:
                 engine.update_file(path, text)  # a file that stops mentioning jax leaves the index
                 findings = []
@@ -217,7 +221,7 @@ class Analyzer:
             self.generation += 1
         errors = [e.message for e in engine.errors]
         engine.errors.clear()
-        return Outcome(findings, engine.root, self.generation, changed, errors)
+        return Outcome(findings, engine.root, self.generation, changed, errors, source)
 
     def forget(self, path: Path) -> Outcome:
         """A file was closed: what is on disk counts again (unsaved edits are gone)."""

@@ -80,7 +80,8 @@ def analyse(analyzer: Analyzer, *, key: str, revision: int, path: Path, text: st
     """Lint and convert; runs on the worker thread."""
     outcome = analyzer.lint(path, text)
     spath = str(path)
-    source = SourceText(spath, text)
+    source = outcome.source if outcome.source is not None and outcome.source.text is text \
+        else SourceText(spath, text)
 
     def lookup(other: str) -> tuple[str, str] | None:
         if other in others:

@@ -697,17 +697,20 @@ class _Summariser:
         s = scope.parent
         while want and s is not None and s.kind == "function":
             bound = self._bound(s)
-            todo = sorted(n for n in want if n in bound)
+            todo = sorted(n for n in want if n in s.bindings or n in s.assigned)
             done: set[str] = set()
             while todo:
                 name = todo.pop()
                 if name in done:
                     continue
                 done.add(name)
-                entry, loads = bound[name]
+                found = bound.get(name)
+                if found is None:
+                    found = bound[name] = self._binding(s, name)
+                entry, loads = found
                 out.append(entry)
                 for n in loads:
-                    if n in bound:
+                    if n in s.bindings or n in s.assigned:
                         todo.append(n)
                     else:
                         want.add(n)
@@ -716,25 +719,26 @@ class _Summariser:
         return tuple(out)
 
     def _bound(self, s: Scope) -> dict[str, tuple[tuple, frozenset[str]]]:
-        """Per name a function scope binds (or takes): its entry in ``_closure``'s key and the
-        names its values load; once per scope and build."""
+        """The ``_binding`` of each name of a function scope asked so far in this build."""
         found = self._bindings.get(s)
-        if found is not None:
-            return found
-        found = self._bindings[s] = {}
-        for name in {*s.bindings, *s.params, *s.assigned}:
-            values = [*s.bindings.get(name, ()),
-                      *(a.value for a in s.assigned.get(name, ()) if a.value is not None)]
-            entry = (s.qualname, name, name in s.params, s.annotations.get(name),
-                     tuple(f"{type(v).__name__} {v.name}" if isinstance(v, _DEF_NODES) else v
-                           for v in values),
-                     tuple(a.index for a in s.assigned.get(name, ())))
-            loads: set[str] = set()
-            for v in values:
-                if not isinstance(v, _DEF_NODES):
-                    loads |= self._loads(v)
-            found[name] = (entry, frozenset(loads))
+        if found is None:
+            found = self._bindings[s] = {}
         return found
+
+    def _binding(self, s: Scope, name: str) -> tuple[tuple, frozenset[str]]:
+        """What a function scope binds to a name (or takes as a parameter, which it also binds):
+        its entry in ``_closure``'s key and the names its values load."""
+        values = [*s.bindings.get(name, ()),
+                  *(a.value for a in s.assigned.get(name, ()) if a.value is not None)]
+        entry = (s.qualname, name, name in s.params, s.annotations.get(name),
+                 tuple(f"{type(v).__name__} {v.name}" if isinstance(v, _DEF_NODES) else v
+                       for v in values),
+                 tuple(a.index for a in s.assigned.get(name, ())))
+        loads: set[str] = set()
+        for v in values:
+            if not isinstance(v, _DEF_NODES):
+                loads |= self._loads(v)
+        return entry, frozenset(loads)
 
     def _scope_refs(self, scope: Scope) -> tuple[list[str], list[str]]:
         """References and bases of a function or class symbol."""

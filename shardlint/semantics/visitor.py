@@ -23,15 +23,20 @@ from shardlint.semantics.facts import (
 )
 from shardlint.semantics.names import ImportMap, dotted
 from shardlint.semantics.replay import (
+    BodyLog,
     FactsMemo,
     MemberLog,
     StatementLog,
+    body_still_valid,
     member_still_valid,
     record,
+    record_body,
     record_member,
     replay,
+    replay_body,
     replay_member,
     reset,
+    reset_function,
     still_valid,
 )
 from shardlint.semantics.reuse import start as start_reuse
@@ -60,6 +65,10 @@ class FactsBuilder:
         self.memo = FactsMemo(key, root) if keep else None
         self.log: StatementLog | None = None  # the top-level statement being recorded
         self.member_log: MemberLog | None = None  # the member of a top-level class, likewise
+        # Every log being recorded, outermost first: the top-level statement's, the member's,
+        # the function body statements' (replay.py); the last is the innermost.
+        self.active: list[StatementLog | MemberLog | BodyLog] = []
+        self._imports: dict[str, str] | None = None  # a snapshot of the import map (see below)
         self.wrappers = wrappers.table
         self.scope = root
         self.ctx = 0
@@ -88,6 +97,8 @@ class FactsBuilder:
                 else:
                     log = record(self, s)
                 logs[s] = log
+                if log.nested:  # (its function bodies' statements, likewise)
+                    self.memo.bodies.update(log.nested)
         collect_rule_tables(self.facts)
         self.facts.complete = True
         if self.memo is not None:
@@ -131,6 +142,30 @@ class FactsBuilder:
                 if method is not None:
                     method(self, value)
 
+    # ---- the import map as the logs see it -----------------------------------------------------
+    def imports_snapshot(self) -> dict[str, str]:
+        """A copy of the import map as it is now, shared by every log made until it changes
+        (a log per function body statement would otherwise copy it thousands of times)."""
+        snap = self._imports
+        if snap is None:
+            snap = self._imports = dict(self.facts.imports.names)
+        return snap
+
+    def imports_are(self, before: dict[str, str]) -> bool:
+        """Whether the import map is ``before`` (a log's snapshot); an equal one from the
+        previous build becomes the snapshot the next logs share."""
+        snap = self._imports
+        if before is snap:
+            return True
+        if self.facts.imports.names != before:
+            return False
+        if snap is None:
+            self._imports = before
+        return True
+
+    def imports_changed(self) -> None:
+        self._imports = None
+
     # ---- resolution helpers --------------------------------------------------------------------
     def resolve(self, node: ast.expr) -> tuple[str | None, api.Api | None]:
         return self._resolve_parts(dotted(node))
@@ -153,6 +188,7 @@ class FactsBuilder:
 
     # ---- imports -------------------------------------------------------------------------------
     def v_import(self, node: ast.Import | ast.ImportFrom) -> None:
+        self._imports = None
         self.facts.imports.add_import(node)
         for alias in node.names:
             q = self.facts.imports.names.get(alias.asname or alias.name.split(".", 1)[0])
@@ -174,16 +210,12 @@ class FactsBuilder:
         top = qualified.split(".", 1)[0]
         if top == "flax":
             self.facts.uses_flax = self.facts.uses_jax = True
-            if self.log is not None:
-                self.log.uses_flax = self.log.uses_jax = True
-            if self.member_log is not None:
-                self.member_log.uses_flax = self.member_log.uses_jax = True
+            for log in self.active:
+                log.uses_flax = log.uses_jax = True
         elif top in ("jax", "optax"):
             self.facts.uses_jax = True
-            if self.log is not None:
-                self.log.uses_jax = True
-            if self.member_log is not None:
-                self.member_log.uses_jax = True
+            for log in self.active:
+                log.uses_jax = True
 
     # ---- scopes --------------------------------------------------------------------------------
     def _previous_class(self, node: ast.ClassDef) -> Scope | None:
@@ -209,13 +241,33 @@ class FactsBuilder:
         self.scope.children[name] = scope
         # A redefinition keeps the last one, as Python does at run time.
         self.facts.scopes[qual] = scope
-        if self.log is not None:
-            self.log.scopes.append((qual, scope))
-            if self.scope is self.root:
-                self.log.children.append((name, scope))
-        if self.member_log is not None:
-            self.member_log.scopes.append((qual, scope))
+        for log in self.active:
+            log.scopes.append((qual, scope))
+        if self.log is not None and self.scope is self.root:
+            self.log.children.append((name, scope))
+        if self.active:
+            inner = self.active[-1]
+            if type(inner) is BodyLog and inner.owner is self.scope:
+                inner.children.append((name, scope))
         return scope
+
+    def _previous_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef,
+                           name: str) -> Scope | None:
+        """The Scope object the previous build gave this function, when a statement of its
+        body is the same node (so its log can be replayed into it), emptied for reuse."""
+        if self.previous is None or not self.active:
+            return None
+        bodies = self.previous.bodies
+        for s in node.body:
+            old = bodies.get(s)
+            if old is not None:
+                owner = old.owner
+                qual = f"{self.scope.qualname}.{name}" if self.scope.qualname else name
+                if owner.kind == "function" and owner.qualname == qual \
+                        and owner.parent is self.scope:
+                    return reset_function(owner, node)
+                return None
+        return None
 
     def v_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         for d in node.decorator_list:
@@ -224,7 +276,9 @@ class FactsBuilder:
         for default in [*args.defaults, *[d for d in args.kw_defaults if d is not None]]:
             self.visit(default)
         self._bind(node.name, node)  # type: ignore[arg-type]
-        scope = self._new_scope(node, "function", node.name)
+        scope = self._new_scope(node, "function", node.name,
+                                self._previous_function(node, node.name)
+                                if self.memo is not None else None)
         scope.decorators = list(node.decorator_list)
         for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
             scope.params.append(a.arg)
@@ -240,8 +294,25 @@ class FactsBuilder:
         self._decorator_jits(node, scope)
         saved = (self.scope, self.ctx, self.loop, self.stmt, self.abstract)
         self.scope, self.ctx, self.loop, self.abstract = scope, 0, None, 0
-        self._body(node.body)
+        if self.memo is not None and self.active:
+            self._function_body(node.body, scope)  # the language server: replay what holds
+        else:
+            self._body(node.body)
         self.scope, self.ctx, self.loop, self.stmt, self.abstract = saved
+
+    def _function_body(self, body: list[ast.stmt], scope: Scope) -> None:
+        """A function's body statements, each replayed from the previous build when its node
+        is the same, it was visited in this same scope object and its reads still hold, else
+        visited (and logged). (Each starts where a fresh visit starts it: in ``scope``, under
+        no ``with`` of its own function, in no loop, not abstract.)"""
+        previous = self.previous.bodies if self.previous is not None else {}
+        for s in body:
+            self.stmt = s
+            old = previous.get(s)
+            if old is not None and body_still_valid(self, old, scope):
+                replay_body(self, s, old)
+            else:
+                record_body(self, s, scope)
 
     def v_class(self, node: ast.ClassDef) -> None:
         for d in node.decorator_list:
@@ -293,6 +364,10 @@ class FactsBuilder:
         self.scope.bindings.setdefault(name, []).append(value)
         if self.log is not None and self.scope is self.root:
             self.log.bindings.append((name, value))
+        elif self.active:
+            inner = self.active[-1]
+            if type(inner) is BodyLog and inner.owner is self.scope:
+                inner.bindings.append((name, value))
 
     def _bind_target(self, target: ast.expr, value: ast.expr | None) -> None:
         if isinstance(target, ast.Name):
@@ -371,8 +446,12 @@ class FactsBuilder:
         """What the value-flow analysis needs of an assignment in a function (see Scope)."""
         tp = type(t)
         if tp is ast.Name:
-            self.scope.assigned.setdefault(t.id, []).append(  # type: ignore[attr-defined]
-                Assigned(value, index, node))
+            a = Assigned(value, index, node)
+            self.scope.assigned.setdefault(t.id, []).append(a)  # type: ignore[attr-defined]
+            if self.active:
+                inner = self.active[-1]
+                if type(inner) is BodyLog and inner.owner is self.scope:
+                    inner.assigned.append((t.id, a))  # type: ignore[attr-defined]
         elif tp is ast.Tuple or tp is ast.List:
             starred = False
             for i, elt in enumerate(t.elts):  # type: ignore[attr-defined]
@@ -407,6 +486,7 @@ class FactsBuilder:
             return
         q = self.facts.imports.qualify(value)
         if q is not None and (api.lookup(q) is not None or q.split(".", 1)[0] in api.PACKAGES):
+            self._imports = None
             self.facts.imports.names[name] = q
 
     # ---- meshes --------------------------------------------------------------------------------
@@ -588,10 +668,8 @@ class FactsBuilder:
         if not isinstance(target, ast.Name):
             return None
         found = self.function_named_from(target, self.scope)
-        if self.log is not None:
-            self.log.reads.append(("function", target, self.scope, found))
-        if self.member_log is not None:
-            self.member_log.reads.append(("function", target, self.scope, found))
+        for log in self.active:
+            log.reads.append(("function", target, self.scope, found))
         return found
 
     def function_named_from(self, target: ast.Name, scope: Scope) -> Scope | None:
@@ -606,18 +684,14 @@ class FactsBuilder:
     # What a statement reads of the meshes and constants before it: logged for the replay.
     def _mesh_for(self, expr: ast.expr, scope: Scope) -> MeshBinding | None:
         found = self.facts.mesh_for(expr, scope)
-        if self.log is not None:
-            self.log.reads.append(("mesh", expr, scope, found))
-        if self.member_log is not None:
-            self.member_log.reads.append(("mesh", expr, scope, found))
+        for log in self.active:
+            log.reads.append(("mesh", expr, scope, found))
         return found
 
     def _axis_names(self, node: ast.expr, scope: Scope) -> tuple | None:
         found = self.facts.axis_names(node, scope)
-        if self.log is not None:
-            self.log.reads.append(("axes", node, scope, found))
-        if self.member_log is not None:
-            self.member_log.reads.append(("axes", node, scope, found))
+        for log in self.active:
+            log.reads.append(("axes", node, scope, found))
         return found
 
     def _decorator_jits(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope) -> None:
@@ -643,10 +717,8 @@ class FactsBuilder:
     # ---- names and attributes ------------------------------------------------------------------
     def _role(self, role: Role) -> None:
         self.facts.roles.add(role)
-        if self.log is not None:
-            self.log.roles.add(role)
-        if self.member_log is not None:
-            self.member_log.roles.add(role)
+        for log in self.active:
+            log.roles.add(role)
 
     def v_name(self, node: ast.Name) -> None:
         if type(node.ctx) is ast.Load:
