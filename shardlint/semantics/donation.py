@@ -256,7 +256,7 @@ def project_callees(facts: FileFacts,
     # and most calls are of nothing imported)
     for c, q in each_call(facts, "imported_callee", lambda c: (
             c.api is None and c.root is not None and (star or c.root in names)
-            and _imported_callee(facts, c))):
+            and _imported_callee(facts, c)), local=True):
         target = project.resolve(f"ext:{q}", facts.module)
         if target is None:
             continue

@@ -48,7 +48,8 @@ class Execution:
     @cached_property
     def _traced_lambdas(self) -> list[tuple[int, int, int, int]]:
         """Spans of the lambdas handed to a JAX/Flax transform (``jax.jit(lambda: ...)``)."""
-        return [_span(lam) for _, lambdas in each_call(self.facts, "traced_lambdas", self._lambdas)
+        return [_span(lam) for _, lambdas in each_call(self.facts, "traced_lambdas", self._lambdas,
+                                                           local=True)
                 for lam in lambdas]
 
     def _lambdas(self, c: CallSite) -> tuple[ast.Lambda, ...]:
@@ -92,7 +93,8 @@ class Execution:
     def _calls(self) -> dict[Scope, list[CallSite]]:
         """The calls of each scope."""
         out: dict[Scope, list[CallSite]] = {}
-        for part in each_statement(self.facts, "calls_by_scope", lambda log: _by_scope(log.calls)):
+        for part in each_statement(self.facts, "calls_by_scope", lambda log: _by_scope(log.calls),
+                                   local=True):
             for scope, calls in part.items():
                 out.setdefault(scope, []).extend(calls)
         return out
@@ -104,7 +106,7 @@ class Execution:
         # A function of this file handed to a transform: `jax.jit(step)`, `jax.grad(self.loss)`.
         handed: dict[str, list[tuple[CallSite, ast.expr]]] = {}
         for part in each_statement(f, "handed_to_transforms",
-                                   lambda log: self._handed_to_transforms(log.calls)):
+                                   lambda log: self._handed_to_transforms(log.calls), local=True):
             for name, args in part.items():
                 handed.setdefault(name, []).extend(args)
         for s in functions:
@@ -114,7 +116,8 @@ class Execution:
                     break
         final = set(functions)  # (a function defined again: the last definition counts)
         for decorated in each_statement(f, "transform_decorated", lambda log: [
-                s for _, s in log.scopes if s.kind == "function" and self._transform_decorated(s)]):
+                s for _, s in log.scopes if s.kind == "function" and self._transform_decorated(s)],
+                                        local=True):
             traced.update(s for s in decorated if s in final)
         # Nested functions of traced functions are traced too.
         changed = True

@@ -232,7 +232,8 @@ class FileFacts:
         found = self.derived.get("called_names")
         if found is None:
             found = self.derived["called_names"] = set().union(*each_statement(
-                self, "called_names", lambda log: {c.qualified for c in log.calls if c.qualified}))
+                self, "called_names", lambda log: {c.qualified for c in log.calls if c.qualified},
+                local=True))
         return found  # type: ignore[return-value]
 
     def calls_of(self, *names: str) -> Iterator[CallSite]:

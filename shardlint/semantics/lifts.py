@@ -56,7 +56,8 @@ def lifts(facts: FileFacts, *roles: Role) -> list[Lift]:
             out.append(lift)
     # A bare `@nnx.vmap` decorator is a reference, not a call.
     final = set(decorated.values())  # (a function defined again: the last definition counts)
-    for bare in each_statement(facts, "bare_decorators", lambda log: _bare_decorators(facts, log)):
+    for bare in each_statement(facts, "bare_decorators", lambda log: _bare_decorators(facts, log),
+                               local=True):
         for node, fn, known in bare:
             if known.role in roles and fn in final:
                 out.append(Lift(known, node, {}, False, None, fn, fn.parent or fn))

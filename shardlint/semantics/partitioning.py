@@ -211,7 +211,8 @@ def paired_meshes(facts: FileFacts) -> dict[ast.Call, list[tuple[ast.expr, Scope
     """``P(...)`` calls used in ``NamedSharding(mesh, P(...))`` (directly or through a name bound
     once), with the mesh expressions they are paired with."""
     out: dict[ast.Call, list[tuple[ast.expr, Scope]]] = {}
-    for c, pairs in each_call(facts, "paired_meshes", lambda c: _paired(facts, c)):
+    for c, pairs in each_call(facts, "paired_meshes", lambda c: _paired(facts, c),
+                                 local=True):
         for spec, mesh in pairs:
             out.setdefault(spec, []).append((mesh, c.scope))
     return out
@@ -246,7 +247,8 @@ _LOGICAL_SPEC_ROLES = (Role.LOGICAL_CONSTRAINT, Role.LOGICAL_PARTITIONING, Role.
 def logical_specs(facts: FileFacts) -> set[ast.Call]:
     """``P(...)`` calls handed to an API that reads logical names (or, in NNX, either kind)."""
     out: set[ast.Call] = set()
-    for _, specs in each_call(facts, "logical_specs", lambda c: _logical_specs(facts, c)):
+    for _, specs in each_call(facts, "logical_specs", lambda c: _logical_specs(facts, c),
+                               local=True):
         out.update(specs)
     return out
 

@@ -25,6 +25,13 @@ what the replayed records point at stays valid. While a statement is recorded, e
 it (its member's, its top-level statement's, the body statements' of the functions it is nested
 in) is open (``FactsBuilder.active``): reads, scopes and roles go to all of them, so a log that
 is replayed later brings back the reads of everything inside it.
+
+A log that was recorded also knows its *parts* in order: the logs of the members or body
+statements inside it (recorded or replayed) and, between them, its own calls and scopes
+(``Chunk``: a method's decorators, a class's bases). An analysis whose result for a piece of
+code depends only on that code and the names it mentions reuses its results per part
+(``reuse.each_statement``): typing into a method of a class of thousands of lines asks again
+about the edited statement, not about the class.
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ from shardlint.semantics.facts import (
     Scope,
     WithItem,
 )
-from shardlint.semantics.reuse import Reuse
+from shardlint.semantics.reuse import Chunk, Reuse
 
 if TYPE_CHECKING:
     from shardlint.semantics.visitor import FactsBuilder
@@ -54,6 +61,8 @@ class _Log:
 
     imports_before: dict[str, str]
     star_before: bool
+    node: ast.stmt | None = None  # the statement (moved in place when the parser shifts it)
+    mentions: frozenset[str] | None = None  # the names it mentions (reuse.py), when asked
     reads: list[tuple[str, Any, Any, Any]] = field(default_factory=list)  # kind, a, b, result
     calls: list[CallSite] = field(default_factory=list)
     jit_sites: list[JitSite] = field(default_factory=list)
@@ -65,23 +74,27 @@ class _Log:
     roles: set = field(default_factory=set)
     uses_jax: bool = False
     uses_flax: bool = False
+    # What it added to the import map (an import, also one in a function: the map is the
+    # module's), and whether it made it star.
+    imports_changes: list[tuple[str, str]] = field(default_factory=list)
+    star_after: bool = False
     # The logs of the function body statements inside this statement (any depth), carried to
     # the next build with it: an edit there later finds them (FactsMemo.bodies).
     nested: dict[ast.stmt, BodyLog] = field(default_factory=dict)
+    # Where each log directly inside it began and ended while it was recorded: (calls, scopes
+    # before, calls, scopes after, the log); made into ``parts`` when it is closed.
+    marks: list[tuple[int, int, int, int, _Log]] = field(default_factory=list)
+    parts: list[_Log | Chunk] | None = None  # None: no log inside it (it is one part)
 
 
 @dataclass(eq=False, kw_only=True)
 class StatementLog(_Log):
     """A top-level statement."""
 
-    node: ast.stmt | None = None  # the statement (moved in place when the parser shifts it)
-    mentions: frozenset[str] | None = None  # the names it mentions (reuse.py), when asked
     children: list[tuple[str, Scope]] = field(default_factory=list)  # module scope's children
     bindings: list[tuple[str, ast.expr]] = field(default_factory=list)  # module-level binds
     root_references: set[str] = field(default_factory=set)
     root_self_calls: set[str] = field(default_factory=set)
-    imports_changes: list[tuple[str, str]] = field(default_factory=list)
-    star_after: bool = False
 
 
 @dataclass(eq=False, kw_only=True)
@@ -155,7 +168,36 @@ def _open(b: FactsBuilder, log: _Log) -> tuple[int, ...]:
 
 def _close(b: FactsBuilder, log: _Log, lengths: tuple[int, ...]) -> None:
     b.active.pop()
-    _take(b.facts, log, lengths)
+    f = b.facts
+    _take(f, log, lengths)
+    before = log.imports_before
+    if b.imports_snapshot() is not before:  # (only an import makes a new snapshot)
+        log.imports_changes = [(k, v) for k, v in f.imports.names.items() if before.get(k) != v]
+        log.star_after = f.imports.star and not log.star_before
+    if log.marks:
+        _parts(b.facts.calls, log, lengths[0])
+
+
+def _parts(calls: list[CallSite], log: _Log, start: int) -> None:
+    """A recorded log's parts (see the module docstring) from its marks."""
+    parts: list[_Log | Chunk] = []
+    c, s = start, 0
+    for c0, s0, c1, s1, inner in log.marks:
+        if c0 > c or s0 > s:
+            parts.append(Chunk(calls[c:c0], log.scopes[s:s0]))
+        parts.append(inner)
+        c, s = c1, s1
+    if len(calls) > c or len(log.scopes) > s:
+        parts.append(Chunk(calls[c:], log.scopes[s:]))
+    log.parts = parts
+    log.marks = []
+
+
+def mark(b: FactsBuilder, calls: int, scopes: int, inner: _Log) -> None:
+    """A member's or body statement's log, begun when the facts had ``calls`` calls and the log
+    around it ``scopes`` scopes, is done (recorded or replayed): one part of that log."""
+    outer = b.active[-1]
+    outer.marks.append((calls, scopes, len(b.facts.calls), len(outer.scopes), inner))
 
 
 def record(b: FactsBuilder, stmt: ast.stmt) -> StatementLog:
@@ -170,9 +212,6 @@ def record(b: FactsBuilder, stmt: ast.stmt) -> StatementLog:
     finally:
         b.log = None
         _close(b, log, lengths)
-    before = log.imports_before
-    log.imports_changes = [(k, v) for k, v in f.imports.names.items() if before.get(k) != v]
-    log.star_after = f.imports.star and not log.star_before
     return log
 
 
@@ -233,6 +272,12 @@ def _put(b: FactsBuilder, log: _Log) -> None:
         f.uses_jax = True
     if log.uses_flax:
         f.uses_flax = True
+    if log.imports_changes or log.star_after:
+        b.imports_changed()
+        for name, q in log.imports_changes:
+            f.imports.names[name] = q
+        if log.star_after:
+            f.imports.star = True
     for outer in b.active:
         outer.reads.extend(log.reads)
         outer.scopes.extend(log.scopes)
@@ -242,7 +287,7 @@ def _put(b: FactsBuilder, log: _Log) -> None:
 
 
 def replay(b: FactsBuilder, log: StatementLog) -> None:
-    f, root = b.facts, b.root
+    root = b.root
     _put(b, log)
     for name, scope in log.children:
         root.children[name] = scope
@@ -250,19 +295,14 @@ def replay(b: FactsBuilder, log: StatementLog) -> None:
         root.bindings.setdefault(name, []).append(value)
     root.references.update(log.root_references)
     root.self_calls.update(log.root_self_calls)
-    if log.imports_changes or log.star_after:
-        b.imports_changed()
-    for name, q in log.imports_changes:
-        f.imports.names[name] = q
-    if log.star_after:
-        f.imports.star = True
 
 
-def record_member(b: FactsBuilder, member: ast.stmt, owner: Scope) -> MemberLog | None:
+def record_member(b: FactsBuilder, member: ast.stmt, owner: Scope) -> MemberLog:
     """Visit a member of a top-level class (``b.scope`` is ``owner``), logging what it read and
-    wrote; None when it cannot be replayed later (it changed the import map)."""
+    wrote."""
     f = b.facts
-    log = MemberLog(owner=owner, imports_before=b.imports_snapshot(), star_before=f.imports.star)
+    log = MemberLog(owner=owner, imports_before=b.imports_snapshot(), star_before=f.imports.star,
+                    node=member)
     lengths = _open(b, log)
     sizes = {k: len(v) for k, v in owner.bindings.items()}
     annotations = set(owner.annotations)
@@ -283,8 +323,6 @@ def record_member(b: FactsBuilder, member: ast.stmt, owner: Scope) -> MemberLog 
                     for v in values[sizes.get(k, 0):]]
     log.annotations = [(k, v) for k, v in owner.annotations.items() if k not in annotations]
     log.children = [(k, v) for k, v in owner.children.items() if children.get(k) is not v]
-    if f.imports.names != log.imports_before or f.imports.star != log.star_before:
-        return None
     return log
 
 
@@ -307,12 +345,12 @@ def replay_member(b: FactsBuilder, log: MemberLog) -> None:
     b.active[-1].nested.update(log.nested)
 
 
-def record_body(b: FactsBuilder, stmt: ast.stmt, owner: Scope) -> BodyLog | None:
+def record_body(b: FactsBuilder, stmt: ast.stmt, owner: Scope) -> BodyLog:
     """Visit a statement of the body of the function whose scope is ``owner`` (``b.scope``),
-    logging what it read and wrote; None when it cannot be replayed later (it changed the
-    import map: a function-level import)."""
+    logging what it read and wrote."""
     f = b.facts
-    log = BodyLog(owner=owner, imports_before=b.imports_snapshot(), star_before=f.imports.star)
+    log = BodyLog(owner=owner, imports_before=b.imports_snapshot(), star_before=f.imports.star,
+                  node=stmt)
     lengths = _open(b, log)
     stores, returns, expr_calls = len(owner.stores), len(owner.returns), len(owner.expr_calls)
     refs, calls = owner.references, owner.self_calls
@@ -328,9 +366,6 @@ def record_body(b: FactsBuilder, stmt: ast.stmt, owner: Scope) -> BodyLog | None
     log.stores = owner.stores[stores:]
     log.returns = owner.returns[returns:]
     log.expr_calls = owner.expr_calls[expr_calls:]
-    if f.imports.names != log.imports_before or f.imports.star != log.star_before:
-        b.active[-1].nested.update(log.nested)  # (the statements inside it may still replay)
-        return None
     _nest(b, stmt, log)
     return log
 

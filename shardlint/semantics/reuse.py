@@ -22,6 +22,17 @@ that mentions it), or on the project index. Line numbers in a result go stale wh
 shifts a kept statement; store nodes, or the line a result was made at (see ``summary.py``).
 
 Outside the language server (no previous build) every result is computed, as before.
+
+**Parts.** A top-level class is one statement of thousands of lines, and most keystrokes land in
+one statement of one of its methods. An analysis that declares itself *local* (its result for a
+piece of code depends on that code, on the import map and on the values of the names it
+mentions, looked up through the scopes around it: nothing of a sibling method, nothing of the
+function's other statements but through names) reuses its results per part of a statement that
+was visited again (``replay.py``: a member of a class, a statement of a function's body). A part
+the facts replayed keeps its results unless a name it mentions is bound differently in the
+module, in any function around it (compared as for the module: the same values, a ``def`` by
+its shape) or a value of a name there mentions one that is; or the class around it binds
+anything differently. Anything else is asked again.
 """
 
 from __future__ import annotations
@@ -58,7 +69,14 @@ class Reuse:
     # The lines of the edit since the previous build, as the incremental parser saw it
     # (first, last, lines added); None: not known (summary.py then reuses no class member).
     edited: tuple[int, int, int] | None = None
-
+    # Class and function scopes the facts visited again in this build (their objects reused),
+    # with what they bound in the previous one; and what the parts test made of them.
+    revisited: dict = field(default_factory=dict)
+    loads: dict = field(default_factory=dict)  # value node -> names it mentions (this build's)
+    old: Reuse | None = None  # (the previous build's, while this one starts: its loads, shapes)
+    _local: dict = field(default_factory=dict)  # function scope -> names bound differently
+    _classes: dict = field(default_factory=dict)  # class scope -> bound differently at all
+    _parts: dict = field(default_factory=dict)  # part -> whether its results hold
     def valid(self, log) -> bool:
         """Whether the previous build's results for a statement still hold."""
         changed = self.changed
@@ -68,6 +86,122 @@ class Reuse:
         if names is None:
             names = log.mentions = mentions(log.node)
         return names.isdisjoint(changed)
+
+    def part_valid(self, log) -> bool:
+        """Whether the previous build's results for a part (a member's or a body statement's
+        log that the facts replayed) still hold: see the module docstring. (Once per part and
+        build: every local analysis asks.)"""
+        found = self._parts.get(log)
+        if found is None:
+            found = self._parts[log] = self._part_valid(log)
+        return found
+
+    def _part_valid(self, log) -> bool:
+        changed = self.changed
+        if changed is None:
+            return False
+        names = log.mentions
+        if names is None:
+            names = log.mentions = mentions(log.node)
+        if changed and not names.isdisjoint(changed):
+            return False
+        s = log.owner
+        while s is not None and s.kind == "function":
+            if not names.isdisjoint(self._local_changed(s)):
+                return False
+            s = s.parent
+        return s is None or s.kind != "class" or not self._class_changed(s)
+
+    def _local_changed(self, scope) -> frozenset[str]:
+        """The names a function scope visited again binds differently than in the previous
+        build, and those whose values mention one (or a name bound differently in a function
+        around it)."""
+        found = self._local.get(scope)
+        if found is not None:
+            return found
+        before = self.revisited.get(scope)
+        if before is None:  # (not visited again: all it binds was replayed)
+            found = self._local[scope] = frozenset()
+            return found
+        old_bindings, old_assigned = before
+        changed = {n for n in old_bindings.keys() | scope.bindings.keys()
+                   if not self._same(old_bindings.get(n, ()), scope.bindings.get(n, ()))}
+        changed.update(n for n in old_assigned.keys() | scope.assigned.keys()
+                       if not _identical(old_assigned.get(n, ()), scope.assigned.get(n, ())))
+        outer: set[str] = set()
+        s = scope.parent
+        while s is not None and s.kind == "function":
+            outer |= self._local_changed(s)
+            s = s.parent
+        # (a name this scope binds hides the outer one of that name)
+        outer.difference_update(scope.bindings.keys(), scope.assigned.keys())
+        readers: dict[str, set[str]] = {}
+        for name, values in scope.bindings.items():
+            for v in values:
+                for u in self._mentioned(v):
+                    readers.setdefault(u, set()).add(name)
+        for name, assigned in scope.assigned.items():
+            for a in assigned:
+                if a.value is not None:
+                    for u in self._mentioned(a.value):
+                        readers.setdefault(u, set()).add(name)
+        todo = [*changed, *outer]
+        seen = set(todo)
+        while todo:
+            for reader in readers.get(todo.pop(), ()):
+                if reader not in seen:
+                    seen.add(reader)
+                    changed.add(reader)
+                    todo.append(reader)
+        found = self._local[scope] = frozenset(changed | outer)
+        return found
+
+    def _class_changed(self, scope) -> bool:
+        """Whether a class visited again binds, annotates or defines anything differently."""
+        found = self._classes.get(scope)
+        if found is None:
+            before = self.revisited.get(scope)
+            if before is None:
+                found = False
+            else:
+                old_bindings, old_annotations, old_children = before
+                found = old_children != set(scope.children) or any(
+                    not self._same(old_bindings.get(n, ()), scope.bindings.get(n, ()))
+                    for n in old_bindings.keys() | scope.bindings.keys()) or any(
+                    old_annotations.get(n) is not scope.annotations.get(n)
+                    for n in old_annotations.keys() | scope.annotations.keys())
+            self._classes[scope] = found
+        return found
+
+    def _same(self, old, new) -> bool:
+        """Two lists of values bound to a name: the same nodes, a ``def`` or ``class`` by its
+        shape (its body is its own)."""
+        if len(old) != len(new):
+            return False
+        for a, b in zip(old, new):
+            if a is b:
+                continue
+            if not (isinstance(a, _DEFS) and isinstance(b, _DEFS) and self._shape(a) == self._shape(b)):
+                return False
+        return True
+
+    def _shape(self, node: ast.stmt) -> tuple:
+        found = self.shapes.get(node)
+        if found is None:
+            found = self.old.shapes.get(node) if self.old is not None else None
+            self.shapes[node] = found = found or _shape(node)
+        return found
+
+    def _mentioned(self, node: ast.AST) -> frozenset[str]:
+        found = self.loads.get(node)
+        if found is None:
+            found = self.old.loads.get(node) if self.old is not None else None
+            self.loads[node] = found = found or mentions(node)
+        return found
+
+
+def _identical(old, new) -> bool:
+    return len(old) == len(new) and all(a is b for a, b in zip(old, new))
 
 
 def mentions(node: ast.AST | None) -> frozenset[str]:
@@ -105,10 +239,11 @@ def _binding_mentions(node: ast.AST) -> frozenset[str]:
     return frozenset().union(*(mentions(p) for p in parts))
 
 
-def start(facts: FileFacts, statements: list, previous: Reuse | None) -> Reuse:
+def start(facts: FileFacts, statements: list, previous: Reuse | None,
+          revisited: dict | None = None) -> Reuse:
     """The reuse state of a build whose facts are complete: ``statements``, the log of each
     top-level statement (their calls, in order, are the file's); ``previous`` from the last
-    build."""
+    build; ``revisited``: the scopes visited again, with what they bound before."""
     old_shapes = previous.shapes if previous is not None else {}
     shapes: dict[ast.stmt, tuple] = {}
     root = facts.module_scope
@@ -127,9 +262,11 @@ def start(facts: FileFacts, statements: list, previous: Reuse | None) -> Reuse:
         if m.scope is root and m.name is not None:
             names[m.name] = (*names.get(m.name, ()), m)
     imports = (tuple(facts.imports.names.items()), facts.imports.star)
-    reuse = Reuse(imports, names, statements, shapes)
+    reuse = Reuse(imports, names, statements, shapes, revisited=revisited or {})
     if previous is None or previous.imports != imports:
         return reuse
+    previous.old, previous.carried = None, {}  # (the build before it is not needed again)
+    reuse.old = previous
     reuse.carried = previous.results
     old = previous.names
     if old == names:
@@ -161,6 +298,17 @@ def start(facts: FileFacts, statements: list, previous: Reuse | None) -> Reuse:
 
 
 @dataclass(eq=False)
+class Chunk:
+    """The calls and scopes of a statement visited again that lie between the logs inside it
+    (``replay.py``): a method's decorators, a class's bases. A part of its own, never reused:
+    it is made again whenever the statement around it is."""
+
+    calls: list[CallSite]
+    scopes: list[tuple[str, Any]]
+    node: ast.stmt | None = None
+
+
+@dataclass(eq=False)
 class WholeFile:
     """The file as one statement, where no build came before (the command line): what
     :func:`each_statement` hands ``fn`` there."""
@@ -171,7 +319,7 @@ class WholeFile:
 
 
 def each_statement(facts: FileFacts, name: str, fn: Callable[[Any], T],
-                   refresh: Callable[[Any, T], T] | None = None) -> list[T]:
+                   refresh: Callable[[Any, T], T] | None = None, local: bool = False) -> list[T]:
     """``fn`` of each top-level statement, in order, reusing the previous build's result for a
     statement the facts replayed (it brings back the very same calls and scopes).
 
@@ -179,11 +327,17 @@ def each_statement(facts: FileFacts, name: str, fn: Callable[[Any], T],
     may read of it; see the module docstring for the rest), or a :class:`WholeFile` outside the
     language server. ``refresh(log, result)`` gives a carried result for the statement as it is
     now (one that holds line numbers, when the parser moved the statement).
+
+    ``local``: ``fn`` is a local analysis (see *Parts* in the module docstring; ``node`` may be
+    None then), and a statement visited again is asked about part by part; the results are
+    those of the parts, in order.
     """
     reuse: Reuse | None = facts.reuse  # type: ignore[assignment]
     if reuse is None:
         scopes = [(q, s) for q, s in facts.scopes.items() if q]
         return [fn(WholeFile(facts.calls, scopes))]
+    if local:
+        return _each_part(reuse, name, fn)
     current = reuse.results.get(name)
     old = current if current is not None else reuse.carried.get(name, {})
     new: dict = {}
@@ -201,15 +355,53 @@ def each_statement(facts: FileFacts, name: str, fn: Callable[[Any], T],
     return out
 
 
-def each_call(facts: FileFacts, name: str,
-              fn: Callable[[CallSite], T | None]) -> list[tuple[CallSite, T]]:
+def _each_part(reuse: Reuse, name: str, fn: Callable[[Any], T]) -> list[T]:
+    """:func:`each_statement` of a local analysis: per part of a statement visited again."""
+    current = reuse.results.get(name)
+    if current is not None:  # (asked again in the same build: every statement is there)
+        out: list[T] = []
+        for log in reuse.statements:
+            out.extend(current[log])
+        return out
+    old = reuse.carried.get(name, {})
+    new: dict = {}
+    reuse.results[name] = new
+
+    def results(log, top: bool) -> list[T]:
+        found = old.get(log)
+        if found is not None and (reuse.valid(log) if top else reuse.part_valid(log)):
+            new[log] = found
+            return found
+        parts = log.parts
+        if parts is None or found is not None:  # (a replayed log is one part: it is the same)
+            made = [fn(log)]
+        else:
+            made = []
+            for p in parts:
+                if type(p) is Chunk:
+                    made.append(fn(p))
+                else:
+                    made.extend(results(p, False))
+        new[log] = made
+        return made
+
+    out = []
+    for log in reuse.statements:
+        out.extend(results(log, True))
+    return out
+
+
+def each_call(facts: FileFacts, name: str, fn: Callable[[CallSite], T | None],
+              local: bool = False) -> list[tuple[CallSite, T]]:
     """``(c, fn(c))`` for the file's calls, in order, where ``fn(c)`` is something (not None,
-    not empty); reused per top-level statement (see :func:`each_statement`)."""
+    not empty); reused per top-level statement (see :func:`each_statement`), or per part of one
+    where ``fn`` is ``local``."""
     if facts.reuse is None:
         return [(c, r) for c in facts.calls if (r := fn(c))]
     out: list[tuple[CallSite, T]] = []
     for part in each_statement(facts, "calls:" + name,
-                               lambda log: [(c, r) for c in log.calls if (r := fn(c))]):
+                               lambda log: [(c, r) for c in log.calls if (r := fn(c))],
+                               local=local):
         if part:
             out.extend(part)
     return out

@@ -28,6 +28,7 @@ from shardlint.semantics.replay import (
     MemberLog,
     StatementLog,
     body_still_valid,
+    mark,
     member_still_valid,
     record,
     record_body,
@@ -69,6 +70,9 @@ class FactsBuilder:
         # the function body statements' (replay.py); the last is the innermost.
         self.active: list[StatementLog | MemberLog | BodyLog] = []
         self._imports: dict[str, str] | None = None  # a snapshot of the import map (see below)
+        # The scope objects of the previous build visited again, with what they bound then
+        # (reuse.py compares: the names bound differently now).
+        self.revisited: dict[Scope, tuple] = {}
         self.wrappers = wrappers.table
         self.scope = root
         self.ctx = 0
@@ -104,7 +108,7 @@ class FactsBuilder:
         if self.memo is not None:
             self.memo.reuse = start_reuse(
                 self.facts, list(self.memo.statements.values()),
-                self.previous.reuse if self.previous is not None else None)
+                self.previous.reuse if self.previous is not None else None, self.revisited)
             self.facts.reuse = self.memo.reuse
         return self.facts
 
@@ -228,6 +232,7 @@ class FactsBuilder:
             if old is not None and old.owner.qualname == node.name and \
                     old.owner.kind == "class" and old.owner.parent is self.root:
                 owner = old.owner
+                self.revisited[owner] = (owner.bindings, owner.annotations, set(owner.children))
                 owner.node, owner.bindings, owner.annotations = node, {}, {}
                 owner.references, owner.self_calls, owner.children = set(), set(), {}
                 owner.bases, owner.decorators, owner.params = [], [], []
@@ -265,6 +270,7 @@ class FactsBuilder:
                 qual = f"{self.scope.qualname}.{name}" if self.scope.qualname else name
                 if owner.kind == "function" and owner.qualname == qual \
                         and owner.parent is self.scope:
+                    self.revisited[owner] = (owner.bindings, owner.assigned)
                     return reset_function(owner, node)
                 return None
         return None
@@ -306,13 +312,16 @@ class FactsBuilder:
         visited (and logged). (Each starts where a fresh visit starts it: in ``scope``, under
         no ``with`` of its own function, in no loop, not abstract.)"""
         previous = self.previous.bodies if self.previous is not None else {}
+        calls, outer = self.facts.calls, self.active[-1]
         for s in body:
             self.stmt = s
-            old = previous.get(s)
-            if old is not None and body_still_valid(self, old, scope):
-                replay_body(self, s, old)
+            c, n = len(calls), len(outer.scopes)
+            log = previous.get(s)
+            if log is not None and body_still_valid(self, log, scope):
+                replay_body(self, s, log)
             else:
-                record_body(self, s, scope)
+                log = record_body(self, s, scope)
+            mark(self, c, n, log)
 
     def v_class(self, node: ast.ClassDef) -> None:
         for d in node.decorator_list:
@@ -341,16 +350,17 @@ class FactsBuilder:
         node is the same and its reads still hold, else visited (and logged)."""
         previous = self.previous.members if self.previous is not None else {}
         logs = self.memo.members  # type: ignore[union-attr]
+        calls, outer = self.facts.calls, self.active[-1]
         for m in node.body:
             self.stmt = m
-            old = previous.get(m)
-            if old is not None and member_still_valid(self, old, scope):
-                replay_member(self, old)
-                logs[m] = old
-                continue
-            log = record_member(self, m, scope)
-            if log is not None:
-                logs[m] = log
+            c, n = len(calls), len(outer.scopes)
+            log = previous.get(m)
+            if log is not None and member_still_valid(self, log, scope):
+                replay_member(self, log)
+            else:
+                log = record_member(self, m, scope)
+            logs[m] = log
+            mark(self, c, n, log)
 
     def v_keyword(self, node: ast.keyword) -> None:
         self.visit(node.value)

@@ -52,7 +52,8 @@ def jit_wrapper_sites(facts: FileFacts, names: frozenset[str],
     callees whose last name is like a jit's (:func:`jit_name`) or in ``names`` are asked (the
     candidates are grouped per top-level statement and reused across keystrokes)."""
     out: list[JitSite] = []
-    for decorated, calls, jitlike in each_statement(facts, "wrapper_candidates", _candidates):
+    for decorated, calls, jitlike in each_statement(facts, "wrapper_candidates", _candidates,
+                                                          local=True):
         wanted = jitlike | (names & (decorated.keys() | calls.keys())) if names else jitlike
         if not wanted:
             continue
