@@ -117,10 +117,13 @@ _NOT_DATA = object()
 
 
 # ---- Python config builders ---------------------------------------------------------------------
-def python_tables(facts: FileFacts, scopes, calls) -> list[dict]:
+def python_tables(facts: FileFacts, scopes, calls) -> tuple[list[dict], list[dict], list[dict]]:
     """Rules tables a module writes under a key: ``config.<key> = table`` (a config builder),
     ``<key>: T = table`` / ``<key> = table`` in a class body (a dataclass default), and
-    ``{"<key>": table}`` dict entries (``scopes``, ``calls``: those of one top-level statement)."""
+    ``{"<key>": table}`` dict entries (``scopes``, ``calls``: those of one top-level statement,
+    or of one part of one). In three groups, each in order: those of the scopes, of the calls,
+    and the dict literals assigned in functions (the summary puts each group of every part of
+    the file together: the order one pass over the whole file gives)."""
     out: list[dict] = []
     for _, scope in scopes:
         consts = None
@@ -148,6 +151,7 @@ def python_tables(facts: FileFacts, scopes, calls) -> list[dict]:
                         consts = consts or facts.consts_for(scope)
                         _add(out, name, literal(value, consts), values[0])
     Dict = ast.Dict
+    of_scopes, out = out, []
     for c in calls:  # `ConfigDict({"logical_axis_rules": ...})`, `dict(rules=...)`
         node = c.node
         for kw in node.keywords:  # (also `Layer.config(logical_axes_rules=rules)`)
@@ -158,6 +162,7 @@ def python_tables(facts: FileFacts, scopes, calls) -> list[dict]:
         for a in node.args:
             if type(a) is Dict:
                 _dict_tables(facts, a, c, out)
+    of_calls, out = out, []
     for _, scope in scopes:  # dict literals assigned in a function: `data = {"rules": ...}`
         if scope.kind != "function":
             continue
@@ -165,7 +170,7 @@ def python_tables(facts: FileFacts, scopes, calls) -> list[dict]:
             for a in values:
                 if type(a.value) is Dict and not a.index:
                     _dict_tables(facts, a.value, _In(scope), out)
-    return out
+    return of_scopes, of_calls, out
 
 
 def _added_parts(out: list[dict], key: str, value: ast.expr, consts, node: ast.AST) -> None:

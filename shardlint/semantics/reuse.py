@@ -196,7 +196,7 @@ class Reuse:
         found = self.loads.get(node)
         if found is None:
             found = self.old.loads.get(node) if self.old is not None else None
-            self.loads[node] = found = found or mentions(node)
+            self.loads[node] = found = found or _binding_mentions(node)
         return found
 
 

@@ -10,7 +10,6 @@ imported names, which the index resolves against the other modules.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from shardlint.semantics.api import Role
@@ -22,7 +21,7 @@ from shardlint.semantics.facts import MESH, RULES, CallSite, FileFacts, Scope
 from shardlint.semantics.jitted import exported_jitted
 from shardlint.semantics.meshes import axis_kind
 from shardlint.semantics.names import EXTERNAL_PACKAGES, dotted
-from shardlint.semantics.reuse import each_statement
+from shardlint.semantics.reuse import Chunk, each_statement
 from shardlint.semantics.valueflow import (
     MESH_ARGUMENTS,
     class_attributes,
@@ -176,8 +175,6 @@ class ModuleSummary:
 
 # (what ModuleSummary.to_json always writes; and what from_json reads by hand)
 _ALWAYS = ("module", "path")
-_DEF_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-_NO_MEMBER = object()
 _LAID_OUT = frozenset({"module", "path", "symbols", "calls", "entries"})
 
 
@@ -256,8 +253,9 @@ _RULES_SETTER, _RULES_PROVIDER, _MESH_PROVIDER, _MESH_SETTER = 1, 2, 4, 8
 
 @dataclass(eq=False)
 class _Fragment:
-    """What one top-level statement adds to the summary: reused while the statement is
-    (reuse.py), so it is never changed once made."""
+    """What one piece of code adds to the summary: a top-level statement, or a part of one
+    visited again (reuse.py's *Parts*). Reused while that code is, so never changed once made
+    (a part's fragment is complete once the parts inside it are in)."""
 
     line: int  # the statement's first line when made (see _at)
     symbols: dict[str, Symbol] = field(default_factory=dict)
@@ -266,7 +264,12 @@ class _Fragment:
     provides: int = 0  # _RULES_SETTER | ...
     unknown: list[str] = field(default_factory=list)  # "mesh" / "rules" shardlint cannot read
     apis: set[str] = field(default_factory=set)
-    config_tables: list[dict] = field(default_factory=list)  # (lines: see _at)
+    # (config_tables.python_tables' three groups; lines: see _at)
+    config_tables: tuple[list[dict], list[dict], list[dict]] = field(
+        default_factory=lambda: ([], [], []))
+    # Constraint sites of calls in a function defined outside the part (a body statement's,
+    # in the function around it): (its qualname, the site), for the fragment around it.
+    outer: list[tuple[str, Site]] = field(default_factory=list)
 
 
 def _at(log, frag: _Fragment) -> _Fragment:
@@ -276,189 +279,50 @@ def _at(log, frag: _Fragment) -> _Fragment:
     d = log.node.lineno - frag.line
     return _Fragment(
         log.node.lineno,
-        {q: Symbol(sym.kind, sym.needs, sym.refs, sym.bases,
-                   [Site(x.line + d, x.col, x.end_line + d, x.end_col, x.needs, x.api, x.spec)
-                    for x in sym.sites], sym.line + d,
-                   shift_flow(sym.flow, d) if sym.flow is not None else None)
-         for q, sym in frag.symbols.items()},
+        {q: _shift_symbol(sym, d) for q, sym in frag.symbols.items()},
         [CallEdge(e.caller, e.target, e.ctx, e.line + d, e.col, e.args) for e in frag.edges],
         [Entry(e.model, e.kind, e.scope, e.ctx, e.line + d, e.col, e.end_line + d, e.end_col)
          for e in frag.entries],
         frag.provides, frag.unknown, frag.apis,
-        [{**t, "line": t["line"] + d} for t in frag.config_tables])  # (shifted lines)
+        tuple([{**t, "line": t["line"] + d} for t in group]  # type: ignore[arg-type]
+              for group in frag.config_tables),
+        [(q, _shift_site(x, d)) for q, x in frag.outer])
 
 
-@dataclass(eq=False)
-class _Member:
-    """What one method of a class adds to its statement's fragment (see ``_Members``)."""
-
-    start: int  # its first line (decorators included) and last line when made
-    end: int
-    kept: bool  # from the previous build (moved to where it is now)
-    symbols: dict[str, Symbol] = field(default_factory=dict)  # its scope and those inside it
-    calls: list[tuple] = field(default_factory=list)  # per call: (edges, entries, provides,
-    # unknown), in order
-    attrs: dict[str, list] | None = None  # what it sets on self (valueflow.method_attributes)
-    replayed: int = 0  # calls handed back so far in this build
-
-    def moved(self, start: int, end: int) -> _Member:
-        d = start - self.start
-        if d == 0:
-            return _Member(start, end, True, self.symbols, self.calls, self.attrs)
-        symbols = {q: _shift_symbol(s, d) for q, s in self.symbols.items()}
-        return _Member(start, end, True, symbols, [_moved_call(c, d) for c in self.calls],
-                       self.attrs)
-
-
-def _moved_call(added: tuple, d: int) -> tuple:
-    """What a call added, ``(edges, entries, provides, unknown)``, moved down ``d`` lines."""
-    edges, entries, provides, unknown = added
-    return ([replace(e, line=e.line + d) for e in edges],
-            [replace(e, line=e.line + d, end_line=e.end_line + d) for e in entries],
-            provides, unknown)
-
-
-def _carried(reuse, name: str) -> dict:
-    """The previous build's results of ``name`` where they may be reused: the module's names
-    bound as before and the edit placed by the parser; else none."""
-    if reuse.edited is None or reuse.changed != frozenset():
-        return {}
-    return reuse.carried.get(name, {})
-
-
-def _class_signature(scope: Scope) -> tuple:
-    """What a class binds (the values of its plain attributes too: ``consts_for`` reads
-    them), which what its methods add may read."""
-    return (tuple(sorted(scope.bindings)), tuple(sorted(scope.children)),
-            tuple(sorted(scope.annotations)),
-            tuple(ast.dump(v) for _, values in sorted(scope.bindings.items())
-                  for v in values if isinstance(v, ast.expr)))
+def _shift_site(x: Site, d: int) -> Site:
+    return Site(x.line + d, x.col, x.end_line + d, x.end_col, x.needs, x.api, x.spec)
 
 
 def _shift_symbol(sym: Symbol, d: int) -> Symbol:
-    return Symbol(sym.kind, sym.needs, sym.refs, sym.bases,
-                  [Site(x.line + d, x.col, x.end_line + d, x.end_col, x.needs, x.api, x.spec)
-                   for x in sym.sites], sym.line + d,
-                  shift_flow(sym.flow, d) if sym.flow is not None else None)
+    return Symbol(sym.kind, sym.needs, sym.refs, sym.bases, [_shift_site(x, d) for x in sym.sites],
+                  sym.line + d, shift_flow(sym.flow, d) if sym.flow is not None else None)
 
 
-class _Members:
-    """The methods of a class statement whose text the edit since the previous build did not
-    touch, and what each added then.
-
-    What a method adds depends on its own text and position, on the module's environment (its
-    imports and module-level bindings: ``reuse.changed`` empty says they are as before) and on
-    the names its class binds; a method outside the edited lines, of a class that binds the same
-    names, at the same place or moved by the lines the edit added, adds what it added before,
-    moved as far. Anything else is made again (and remembered for the next build)."""
-
-    RESULTS = "summary:members"
-
-    def __init__(self, facts: FileFacts, cls: ast.ClassDef, names: tuple,
-                 carried: dict, edited: tuple[int, int, int]):
-        self.facts = facts
-        self.cls = cls
-        first, last, delta = edited
-        self.members: dict[str, _Member] = {}
-        self._route: dict[str, _Member | None] = {}  # qualname -> its member (see member)
-        store: dict = facts.reuse.results.setdefault(self.RESULTS, {})  # type: ignore[union-attr]
-        store[("class", cls.name)] = names
-        counts: dict[str, int] = {}
-        for item in cls.body:
-            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                counts[item.name] = counts.get(item.name, 0) + 1
-        same = carried.get(("class", cls.name)) == names
-        for item in cls.body:
-            if not isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) \
-                    or counts[item.name] > 1:
-                continue  # (a name defined twice: left to the plain path)
-            qual = f"{cls.name}.{item.name}"
-            start = min([item.lineno, *(d.lineno for d in item.decorator_list)])
-            end = item.end_lineno or item.lineno
-            old = None
-            if same and end < first:
-                old = carried.get((qual, start, end))
-            elif same and start > last:
-                old = carried.get((qual, start - delta, end - delta))
-            member = old.moved(start, end) if old is not None else _Member(start, end, False)
-            self.members[qual] = member
-            store[(qual, start, end)] = member
-
-    @classmethod
-    def of(cls, facts: FileFacts, part) -> _Members | None:
-        """For a class statement in the language server, after an edit the parser placed."""
-        reuse = facts.reuse
-        node = getattr(part, "node", None)
-        if reuse is None or not isinstance(node, ast.ClassDef):
-            return None
-        edited = getattr(reuse, "edited", None)
-        carried = _carried(reuse, cls.RESULTS)
-        if not carried:
-            edited = (0, 1 << 30, 0)  # (nothing is kept; this build's are remembered)
-        scope = facts.scopes.get(node.name)
-        if scope is None or scope.node is not node:
-            return None
-        members = cls(facts, node, _class_signature(scope), carried, edited)
-        members._check(part)
-        return members
-
-    def _check(self, part) -> None:
-        """A kept method must have the same scopes and as many calls as when it was made (it
-        has, its text being the same): one that does not is made again."""
-        calls: dict[str, int] = {}
-        quals: dict[str, set[str]] = {}
-        for c in part.calls:
-            m = self.member(c.scope.qualname)
-            if m is not None and m.kept:
-                key = self._key(c.scope.qualname)
-                calls[key] = calls.get(key, 0) + 1
-        for qual, _ in part.scopes:
-            m = self.member(qual)
-            if m is not None and m.kept:
-                quals.setdefault(self._key(qual), set()).add(qual)
-        store: dict = self.facts.reuse.results[self.RESULTS]  # type: ignore[union-attr]
-        for key, m in list(self.members.items()):
-            if m.kept and (calls.get(key, 0) != len(m.calls) or quals.get(key, set())
-                           != set(m.symbols)):
-                fresh = self.members[key] = _Member(m.start, m.end, False)
-                store[(key, m.start, m.end)] = fresh
-                self._route.clear()
-
-    def _key(self, qual: str) -> str:
-        head, _, rest = qual.partition(".")
-        return f"{head}.{rest.partition('.')[0]}"
-
-    def member(self, qual: str) -> _Member | None:
-        found = self._route.get(qual, _NO_MEMBER)  # (asked once per call of the class)
-        if found is _NO_MEMBER:
-            head, _, rest = qual.partition(".")
-            found = self._route[qual] = None if head != self.cls.name or not rest \
-                else self.members.get(self._key(qual))
-        return found  # type: ignore[return-value]
-
-    def kept(self, qual: str) -> _Member | None:
-        m = self.member(qual)
-        return m if m is not None and m.kept and qual in m.symbols else None
-
-    def attributes(self, summariser: _Summariser):
-        """``class_attributes``' ``of_method``: a kept method's, or made and remembered."""
-        def of_method(method: Scope) -> dict[str, list]:
-            m = self.members.get(method.qualname)
-            if m is not None and m.kept and m.attrs is not None:
-                return m.attrs
-            found = method_attributes(self.facts, method, summariser.ref)
-            if m is not None:
-                m.attrs = found
-            return found
-        return of_method
-
-    def finish(self, symbols: dict[str, Symbol]) -> None:
-        """Remember the symbols each method made in this build (complete now: its calls have
-        added their constraint sites)."""
-        for qual, sym in symbols.items():
-            m = self.member(qual)
-            if m is not None and not m.kept:
-                m.symbols[qual] = sym
+def _merge(frag: _Fragment, sub: _Fragment) -> None:
+    """A part's fragment into the fragment of the statement around it, in order: what a
+    fragment of the whole statement would hold (a function defined again keeps the last
+    definition, with the sites of both; a site of a function defined outside the part goes to
+    its symbol)."""
+    symbols = frag.symbols
+    for qual, sym in sub.symbols.items():
+        prev = symbols.get(qual)
+        if prev is not None:
+            sym = replace(sym, needs=prev.needs | sym.needs, sites=prev.sites + sym.sites)
+        symbols[qual] = sym
+    for qual, site in sub.outer:
+        target = symbols.get(qual)
+        if target is None:
+            frag.outer.append((qual, site))
+        else:  # (made in this build, with the part that defines that function)
+            target.needs |= site.needs
+            target.sites.append(site)
+    frag.edges.extend(sub.edges)
+    frag.entries.extend(sub.entries)
+    frag.provides |= sub.provides
+    frag.unknown.extend(sub.unknown)
+    frag.apis |= sub.apis
+    for mine, theirs in zip(frag.config_tables, sub.config_tables):
+        mine.extend(theirs)
 
 
 class _Summariser:
@@ -467,10 +331,6 @@ class _Summariser:
         self.out = ModuleSummary(facts.module, facts.path)
         self._name_kinds: dict[tuple[Scope, str], list] = {}  # see _arg_kinds
         self._names: dict[tuple[Scope, str], str | None] = {}  # see ref_name
-        # (for _function_flow: per class, per node, this build)
-        self._classes: dict[Scope, tuple] = {}
-        self._bindings: dict[Scope, dict] = {}
-        self._flow_keys: dict[Scope, tuple] = {}
         self.nnx = any(q == "flax.nnx" or q.startswith("flax.nnx.")
                        for q in facts.imports.names.values())
 
@@ -532,6 +392,7 @@ class _Summariser:
         provides = 0
         unknown: list[str] = []
         apis: set[str] = set()
+        tables: tuple[list[dict], list[dict], list[dict]] = ([], [], [])
         for frag in each_statement(f, "summary", self._fragment, refresh=_at):
             for qual, sym in frag.symbols.items():
                 prev = out.symbols.get(qual)
@@ -545,7 +406,10 @@ class _Summariser:
             provides |= frag.provides
             unknown.extend(frag.unknown)
             apis |= frag.apis
-            out.config_tables.extend(frag.config_tables)
+            for mine, theirs in zip(tables, frag.config_tables):
+                mine.extend(theirs)
+        out.config_tables = [t for group in tables for t in group]  # (in the order one pass
+        # over the whole file finds them: python_tables)
         # Module-level aliases: `Ensemble = nn.vmap(MLP, ...)`, `step = jax.jit(train_step)`.
         aliases = [(name, values[0]) for name, values in f.module_scope.bindings.items()
                    if len(values) == 1 and name not in out.symbols
@@ -570,175 +434,104 @@ class _Summariser:
         """What one top-level statement adds: the symbols of its functions and classes with
         their constraint sites, and what its calls add (``part``: see reuse.each_statement).
 
-        In the language server a class is one statement of hundreds of lines: what each of its
-        methods adds is kept per method (``_Members``), and an edit in one method makes only
-        that one again."""
+        In the language server a class is one statement of thousands of lines: a statement
+        the facts visited again is made from its parts, and the part of a member or of a body
+        statement that the facts replayed keeps its fragment unless a name it mentions is bound
+        differently (``Reuse.part_valid``): typing into one statement of a method makes that
+        statement's fragment again, and the method's own symbol."""
+        if getattr(part, "parts", None) is not None and self.f.reuse is not None:
+            return self._assembled(part)
+        return self._made(part, part.calls)
+
+    PARTS = "summary:parts"
+    ATTRS = "summary:attrs"
+
+    def _assembled(self, log) -> _Fragment:
+        """The fragment of a log visited again, from its parts (see ``_fragment``)."""
+        reuse = self.f.reuse
+        carried = reuse.carried.get(self.PARTS, {}) if reuse.changed is not None else {}
+        store = reuse.results.setdefault(self.PARTS, {})
+        frag = _Fragment(log.node.lineno if log.node is not None else 0)
+        for p in log.parts:
+            if type(p) is Chunk:
+                sub = self._made(p, log.calls, log)
+            else:
+                old = carried.get(p)
+                if old is not None and reuse.part_valid(p):
+                    sub = _at(p, old)
+                elif p.parts is not None and old is None:  # (visited again: made from its parts)
+                    sub = self._assembled(p)
+                else:
+                    sub = self._made(p, p.calls, p)
+                store[p] = sub
+            _merge(frag, sub)
+        return frag
+
+    def _made(self, part, calls: list[CallSite], log=None) -> _Fragment:
+        """What a piece of code adds, made from its scopes and calls (``calls``: those of the
+        code its functions are in, whose calls they flow through; ``log``: the log it is part
+        of, whose members' attributes a class reuses)."""
         frag = _Fragment(part.node.lineno if part.node is not None else 0)
         symbols = frag.symbols
-        members = _Members.of(self.f, part)
         by_scope: dict[Scope, list[ast.Call]] | None = None
-        if self.nnx:  # calls that may change an NNX argument in place (valueflow.py)
-            by_scope = {}
-            for c in part.calls:
-                if c.api is None:
-                    by_scope.setdefault(c.scope, []).append(c.node)
-        mesh_calls: dict[Scope, list[CallSite]] = {}
-        for c in part.calls:
-            if c.api is not None and c.api.name in MESH_ARGUMENTS:
-                mesh_calls.setdefault(c.scope, []).append(c)
+        mesh_calls: dict[Scope, list[CallSite]] | None = None
         for qual, scope in part.scopes:  # a redefinition in the statement keeps the last one
-            kept = members.kept(qual) if members is not None else None
-            if kept is not None:
-                symbols[qual] = kept.symbols[qual]
-                continue
             refs, bases = self._scope_refs(scope)
             if scope.kind == "function":
-                flow = self._function_flow(scope, by_scope.get(scope) if by_scope is not None
-                                           else None, mesh_calls.get(scope, ()))
+                if mesh_calls is None:
+                    by_scope, mesh_calls = self._by_scope(calls)
+                flow = function_flow(self.f, scope, self.ref,
+                                     by_scope.get(scope) if by_scope is not None else None,
+                                     mesh_calls.get(scope, ()))
             else:
-                of_method = members.attributes(self) if members is not None else None
-                attrs = class_attributes(self.f, scope, self.ref, of_method)
+                attrs = class_attributes(self.f, scope, self.ref, self._of_method(log))
                 flow = {"attrs": attrs} if attrs else None
             symbols[qual] = Symbol(scope.kind, refs=refs, bases=bases,
                                    line=getattr(scope.node, "lineno", 0), flow=flow)
+        apis = frag.apis
         for c in part.calls:
             if c.api is not None:
-                frag.apis.add(c.api.name)
-            member = members.member(c.scope.qualname) if members is not None else None
-            if member is None:
-                self._call(c, frag)
-            elif member.kept:
-                edges, entries, provides, unknown = member.calls[member.replayed]
-                member.replayed += 1
-                frag.edges.extend(edges)
-                frag.entries.extend(entries)
-                frag.provides |= provides
-                frag.unknown.extend(unknown)
-            else:  # (what this call adds, remembered for the next build)
-                member.calls.append(self._recorded(self._call, c, frag))
-        if members is not None:
-            members.finish(symbols)
+                apis.add(c.api.name)
+            self._make_call(c, frag)
         frag.config_tables = python_tables(self.f, part.scopes, part.calls)
         return frag
 
-    # ---- flows of nested functions, reused across builds ---------------------------------------
-    FLOWS = "summary:flows"
-    CALLS = "summary:calls"
-    LOADS = "summary:loads"
+    def _by_scope(self, calls: list[CallSite]
+                  ) -> tuple[dict[Scope, list[ast.Call]] | None, dict[Scope, list[CallSite]]]:
+        """Per scope: the calls that may change an NNX argument in place (valueflow.py; None
+        outside NNX code) and those that hand on a mesh."""
+        by_scope: dict[Scope, list[ast.Call]] | None = None
+        if self.nnx:
+            by_scope = {}
+            for c in calls:
+                if c.api is None:
+                    by_scope.setdefault(c.scope, []).append(c.node)
+        mesh_calls: dict[Scope, list[CallSite]] = {}
+        for c in calls:
+            if c.api is not None and c.api.name in MESH_ARGUMENTS:
+                mesh_calls.setdefault(c.scope, []).append(c)
+        return by_scope, mesh_calls
 
-    def _function_flow(self, scope: Scope, calls: list[ast.Call] | None,
-                       mesh_calls) -> dict | None:
-        """``function_flow`` of a function scope; in the language server, for a function nested
-        in another (a method's helpers: a method of hundreds of lines may hold dozens, and an
-        edit in it makes its own statement again, not theirs), the previous build's, moved to
-        where the function is now, when that can be no different: the same ``def`` node (the
-        incremental parser keeps an untouched statement's), the module's names bound as before,
-        its class binding the same names, and the same values bound, in the functions around
-        it, to the names it loads (and to the names those values load) -- what its flow reads
-        beyond its own text. Anything else is made again."""
+    def _of_method(self, log):
+        """``class_attributes``' ``of_method`` for a class statement visited again: a method
+        whose member the facts replayed, and whose part still holds, sets what it set."""
         reuse = self.f.reuse
-        node = scope.node
-        parent = scope.parent
-        if reuse is None or parent is None or parent.kind != "function":
-            return function_flow(self.f, scope, self.ref, calls, mesh_calls)
-        key = self._flow_key(scope)
-        store = reuse.results.setdefault(self.FLOWS, {})
-        old = _carried(reuse, self.FLOWS).get(node)
-        if old is not None and old[0] == key:
-            d = node.lineno - old[1]  # type: ignore[attr-defined]
-            flow = old[2] if d == 0 or old[2] is None else shift_flow(old[2], d)
-        else:
-            flow = function_flow(self.f, scope, self.ref, calls, mesh_calls)
-        store[node] = (key, node.lineno, flow)  # type: ignore[attr-defined]
-        return flow
-
-    def _flow_key(self, scope: Scope) -> tuple:
-        """What a nested function's flow and calls read beyond its text (once per build)."""
-        found = self._flow_keys.get(scope)
-        if found is None:
-            found = self._flow_keys[scope] = (self._class_names(scope), self._closure(scope))
-        return found
-
-    def _class_names(self, scope: Scope) -> tuple | None:
-        """``_class_signature`` of the class around a function (once per build)."""
-        s: Scope | None = scope
-        while s is not None and s.kind != "class":
-            s = s.parent
-        if s is None:
+        if log is None or reuse is None or not log.parts:
             return None
-        found = self._classes.get(s)
-        if found is None:
-            found = self._classes[s] = _class_signature(s)
-        return found
+        members = {p.scopes[0][1]: p for p in log.parts
+                   if type(p) is not Chunk and p.scopes and p.scopes[0][1].kind == "function"}
+        carried = reuse.carried.get(self.ATTRS, {}) if reuse.changed is not None else {}
+        store = reuse.results.setdefault(self.ATTRS, {})
 
-    def _loads(self, node: ast.AST) -> frozenset[str]:
-        """The names read anywhere in ``node`` (a ``def`` or a bound value: once per node,
-        kept for the next build)."""
-        reuse = self.f.reuse
-        store = reuse.results.setdefault(self.LOADS, {})  # type: ignore[union-attr]
-        found = store.get(node)
-        if found is None:
-            found = reuse.carried.get(self.LOADS, {}).get(node)  # type: ignore[union-attr]
-        if found is None:
-            found = frozenset(n.id for n in walk_nodes(node) if type(n) is ast.Name)
-        store[node] = found
-        return found
-
-    def _closure(self, scope: Scope) -> tuple:
-        """What a nested function may read of the functions around it: for each name it loads
-        that one of them binds (innermost first), whether that function takes it as a
-        parameter, its annotation there and the values bound to it, and the same, in turn, for
-        the names those values load. Nodes compare by identity (the parser hands back the same
-        node for a statement it kept, a new one for one it parsed again; the key holds them, so
-        no other node takes their place), a ``def`` or ``class`` bound there by its name only
-        (its body is its own)."""
-        want = set(self._loads(scope.node))
-        out: list[tuple] = []
-        s = scope.parent
-        while want and s is not None and s.kind == "function":
-            bound = self._bound(s)
-            todo = sorted(n for n in want if n in s.bindings or n in s.assigned)
-            done: set[str] = set()
-            while todo:
-                name = todo.pop()
-                if name in done:
-                    continue
-                done.add(name)
-                found = bound.get(name)
-                if found is None:
-                    found = bound[name] = self._binding(s, name)
-                entry, loads = found
-                out.append(entry)
-                for n in loads:
-                    if n in s.bindings or n in s.assigned:
-                        todo.append(n)
-                    else:
-                        want.add(n)
-            want -= done
-            s = s.parent
-        return tuple(out)
-
-    def _bound(self, s: Scope) -> dict[str, tuple[tuple, frozenset[str]]]:
-        """The ``_binding`` of each name of a function scope asked so far in this build."""
-        found = self._bindings.get(s)
-        if found is None:
-            found = self._bindings[s] = {}
-        return found
-
-    def _binding(self, s: Scope, name: str) -> tuple[tuple, frozenset[str]]:
-        """What a function scope binds to a name (or takes as a parameter, which it also binds):
-        its entry in ``_closure``'s key and the names its values load."""
-        values = [*s.bindings.get(name, ()),
-                  *(a.value for a in s.assigned.get(name, ()) if a.value is not None)]
-        entry = (s.qualname, name, name in s.params, s.annotations.get(name),
-                 tuple(f"{type(v).__name__} {v.name}" if isinstance(v, _DEF_NODES) else v
-                       for v in values),
-                 tuple(a.index for a in s.assigned.get(name, ())))
-        loads: set[str] = set()
-        for v in values:
-            if not isinstance(v, _DEF_NODES):
-                loads |= self._loads(v)
-        return entry, frozenset(loads)
+        def of_method(method: Scope) -> dict[str, list]:
+            member = members.get(method)
+            found = carried.get(member) if member is not None else None
+            if found is None or not reuse.part_valid(member):
+                found = method_attributes(self.f, method, self.ref)
+            if member is not None:
+                store[member] = found
+            return found
+        return of_method
 
     def _scope_refs(self, scope: Scope) -> tuple[list[str], list[str]]:
         """References and bases of a function or class symbol."""
@@ -785,64 +578,21 @@ class _Summariser:
                 return "alias"
         return "value"
 
-    def _call(self, c: CallSite, frag: _Fragment) -> None:
-        """What one call adds: a constraint site, call edges, entries, contexts it provides;
-        in the language server, for a call in a nested function, what it added in the previous
-        build (moved as far as it moved) when its function's flow could be reused
-        (``_function_flow``) and its context is the same."""
-        reuse = self.f.reuse
-        scope = c.scope
-        if reuse is None or scope.kind != "function" or scope.parent is None \
-                or scope.parent.kind != "function":
-            return self._make_call(c, frag)
-        n = c.node
-        key = (self._flow_key(scope), c.ctx, c.abstract)
-        old = _carried(reuse, self.CALLS).get(n)
-        sym = frag.symbols.get(scope.qualname)
-        if old is not None and old[0] == key:
-            site, added = old[2]
-            d = n.lineno - old[1]
-            if d:
-                site = site and replace(site, line=site.line + d, end_line=site.end_line + d)
-                added = _moved_call(added, d)
-            if site is not None and sym is not None:
-                sym.needs |= site.needs
-                sym.sites.append(site)
-            edges, entries, provides, unknown = added
-            frag.edges.extend(edges)
-            frag.entries.extend(entries)
-            frag.provides |= provides
-            frag.unknown.extend(unknown)
-        else:
-            ns = len(sym.sites) if sym is not None else 0
-            added = self._recorded(self._make_call, c, frag)
-            site = sym.sites[ns] if sym is not None and len(sym.sites) > ns else None
-        reuse.results.setdefault(self.CALLS, {})[n] = (key, n.lineno, (site, added))
-
-    @staticmethod
-    def _recorded(make: Callable[[CallSite, _Fragment], None], c: CallSite,
-                  frag: _Fragment) -> tuple:
-        """``make(c, frag)``, and what it added to the fragment: ``(edges, entries,
-        provides, unknown)``, for the next build to hand back."""
-        ne, nn, nu, was = len(frag.edges), len(frag.entries), len(frag.unknown), frag.provides
-        frag.provides = 0
-        make(c, frag)
-        added = (frag.edges[ne:], frag.entries[nn:], frag.provides, frag.unknown[nu:])
-        frag.provides |= was
-        return added
-
     def _make_call(self, c: CallSite, frag: _Fragment) -> None:
         f = self.f
         edges, entries = frag.edges, frag.entries
         needs = site_needs(f, c)
         n = c.node
-        if needs:
-            sym = frag.symbols.get(c.scope.qualname) if c.scope.qualname else None
-            if sym is not None:  # (a call's scope is one of its statement's)
+        if needs and c.scope.qualname:
+            site = Site(n.lineno, n.col_offset, n.end_lineno or n.lineno, n.end_col_offset or 0,
+                        needs, c.api.name if c.api else "",
+                        "none" if _all_none_names(f, c) else "")
+            sym = frag.symbols.get(c.scope.qualname)
+            if sym is not None:
                 sym.needs |= needs
-                sym.sites.append(Site(n.lineno, n.col_offset, n.end_lineno or n.lineno,
-                                      n.end_col_offset or 0, needs, c.api.name if c.api else "",
-                                      "none" if _all_none_names(f, c) else ""))
+                sym.sites.append(site)
+            else:  # (a body statement's call, in the function around it)
+                frag.outer.append((c.scope.qualname, site))
         func = n.func
         if c.api is not None and c.api.role == Role.EVAL_SHAPE:
             # `jax.eval_shape(init_state, ...)` traces on shapes: whatever it runs needs no
