@@ -40,6 +40,10 @@ def _index(facts: FileFacts, scope: Scope) -> _ScopeIndex:
         return found
     lists: dict[int, tuple[list[ast.stmt], int, ast.AST]] = {}
     assigned: dict[str, list[Assignment]] = {}
+    # (the facts saw every `:=` of a function's body: a function without one needs no walk of
+    # each statement's expressions for them)
+    walrus = scope.kind != "function" or any(
+        type(a.node) is ast.NamedExpr for values in scope.assigned.values() for a in values)
     todo: list[ast.AST] = [scope.node]
     while todo:
         node = todo.pop()
@@ -50,7 +54,7 @@ def _index(facts: FileFacts, scope: Scope) -> _ScopeIndex:
             for i, s in enumerate(block):
                 if isinstance(s, ast.stmt):
                     lists[id(s)] = (block, i, node)
-                    _record(s, assigned)
+                    _record(s, assigned, walrus)
                 if isinstance(s, (ast.stmt, ast.excepthandler, ast.match_case)) \
                         and not isinstance(s, _NESTED):
                     todo.append(s)
@@ -59,7 +63,7 @@ def _index(facts: FileFacts, scope: Scope) -> _ScopeIndex:
     return out
 
 
-def _record(stmt: ast.stmt, assigned: dict[str, list[Assignment]]) -> None:
+def _record(stmt: ast.stmt, assigned: dict[str, list[Assignment]], walrus: bool = True) -> None:
     def target(t: ast.expr, value: ast.expr | None) -> None:
         if isinstance(t, ast.Name):
             assigned.setdefault(t.id, []).append(Assignment(stmt, value))
@@ -91,7 +95,7 @@ def _record(stmt: ast.stmt, assigned: dict[str, list[Assignment]]) -> None:
         assigned.setdefault(stmt.name, []).append(Assignment(stmt, None))
     # Walrus targets in the statement's own expressions bind too (rare: unknown values). Nested
     # statements are recorded on their own, and nested scopes bind in their own scope.
-    if isinstance(stmt, _NESTED):
+    if not walrus or isinstance(stmt, _NESTED):
         return
     todo = [c for c in ast.iter_child_nodes(stmt) if not isinstance(c, ast.stmt)
             and not isinstance(c, (ast.excepthandler, ast.match_case))]

@@ -124,6 +124,8 @@ class BodyLog(_Log):
     scope_references: set[str] = field(default_factory=set)
     scope_self_calls: set[str] = field(default_factory=set)
     children: list[tuple[str, Scope]] = field(default_factory=list)
+    # The names it binds and those its bound values mention (reuse.py, when asked).
+    binds: tuple[frozenset[str], frozenset[str]] | None = None
 
 
 @dataclass(eq=False)

@@ -72,8 +72,7 @@ class Reuse:
     # Class and function scopes the facts visited again in this build (their objects reused),
     # with what they bound in the previous one; and what the parts test made of them.
     revisited: dict = field(default_factory=dict)
-    loads: dict = field(default_factory=dict)  # value node -> names it mentions (this build's)
-    old: Reuse | None = None  # (the previous build's, while this one starts: its loads, shapes)
+    old: Reuse | None = None  # (the previous build's, while this one starts: its shapes)
     _local: dict = field(default_factory=dict)  # function scope -> names bound differently
     _classes: dict = field(default_factory=dict)  # class scope -> bound differently at all
     _parts: dict = field(default_factory=dict)  # part -> whether its results hold
@@ -123,37 +122,34 @@ class Reuse:
         if before is None:  # (not visited again: all it binds was replayed)
             found = self._local[scope] = frozenset()
             return found
-        old_bindings, old_assigned = before
-        changed = {n for n in old_bindings.keys() | scope.bindings.keys()
-                   if not self._same(old_bindings.get(n, ()), scope.bindings.get(n, ()))}
-        changed.update(n for n in old_assigned.keys() | scope.assigned.keys()
-                       if not _identical(old_assigned.get(n, ()), scope.assigned.get(n, ())))
+        old_bindings, old_assigned, logs = before
+        bindings, assigned = scope.bindings, scope.assigned
+        changed = {n for n in old_bindings.keys() | bindings.keys()
+                   if not self._same(old_bindings.get(n, ()), bindings.get(n, ()))}
+        changed.update(n for n in old_assigned.keys() | assigned.keys()
+                       if not _identical(old_assigned.get(n, ()), assigned.get(n, ())))
         outer: set[str] = set()
         s = scope.parent
         while s is not None and s.kind == "function":
             outer |= self._local_changed(s)
             s = s.parent
         # (a name this scope binds hides the outer one of that name)
-        outer.difference_update(scope.bindings.keys(), scope.assigned.keys())
-        readers: dict[str, set[str]] = {}
-        for name, values in scope.bindings.items():
-            for v in values:
-                for u in self._mentioned(v):
-                    readers.setdefault(u, set()).add(name)
-        for name, assigned in scope.assigned.items():
-            for a in assigned:
-                if a.value is not None:
-                    for u in self._mentioned(a.value):
-                        readers.setdefault(u, set()).add(name)
-        todo = [*changed, *outer]
-        seen = set(todo)
-        while todo:
-            for reader in readers.get(todo.pop(), ()):
-                if reader not in seen:
-                    seen.add(reader)
-                    changed.add(reader)
-                    todo.append(reader)
-        found = self._local[scope] = frozenset(changed | outer)
+        outer.difference_update(bindings.keys(), assigned.keys())
+        # Names bound by a statement whose bound values mention a changed name are changed (all
+        # those it binds: `a, b = x, y` reads as one), until nothing more changes. (The
+        # parameters, bound by the `def`, mention nothing.)
+        if changed or outer:
+            seen = changed | outer
+            statements = [_binds(log) for log in logs]
+            grew = True
+            while grew:
+                grew = False
+                for names, mentioned in statements:
+                    if not mentioned.isdisjoint(seen) and not names <= seen:
+                        seen |= names
+                        grew = True
+            changed = seen
+        found = self._local[scope] = frozenset(changed)
         return found
 
     def _class_changed(self, scope) -> bool:
@@ -192,12 +188,23 @@ class Reuse:
             self.shapes[node] = found = found or _shape(node)
         return found
 
-    def _mentioned(self, node: ast.AST) -> frozenset[str]:
-        found = self.loads.get(node)
-        if found is None:
-            found = self.old.loads.get(node) if self.old is not None else None
-            self.loads[node] = found = found or _binding_mentions(node)
-        return found
+
+def _binds(log) -> tuple[frozenset[str], frozenset[str]]:
+    """The names a body statement binds in its function, and the names its bound values
+    mention (once per log: a replayed log is the same object)."""
+    found = log.binds
+    if found is None:
+        names: set[str] = set()
+        mentioned: set[str] = set()
+        for name, value in log.bindings:
+            names.add(name)
+            mentioned |= _binding_mentions(value)
+        for name, a in log.assigned:
+            names.add(name)
+            if a.value is not None:
+                mentioned |= _binding_mentions(a.value)
+        found = log.binds = (frozenset(names), frozenset(mentioned))
+    return found
 
 
 def _identical(old, new) -> bool:

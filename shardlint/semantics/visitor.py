@@ -270,7 +270,7 @@ class FactsBuilder:
                 qual = f"{self.scope.qualname}.{name}" if self.scope.qualname else name
                 if owner.kind == "function" and owner.qualname == qual \
                         and owner.parent is self.scope:
-                    self.revisited[owner] = (owner.bindings, owner.assigned)
+                    self.revisited[owner] = (owner.bindings, owner.assigned, [])
                     return reset_function(owner, node)
                 return None
         return None
@@ -313,6 +313,8 @@ class FactsBuilder:
         no ``with`` of its own function, in no loop, not abstract.)"""
         previous = self.previous.bodies if self.previous is not None else {}
         calls, outer = self.facts.calls, self.active[-1]
+        revisited = self.revisited.get(scope)
+        logs = revisited[2] if revisited is not None else None  # (for reuse.py)
         for s in body:
             self.stmt = s
             c, n = len(calls), len(outer.scopes)
@@ -322,6 +324,8 @@ class FactsBuilder:
             else:
                 log = record_body(self, s, scope)
             mark(self, c, n, log)
+            if logs is not None:
+                logs.append(log)
 
     def v_class(self, node: ast.ClassDef) -> None:
         for d in node.decorator_list:
