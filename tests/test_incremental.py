@@ -876,3 +876,73 @@ def test_statements_of_an_edited_function_are_replayed(tmp_path: Path, monkeypat
         assert summaries[0] == summaries[1]
         if step == 0:
             assert set(seen) == visited
+
+
+FLOW_BASE = '''import jax
+import optax
+
+
+class Trainer:
+    def step(self, state, batch, scale):
+        grads = jax.grad(lambda p: (p * batch).sum())(state.params)
+        updates, opt_state = self.tx.update(grads, state.opt_state)
+        extra = scale * 2
+
+        new_state = state.replace(params=optax.apply_updates(state.params, updates),
+                                  opt_state=opt_state)
+        return new_state, extra
+
+    def other(self):
+        return self
+'''
+
+
+@pytest.mark.parametrize("old, new, made", [
+    # (Each edit lies in the region of the statement `extra = ...`, a blank line included: the
+    # parser parses that region again, and the statements after it are kept.)
+    # A statement that binds a name nothing else reads: the method's flow is the last build's.
+    ("        extra = scale * 2\n\n", "        extra = scale * 2\n        h = jax.numpy.ones(3)\n\n",
+     False),
+    # ... moved down by the lines added above what it points at.
+    ("        extra = scale * 2\n\n", "        extra = scale * 2\n        h = 1\n\n\n", False),
+    # A name the return reads bound differently, a return changed, a parameter rebound, a call
+    # handed a parameter: made again.
+    ("        extra = scale * 2\n\n", "        extra = state\n\n", True),
+    ("        return new_state, extra\n", "        return new_state, extra, 1\n", True),
+    ("        extra = scale * 2\n\n", "        extra = scale * 2\n        batch = 2\n\n", True),
+    ("        extra = scale * 2\n\n", "        extra = scale * 2\n        jax.jit(self.f)(state)\n\n",
+     True),
+])
+def test_the_flow_of_an_edited_function_is_reused_unless_what_it_reads_changed(
+        tmp_path: Path, monkeypatch, old: str, new: str, made: bool) -> None:
+    """Typing into one statement of a long method: its flow summary (what it returns, updates,
+    hands on) is the last build's, positions moved, unless the statement is one it reads; the
+    summary and findings equal a fresh build's either way."""
+    import json
+
+    from shardlint.config import load
+    from shardlint.engine import Engine
+    from shardlint.semantics import summary as summary_mod
+
+    seen: list[str] = []
+    real = summary_mod.function_flow
+
+    def counting(facts, scope, *args, **kwargs):
+        seen.append(scope.qualname)
+        return real(facts, scope, *args, **kwargs)
+
+    monkeypatch.setattr(summary_mod, "function_flow", counting)
+    live, parser, path = _live(tmp_path, FLOW_BASE)
+    assert old in FLOW_BASE
+    for step, text in enumerate((FLOW_BASE.replace(old, new, 1), FLOW_BASE)):  # edit, undo
+        seen.clear()
+        got = [(f.code, f.span, f.message) for f in live.lint_text(path, text, parser=parser)]
+        remade = "Trainer.step" in seen
+        fresh = Engine(load(tmp_path), use_cache=False)
+        want = [(f.code, f.span, f.message) for f in fresh.lint_text(path, text)]
+        assert got == want
+        summaries = [json.dumps(e.index.summaries["train"].to_json(), sort_keys=True)
+                     for e in (fresh, live)]
+        assert summaries[0] == summaries[1]
+        if step == 0:
+            assert remade == made

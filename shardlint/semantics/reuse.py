@@ -74,6 +74,7 @@ class Reuse:
     revisited: dict = field(default_factory=dict)
     old: Reuse | None = None  # (the previous build's, while this one starts: its shapes)
     _local: dict = field(default_factory=dict)  # function scope -> names bound differently
+    _text_local: dict = field(default_factory=dict)  # ... where a value of the same text is same
     _classes: dict = field(default_factory=dict)  # class scope -> bound differently at all
     _parts: dict = field(default_factory=dict)  # part -> whether its results hold
     def valid(self, log) -> bool:
@@ -111,27 +112,30 @@ class Reuse:
             s = s.parent
         return s is None or s.kind != "class" or not self._class_changed(s)
 
-    def _local_changed(self, scope) -> frozenset[str]:
+    def _local_changed(self, scope, text: bool = False) -> frozenset[str]:
         """The names a function scope visited again binds differently than in the previous
         build, and those whose values mention one (or a name bound differently in a function
-        around it)."""
-        found = self._local.get(scope)
+        around it). ``text``: a value of the same text counts as the same (a statement the
+        parser parsed again with the one typed next to it), wherever it is now."""
+        memo = self._text_local if text else self._local
+        found = memo.get(scope)
         if found is not None:
             return found
         before = self.revisited.get(scope)
         if before is None:  # (not visited again: all it binds was replayed)
-            found = self._local[scope] = frozenset()
+            found = memo[scope] = frozenset()
             return found
-        old_bindings, old_assigned, logs = before
+        old_bindings, old_assigned, logs, _ = before
         bindings, assigned = scope.bindings, scope.assigned
         changed = {n for n in old_bindings.keys() | bindings.keys()
-                   if not self._same(old_bindings.get(n, ()), bindings.get(n, ()))}
+                   if not self._same(old_bindings.get(n, ()), bindings.get(n, ()), text)}
+        same_assigned = _same_text if text else _identical
         changed.update(n for n in old_assigned.keys() | assigned.keys()
-                       if not _identical(old_assigned.get(n, ()), assigned.get(n, ())))
+                       if not same_assigned(old_assigned.get(n, ()), assigned.get(n, ())))
         outer: set[str] = set()
         s = scope.parent
         while s is not None and s.kind == "function":
-            outer |= self._local_changed(s)
+            outer |= self._local_changed(s, text)
             s = s.parent
         # (a name this scope binds hides the outer one of that name)
         outer.difference_update(bindings.keys(), assigned.keys())
@@ -149,8 +153,34 @@ class Reuse:
                         seen |= names
                         grew = True
             changed = seen
-        found = self._local[scope] = frozenset(changed)
+        found = memo[scope] = frozenset(changed)
         return found
+
+    def flow_holds(self, scope) -> bool:
+        """Whether what a function visited again reads through its names is as in the previous
+        build: no name it binds differently (``_local_changed``) is a parameter, or read by
+        its header or by any of its statements but those visited again (which bound them). Its
+        flow summary then differs only where the statements visited again are, if anything
+        there is read (the caller compares what they return, drop and store)."""
+        before = self.revisited.get(scope)
+        if before is None or self.changed != frozenset():
+            return False
+        changed = self._local_changed(scope, text=True)
+        if not changed:
+            return True
+        if not changed.isdisjoint(scope.params) \
+                or not changed.isdisjoint(_binding_mentions(scope.node)):
+            return False
+        _, _, logs, recorded = before
+        for log in logs:
+            if log in recorded:
+                continue
+            names = log.mentions
+            if names is None:
+                names = log.mentions = mentions(log.node)
+            if not names.isdisjoint(changed):
+                return False
+        return True
 
     def _class_changed(self, scope) -> bool:
         """Whether a class visited again binds, annotates or defines anything differently."""
@@ -169,15 +199,18 @@ class Reuse:
             self._classes[scope] = found
         return found
 
-    def _same(self, old, new) -> bool:
+    def _same(self, old, new, text: bool = False) -> bool:
         """Two lists of values bound to a name: the same nodes, a ``def`` or ``class`` by its
-        shape (its body is its own)."""
+        shape (its body is its own); with ``text``, any other value by its text."""
         if len(old) != len(new):
             return False
         for a, b in zip(old, new):
             if a is b:
                 continue
-            if not (isinstance(a, _DEFS) and isinstance(b, _DEFS) and self._shape(a) == self._shape(b)):
+            if isinstance(a, _DEFS) and isinstance(b, _DEFS):
+                if self._shape(a) != self._shape(b):
+                    return False
+            elif not (text and type(a) is type(b) and ast.dump(a) == ast.dump(b)):
                 return False
         return True
 
@@ -209,6 +242,19 @@ def _binds(log) -> tuple[frozenset[str], frozenset[str]]:
 
 def _identical(old, new) -> bool:
     return len(old) == len(new) and all(a is b for a, b in zip(old, new))
+
+
+def _same_text(old, new) -> bool:
+    """Two lists of a name's assignments (``Assigned``): the same, or of the same text."""
+    if len(old) != len(new):
+        return False
+    for a, b in zip(old, new):
+        if a is b:
+            continue
+        if a.index != b.index or type(a.node) is not type(b.node) or (a.value is None) != (
+                b.value is None) or (a.value is not None and ast.dump(a.value) != ast.dump(b.value)):
+            return False
+    return True
 
 
 def mentions(node: ast.AST | None) -> frozenset[str]:

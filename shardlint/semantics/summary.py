@@ -298,6 +298,40 @@ def _shift_symbol(sym: Symbol, d: int) -> Symbol:
                   sym.line + d, shift_flow(sym.flow, d) if sym.flow is not None else None)
 
 
+def _hands_a_name(call: ast.Call, names: list[str]) -> bool:
+    """Whether a call is handed one of ``names`` (a plain name argument or keyword value)."""
+    for a in call.args:
+        if type(a) is ast.Name and a.id in names:
+            return True
+    for kw in call.keywords:
+        if type(kw.value) is ast.Name and kw.value.id in names:
+            return True
+    return False
+
+
+def _moved(flow: dict | None, edited: tuple[int, int, int] | None) -> dict | None:
+    """A function's flow of the previous build with its positions where they are now: those
+    after the edit moved by the lines it added; None when a position lies in the edited lines
+    (or the edit is not known)."""
+    if flow is None or edited is None:
+        return None
+    first, last, delta = edited
+    if "ret" not in flow and "mut" not in flow:
+        return flow
+    old_last = last - delta
+    inside = False
+
+    def move(p: list[int]) -> list[int]:
+        nonlocal inside
+        if first <= p[0] <= old_last or first <= p[2] <= old_last:
+            inside = True
+        return [p[0] + delta if p[0] > old_last else p[0], p[1],
+                p[2] + delta if p[2] > old_last else p[2], p[3]]
+
+    out = map_positions(flow, move)
+    return None if inside else out if delta else flow
+
+
 def _merge(frag: _Fragment, sub: _Fragment) -> None:
     """A part's fragment into the fragment of the statement around it, in order: what a
     fragment of the whole statement would hold (a function defined again keeps the last
@@ -480,9 +514,8 @@ class _Summariser:
             if scope.kind == "function":
                 if mesh_calls is None:
                     by_scope, mesh_calls = self._by_scope(calls)
-                flow = function_flow(self.f, scope, self.ref,
-                                     by_scope.get(scope) if by_scope is not None else None,
-                                     mesh_calls.get(scope, ()))
+                flow = self._flow(scope, by_scope.get(scope) if by_scope is not None else None,
+                                  mesh_calls.get(scope, ()))
             else:
                 attrs = class_attributes(self.f, scope, self.ref, self._of_method(log))
                 flow = {"attrs": attrs} if attrs else None
@@ -495,6 +528,36 @@ class _Summariser:
             self._make_call(c, frag)
         frag.config_tables = python_tables(self.f, part.scopes, part.calls)
         return frag
+
+    FLOW = "summary:flow"
+
+    def _flow(self, scope: Scope, calls: list[ast.Call] | None, mesh_calls) -> dict | None:
+        """``function_flow`` of a function; in the language server, of a function visited again
+        (typing into one statement of a 600-line method), the previous build's with its
+        positions moved, when nothing it reads changed: the same header, the same values
+        returned, calls dropped, stores and calls it follows (the same nodes: the parser keeps
+        an untouched statement's), and no name bound differently that its other statements
+        read (``Reuse.flow_holds``)."""
+        reuse = self.f.reuse
+        if reuse is None:
+            return function_flow(self.f, scope, self.ref, calls, mesh_calls)
+        node = scope.node
+        # (of ``calls``, the flow reads those handed a parameter, ``_mutations``: typing
+        # ``h = f(a)`` makes a call of no parameter, a new one at every keystroke)
+        params = scope.params
+        handed = [c for c in calls if _hands_a_name(c, params)] if calls else ()
+        key = (node.args, node.returns, *node.decorator_list, None, *scope.returns, None,
+               *scope.expr_calls, None, *(x for store in scope.stores for x in store), None,
+               calls is None, bool(calls), *handed, None, *mesh_calls)
+        old = reuse.carried.get(self.FLOW, {}).get(scope)
+        flow = None
+        if old is not None and len(old[0]) == len(key) \
+                and all(a is b for a, b in zip(old[0], key)) and reuse.flow_holds(scope):
+            flow = _moved(old[1], reuse.edited)
+        if flow is None:
+            flow = function_flow(self.f, scope, self.ref, calls, mesh_calls)
+        reuse.results.setdefault(self.FLOW, {})[scope] = (key, flow)
+        return flow
 
     def _by_scope(self, calls: list[CallSite]
                   ) -> tuple[dict[Scope, list[ast.Call]] | None, dict[Scope, list[CallSite]]]:

@@ -270,7 +270,7 @@ class FactsBuilder:
                 qual = f"{self.scope.qualname}.{name}" if self.scope.qualname else name
                 if owner.kind == "function" and owner.qualname == qual \
                         and owner.parent is self.scope:
-                    self.revisited[owner] = (owner.bindings, owner.assigned, [])
+                    self.revisited[owner] = (owner.bindings, owner.assigned, [], set())
                     return reset_function(owner, node)
                 return None
         return None
@@ -314,7 +314,8 @@ class FactsBuilder:
         previous = self.previous.bodies if self.previous is not None else {}
         calls, outer = self.facts.calls, self.active[-1]
         revisited = self.revisited.get(scope)
-        logs = revisited[2] if revisited is not None else None  # (for reuse.py)
+        # (for reuse.py: its statements' logs, and those visited again)
+        logs, recorded = revisited[2:] if revisited is not None else (None, None)
         for s in body:
             self.stmt = s
             c, n = len(calls), len(outer.scopes)
@@ -323,6 +324,8 @@ class FactsBuilder:
                 replay_body(self, s, log)
             else:
                 log = record_body(self, s, scope)
+                if recorded is not None:
+                    recorded.add(log)
             mark(self, c, n, log)
             if logs is not None:
                 logs.append(log)
