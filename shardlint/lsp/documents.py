@@ -80,12 +80,31 @@ def offset_at(text: str, line: int, col: int, encoding: str) -> int:
 def apply_change(text: str, change, encoding: str) -> str:
     if isinstance(change, types.TextDocumentContentChangePartial):
         r = change.range
-        a = offset_at(text, r.start.line, r.start.character, encoding)
-        b = offset_at(text, r.end.line, r.end.character, encoding)
+        start, end = r.start, r.end
+        a = offset_at(text, start.line, start.character, encoding)
+        if start.line <= end.line <= start.line + 8 and a < len(text) and "\r" not in text:
+            # (a keystroke's range ends on the line it starts on, or just below: its end found
+            # from its start, not by splitting the text before it a second time)
+            b = _offset_below(text, a, start.line, end.line, end.character, encoding)
+        else:
+            b = offset_at(text, end.line, end.character, encoding)
         if b < a:
             a, b = b, a
         return text[:a] + change.text + text[b:]
     return change.text
+
+
+def _offset_below(text: str, a: int, line: int, end_line: int, col: int, encoding: str) -> int:
+    """``offset_at(text, end_line, col)`` from ``a``, the offset of a position on ``line``
+    before the end of the text (a text without ``\r``)."""
+    pos = text.rfind("\n", 0, a) + 1  # (the start of the line ``a`` is on)
+    for _ in range(end_line - line):
+        nl = text.find("\n", pos)
+        if nl < 0:  # (past the last line: the end of the text)
+            return len(text)
+        pos = nl + 1
+    nl = text.find("\n", pos)
+    return pos + char_index(text[pos:nl if nl >= 0 else len(text)], col, encoding)
 
 
 def uri_to_path(uri: str) -> Path | None:

@@ -54,6 +54,28 @@ def test_lf_text_takes_the_same_positions_as_crlf(encoding):
         assert offset_at(crlf, line, col, encoding) == offset_at(text, line, col, encoding) + breaks
 
 
+def test_a_range_applied_from_its_start_is_the_range_of_both_positions() -> None:
+    """A keystroke's end is found from its start (a few lines below at most, or the same
+    line); every range, clamped, inverted or past the end, edits what the two positions name."""
+    import random
+
+    from shardlint.lsp.documents import offset_at
+
+    rng = random.Random(5)
+    texts = ["", "a", "abc\n", "x\ny\n\nzzz", "héllo\nwörld 😀 x\n\nend", "\n\n\n",
+             "a\r\nb\rc\n", "ab\n\ncd\n"]
+    for text in texts:
+        lines = text.count("\n") + 1
+        for _ in range(600):
+            l1 = rng.randrange(0, lines + 2)
+            l2 = max(0, l1 + rng.choice([0, 0, 1, 2, -1, 9, 12]))
+            c1, c2 = rng.randrange(0, 12), rng.randrange(0, 12)
+            for encoding in ("utf-16", "utf-8", "utf-32"):
+                a, b = sorted((offset_at(text, l1, c1, encoding), offset_at(text, l2, c2, encoding)))
+                got = apply_change(text, change(l1, c1, l2, c2, "Q"), encoding)
+                assert got == text[:a] + "Q" + text[b:], (text, l1, c1, l2, c2, encoding)
+
+
 def test_full_change_replaces_the_text():
     full = types.TextDocumentContentChangeWholeDocument(text="new\n")
     assert apply_change("old\n", full, "utf-16") == "new\n"
