@@ -404,6 +404,7 @@ async def real_files(n: int) -> int:
         print(f"  incremental changes: {percentiles(await latency(root, text, n, False, 'type', False, path))}")
         print(f"  whole-text changes:  {percentiles(await latency(root, text, n, False, 'type', True, path))}")
         print(f"  engine alone:        {percentiles(engine_alone(root, text, n, 'type', path))}")
+    print(f"the machine (a fixed ~5 ms CPU task at the same rhythm): {percentiles(machine_stalls())}")
     if sys.platform == "linux":
         biggest = fetch(["easydel"]) / "easydel"  # (the corpus' largest package)
         lines = sum(p.read_bytes().count(b"\n") for p in biggest.rglob("*.py"))

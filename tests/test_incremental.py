@@ -295,9 +295,12 @@ if __name__ == "__main__":
 '''
 
 
-def _live(tmp_path: Path, base: str):
+def _live(tmp_path: Path, base: str, warm: str | None = None):
     """An engine that lints ``train.py`` through an incremental parser, as the language server
-    does, after a first build of ``base``: (engine, parser, path)."""
+    does, after a first build of ``base``: (engine, parser, path). ``warm``: a line of ``base``
+    typed into (a comment added) and back before: the first keystroke into a method after a
+    file is opened asks about the method whole once, and keeps its statements' results apart
+    from then on (reuse.py)."""
     from shardlint.config import load
     from shardlint.engine import Engine
 
@@ -306,6 +309,10 @@ def _live(tmp_path: Path, base: str):
     live = Engine(load(tmp_path), use_cache=False)
     parser = IncrementalParser()
     live.lint_text(path, base, parser=parser)
+    if warm is not None:
+        assert warm in base
+        live.lint_text(path, base.replace(warm, warm + "  # typed", 1), parser=parser)
+        live.lint_text(path, base, parser=parser)
     return live, parser, path
 
 
@@ -749,7 +756,7 @@ def test_nested_functions_of_an_edited_method_are_reused_unless_what_they_read_c
         return real(facts, scope, *args, **kwargs)
 
     monkeypatch.setattr(summary_mod, "function_flow", counting)
-    live, parser, path = _live(tmp_path, NESTED_BASE)
+    live, parser, path = _live(tmp_path, NESTED_BASE, warm="        count = 0")
     assert old in NESTED_BASE
     for step, text in enumerate((NESTED_BASE.replace(old, new, 1), NESTED_BASE)):  # edit, undo
         made.clear()
@@ -863,7 +870,7 @@ def test_statements_of_an_edited_function_are_replayed(tmp_path: Path, monkeypat
         return real(b, stmt, owner)
 
     monkeypatch.setattr(visitor, "record_body", recording)
-    live, parser, path = _live(tmp_path, BODY_BASE)
+    live, parser, path = _live(tmp_path, BODY_BASE, warm="        count = 0")
     assert old in BODY_BASE
     for step, text in enumerate((BODY_BASE.replace(old, new, 1), BODY_BASE)):  # edit, undo
         seen.clear()
@@ -932,7 +939,7 @@ def test_the_flow_of_an_edited_function_is_reused_unless_what_it_reads_changed(
         return real(facts, scope, *args, **kwargs)
 
     monkeypatch.setattr(summary_mod, "function_flow", counting)
-    live, parser, path = _live(tmp_path, FLOW_BASE)
+    live, parser, path = _live(tmp_path, FLOW_BASE, warm="        extra = scale * 2")
     assert old in FLOW_BASE
     for step, text in enumerate((FLOW_BASE.replace(old, new, 1), FLOW_BASE)):  # edit, undo
         seen.clear()

@@ -178,6 +178,7 @@ def _close(b: FactsBuilder, log: _Log, lengths: tuple[int, ...]) -> None:
         log.star_after = f.imports.star and not log.star_before
     if log.marks:
         _parts(b.facts.calls, log, lengths[0])
+        b.fresh.add(log)
 
 
 def _parts(calls: list[CallSite], log: _Log, start: int) -> None:

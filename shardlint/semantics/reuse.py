@@ -72,6 +72,10 @@ class Reuse:
     # Class and function scopes the facts visited again in this build (their objects reused),
     # with what they bound in the previous one; and what the parts test made of them.
     revisited: dict = field(default_factory=dict)
+    # The logs with parts that the facts recorded in this build (a statement visited again):
+    # the ones worth asking part by part (a replayed log that has no results of its own is
+    # asked whole).
+    fresh: set = field(default_factory=set)
     old: Reuse | None = None  # (the previous build's, while this one starts: its shapes)
     _local: dict = field(default_factory=dict)  # function scope -> names bound differently
     _text_local: dict = field(default_factory=dict)  # ... where a value of the same text is same
@@ -293,7 +297,7 @@ def _binding_mentions(node: ast.AST) -> frozenset[str]:
 
 
 def start(facts: FileFacts, statements: list, previous: Reuse | None,
-          revisited: dict | None = None) -> Reuse:
+          revisited: dict | None = None, fresh: set | None = None) -> Reuse:
     """The reuse state of a build whose facts are complete: ``statements``, the log of each
     top-level statement (their calls, in order, are the file's); ``previous`` from the last
     build; ``revisited``: the scopes visited again, with what they bound before."""
@@ -315,7 +319,8 @@ def start(facts: FileFacts, statements: list, previous: Reuse | None,
         if m.scope is root and m.name is not None:
             names[m.name] = (*names.get(m.name, ()), m)
     imports = (tuple(facts.imports.names.items()), facts.imports.star)
-    reuse = Reuse(imports, names, statements, shapes, revisited=revisited or {})
+    reuse = Reuse(imports, names, statements, shapes, revisited=revisited or {},
+                  fresh=fresh or set())
     if previous is None or previous.imports != imports:
         return reuse
     previous.old, previous.carried = None, {}  # (the build before it is not needed again)
@@ -426,7 +431,9 @@ def _each_part(reuse: Reuse, name: str, fn: Callable[[Any], T]) -> list[T]:
             new[log] = found
             return found
         parts = log.parts
-        if parts is None or found is not None:  # (a replayed log is one part: it is the same)
+        # Part by part: a statement visited again, when there is something to reuse (a top-level
+        # one: its members are worth keeping apart for the next build, even the first time).
+        if parts is None or log not in reuse.fresh or not (top or old):
             made = [fn(log)]
         else:
             made = []

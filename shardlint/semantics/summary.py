@@ -473,9 +473,10 @@ class _Summariser:
         statement that the facts replayed keeps its fragment unless a name it mentions is bound
         differently (``Reuse.part_valid``): typing into one statement of a method makes that
         statement's fragment again, and the method's own symbol."""
-        if getattr(part, "parts", None) is not None and self.f.reuse is not None:
+        reuse = self.f.reuse
+        if getattr(part, "parts", None) is not None and reuse is not None and part in reuse.fresh:
             return self._assembled(part)
-        return self._made(part, part.calls)
+        return self._made(part, part.calls, part)
 
     PARTS = "summary:parts"
     ATTRS = "summary:attrs"
@@ -493,8 +494,8 @@ class _Summariser:
                 old = carried.get(p)
                 if old is not None and reuse.part_valid(p):
                     sub = _at(p, old)
-                elif p.parts is not None and old is None:  # (visited again: made from its parts)
-                    sub = self._assembled(p)
+                elif p.parts is not None and p in reuse.fresh and carried:
+                    sub = self._assembled(p)  # (visited again: made from its parts)
                 else:
                     sub = self._made(p, p.calls, p)
                 store[p] = sub

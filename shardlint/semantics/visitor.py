@@ -73,6 +73,7 @@ class FactsBuilder:
         # The scope objects of the previous build visited again, with what they bound then
         # (reuse.py compares: the names bound differently now).
         self.revisited: dict[Scope, tuple] = {}
+        self.fresh: set = set()  # the logs with parts recorded in this build (reuse.py)
         self.wrappers = wrappers.table
         self.scope = root
         self.ctx = 0
@@ -108,7 +109,8 @@ class FactsBuilder:
         if self.memo is not None:
             self.memo.reuse = start_reuse(
                 self.facts, list(self.memo.statements.values()),
-                self.previous.reuse if self.previous is not None else None, self.revisited)
+                self.previous.reuse if self.previous is not None else None, self.revisited,
+                self.fresh)
             self.facts.reuse = self.memo.reuse
         return self.facts
 
