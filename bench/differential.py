@@ -74,29 +74,50 @@ def edit(rng: random.Random, text: str) -> str:
     return text[:a] + rng.choice(SNIPPETS) + text[b:]
 
 
+class Project:
+    """A project of one module, ``mod.py``, linted live (through an incremental parser, as the
+    language server does) and from scratch."""
+
+    def __init__(self, tmp: str) -> None:
+        self.root = Path(tmp)
+        (self.root / "pyproject.toml").write_text("[project]\nname = 'd'\n", encoding="utf-8")
+        self.path = self.root / "mod.py"
+
+    def start(self, text: str) -> None:
+        self.live, self.parser = Engine(load(self.root), use_cache=False), IncrementalParser()
+        self.live.lint_text(self.path, text, parser=self.parser)
+
+    def compare(self, new: str) -> tuple[str | None, bool]:
+        """(what differs between the live lint of ``new`` and a fresh one: "findings",
+        "summary" or None; whether ``new`` is broken: it does not parse)."""
+        fresh = Engine(load(self.root), use_cache=False)
+        want = findings(fresh, self.path, new)
+        got = findings(self.live, self.path, new, self.parser)
+        broken = any(f[0] == "SHL000" for f in want) or not mentions_jax(new)
+        if got != want:
+            return "findings", broken
+        if not broken and summary(fresh, "mod") != summary(self.live, "mod"):
+            return "summary", broken
+        return None, broken
+
+
 def one_file(files: list[Path], edits: int, rng: random.Random) -> tuple[int, int]:
     """Each file as ``mod.py`` of a project of its own."""
     checked = bad = 0
     with tempfile.TemporaryDirectory(prefix="shardlint-differential-") as tmp:
-        root = Path(tmp)
-        (root / "pyproject.toml").write_text("[project]\nname = 'd'\n", encoding="utf-8")
-        path = root / "mod.py"
+        project = Project(tmp)
         for source in files:
             text = source.read_text(encoding="utf-8", errors="replace")
             if not mentions_jax(text):
                 continue
-            live, parser = Engine(load(root), use_cache=False), IncrementalParser()
-            live.lint_text(path, text, parser=parser)
+            project.start(text)
             for _ in range(edits):
                 new = edit(rng, text)
-                fresh = Engine(load(root), use_cache=False)
-                want, got = findings(fresh, path, new), findings(live, path, new, parser)
-                broken = any(f[0] == "SHL000" for f in want) or not mentions_jax(new)
+                differs, broken = project.compare(new)
                 checked += 1
-                if got != want or (not broken and summary(fresh, "mod") != summary(live, "mod")):
+                if differs:
                     bad += 1
-                    print(f"MISMATCH {source}: {'findings' if got != want else 'summary'} after "
-                          f"{new[:200]!r}...", flush=True)
+                    print(f"MISMATCH {source}: {differs} after {new[:200]!r}...", flush=True)
                 if not broken and rng.random() < 0.7:
                     text = new
     return checked, bad
@@ -131,16 +152,13 @@ def typing(files: list[Path], statements: int, rng: random.Random) -> tuple[int,
     """Statements typed into function bodies, a keystroke at a time (see ``--typing``)."""
     checked = bad = 0
     with tempfile.TemporaryDirectory(prefix="shardlint-differential-") as tmp:
-        root = Path(tmp)
-        (root / "pyproject.toml").write_text("[project]\nname = 'd'\n", encoding="utf-8")
-        path = root / "mod.py"
+        project = Project(tmp)
         for source in files:
             text = source.read_text(encoding="utf-8", errors="replace")
             places = body_lines(text) if mentions_jax(text) else []
             if not places:
                 continue
-            live, parser = Engine(load(root), use_cache=False), IncrementalParser()
-            live.lint_text(path, text, parser=parser)
+            project.start(text)
             base = text
             for _ in range(statements):
                 line, indent = rng.choice(body_lines(base) or places)
@@ -152,14 +170,12 @@ def typing(files: list[Path], statements: int, rng: random.Random) -> tuple[int,
                     states.append(states[-1] + "\n" + " " * (indent + 4) + "pass")
                 for state in states:
                     new = "\n".join([*lines[:line], state, *lines[line:]])
-                    fresh = Engine(load(root), use_cache=False)
-                    want, got = findings(fresh, path, new), findings(live, path, new, parser)
-                    broken = any(f[0] == "SHL000" for f in want)
+                    differs, _ = project.compare(new)
                     checked += 1
-                    if got != want or (not broken and summary(fresh, "mod") != summary(live, "mod")):
+                    if differs:
                         bad += 1
-                        print(f"MISMATCH {source}:{line + 1}: {'findings' if got != want else 'summary'} "
-                              f"typing {state.strip()!r}", flush=True)
+                        print(f"MISMATCH {source}:{line + 1}: {differs} typing {state.strip()!r}",
+                              flush=True)
                 if rng.random() < 0.5:  # keep it (when it parses), else delete it again
                     try:
                         ast.parse(new)

@@ -295,6 +295,21 @@ if __name__ == "__main__":
 '''
 
 
+def _as_fresh(tmp_path: Path, live, path: Path, text: str, got: list) -> None:
+    """The live engine's findings of ``text`` (``got``: code, span, message) and its summary of
+    ``train`` are a fresh build's."""
+    import json
+
+    from shardlint.config import load
+    from shardlint.engine import Engine
+
+    fresh = Engine(load(tmp_path), use_cache=False)
+    assert got == [(f.code, f.span, f.message) for f in fresh.lint_text(path, text)]
+    summaries = [json.dumps(e.index.summaries["train"].to_json(), sort_keys=True)
+                 for e in (fresh, live)]
+    assert summaries[0] == summaries[1]
+
+
 def _live(tmp_path: Path, base: str, warm: str | None = None):
     """An engine that lints ``train.py`` through an incremental parser, as the language server
     does, after a first build of ``base``: (engine, parser, path). ``warm``: a line of ``base``
@@ -742,10 +757,7 @@ def test_nested_functions_of_an_edited_method_are_reused_unless_what_they_read_c
     """A method's nested functions keep their flows and call results across an edit of the
     method when the values they read from it are bound as before; the summary and findings are
     a fresh build's either way."""
-    import json
 
-    from shardlint.config import load
-    from shardlint.engine import Engine
     from shardlint.semantics import summary as summary_mod
 
     made: list[str] = []
@@ -762,12 +774,7 @@ def test_nested_functions_of_an_edited_method_are_reused_unless_what_they_read_c
         made.clear()
         got = [(f.code, f.span, f.message) for f in live.lint_text(path, text, parser=parser)]
         nested_made = set(made) - {"run"}
-        fresh = Engine(load(tmp_path), use_cache=False)
-        want = [(f.code, f.span, f.message) for f in fresh.lint_text(path, text)]
-        assert got == want
-        summaries = [json.dumps(e.index.summaries["train"].to_json(), sort_keys=True)
-                     for e in (fresh, live)]
-        assert summaries[0] == summaries[1]
+        _as_fresh(tmp_path, live, path, text, got)
         if step == 0:
             assert nested_made == made_again
 
@@ -856,10 +863,7 @@ def test_statements_of_an_edited_function_are_replayed(tmp_path: Path, monkeypat
     nested function, that function's edited statement), and the statements whose reads changed;
     the method's other statements are replayed into its reused scope, and findings and summary
     equal a fresh build's."""
-    import json
 
-    from shardlint.config import load
-    from shardlint.engine import Engine
     from shardlint.semantics import visitor
 
     seen: list[str] = []
@@ -875,12 +879,7 @@ def test_statements_of_an_edited_function_are_replayed(tmp_path: Path, monkeypat
     for step, text in enumerate((BODY_BASE.replace(old, new, 1), BODY_BASE)):  # edit, undo
         seen.clear()
         got = [(f.code, f.span, f.message) for f in live.lint_text(path, text, parser=parser)]
-        fresh = Engine(load(tmp_path), use_cache=False)
-        want = [(f.code, f.span, f.message) for f in fresh.lint_text(path, text)]
-        assert got == want
-        summaries = [json.dumps(e.index.summaries["train"].to_json(), sort_keys=True)
-                     for e in (fresh, live)]
-        assert summaries[0] == summaries[1]
+        _as_fresh(tmp_path, live, path, text, got)
         if step == 0:
             assert set(seen) == visited
 
@@ -925,10 +924,7 @@ def test_the_flow_of_an_edited_function_is_reused_unless_what_it_reads_changed(
     """Typing into one statement of a long method: its flow summary (what it returns, updates,
     hands on) is the last build's, positions moved, unless the statement is one it reads; the
     summary and findings equal a fresh build's either way."""
-    import json
 
-    from shardlint.config import load
-    from shardlint.engine import Engine
     from shardlint.semantics import summary as summary_mod
 
     seen: list[str] = []
@@ -945,11 +941,6 @@ def test_the_flow_of_an_edited_function_is_reused_unless_what_it_reads_changed(
         seen.clear()
         got = [(f.code, f.span, f.message) for f in live.lint_text(path, text, parser=parser)]
         remade = "Trainer.step" in seen
-        fresh = Engine(load(tmp_path), use_cache=False)
-        want = [(f.code, f.span, f.message) for f in fresh.lint_text(path, text)]
-        assert got == want
-        summaries = [json.dumps(e.index.summaries["train"].to_json(), sort_keys=True)
-                     for e in (fresh, live)]
-        assert summaries[0] == summaries[1]
+        _as_fresh(tmp_path, live, path, text, got)
         if step == 0:
             assert remade == made

@@ -382,20 +382,8 @@ def replay_body(b: FactsBuilder, stmt: ast.stmt, log: BodyLog) -> None:
     scope."""
     owner = log.owner
     _put(b, log)
-    bindings = owner.bindings
-    for name, value in log.bindings:
-        values = bindings.get(name)
-        if values is None:
-            bindings[name] = [value]
-        else:
-            values.append(value)
-    assigned = owner.assigned
-    for name, a in log.assigned:
-        values = assigned.get(name)
-        if values is None:
-            assigned[name] = [a]
-        else:
-            values.append(a)
+    _append(owner.bindings, log.bindings)
+    _append(owner.assigned, log.assigned)
     owner.stores.extend(log.stores)
     owner.returns.extend(log.returns)
     owner.expr_calls.extend(log.expr_calls)
@@ -404,6 +392,16 @@ def replay_body(b: FactsBuilder, stmt: ast.stmt, log: BodyLog) -> None:
     for name, scope in log.children:
         owner.children[name] = scope
     _nest(b, stmt, log)
+
+
+def _append(lists: dict[str, list], pairs: list[tuple[str, Any]]) -> None:
+    """Each ``(name, value)`` appended to the list ``lists`` holds for the name."""
+    for name, value in pairs:
+        values = lists.get(name)
+        if values is None:
+            lists[name] = [value]
+        else:
+            values.append(value)
 
 
 def _nest(b: FactsBuilder, stmt: ast.stmt, log: BodyLog) -> None:
