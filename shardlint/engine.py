@@ -187,19 +187,14 @@ def _serve(engine: Engine, conn) -> None:
     own: list[list] = []  # the cache entries of the summaries made here
     made: dict[str, ModuleSummary] = {}  # rel -> the summary made here (not decoded again)
     kept = 0  # characters of the sources in ``held``
-    inbox: list[tuple] = []  # messages read before their turn (see reply)
-
-    def reply(answer: tuple) -> None:
-        # The batch may be sending the next chunk while this worker answers: read whatever it
-        # sent first, so that neither side waits on the other with a full buffer.
-        while conn.poll(0):
-            inbox.append(conn.recv())
-        conn.send(answer)
+    inbox = _reading(conn)
 
     while True:
         try:
-            message = inbox.pop(0) if inbox else conn.recv()
-        except (EOFError, OSError, KeyboardInterrupt):
+            message = inbox.get()
+        except KeyboardInterrupt:
+            return
+        if message is None:  # (the batch is gone)
             return
         try:
             if message[0] == "summarise":
@@ -216,14 +211,39 @@ def _serve(engine: Engine, conn) -> None:
                 # cost as long as a tenth of the rules (measured on the corpus).
                 sys.stderr.flush()
                 os._exit(0)
-            reply(("ok", answer))
+            conn.send(("ok", answer))
         except KeyboardInterrupt:
             return
         except BaseException:  # noqa: BLE001 (the batch does this share itself and says why)
             try:
-                reply(("failed", traceback.format_exc(limit=-4)))
+                conn.send(("failed", traceback.format_exc(limit=-4)))
             except (EOFError, OSError, ValueError):
                 return
+
+
+def _reading(conn):
+    """The messages the batch sends a worker, read by a thread of their own as they come
+    (None once the batch is gone). The batch sends the next chunk, or the index, while a
+    worker may be sending an answer; both are larger than a pipe holds (megabytes on the
+    corpus), so a worker that read only between answers would wait on the batch while the
+    batch waits on it."""
+    import queue
+
+    inbox: queue.SimpleQueue = queue.SimpleQueue()
+
+    def read() -> None:
+        while True:
+            try:
+                message = conn.recv()
+            except (EOFError, OSError):
+                inbox.put(None)
+                return
+            inbox.put(message)
+            if message[0] == "stop":
+                return
+
+    threading.Thread(target=read, name="shardlint-inbox", daemon=True).start()
+    return inbox
 
 
 def _index_of(order: list[tuple[str, str]], others: list[bytes], extra: dict[str, dict],

@@ -373,9 +373,12 @@ def test_a_batch_hands_out_files_in_chunks_as_it_reads_them(tmp_path, capsys, mo
 
 
 def test_a_batch_whose_messages_outgrow_the_pipe_does_not_hang(tmp_path):
-    """Chunks and answers larger than a pipe's buffer (long paths, hundreds of files each): the
-    batch sends the next chunk while a worker sends its answer, and a worker reads what was
-    sent before it answers, so neither waits on the other. (Without that, this run hung.)"""
+    """Chunks and answers larger than a pipe's buffer (long paths, hundreds of files each; on
+    the corpus, megabytes): the batch may send the next chunk while a worker sends its answer,
+    and each worker reads what is sent it as it comes, so neither waits on the other. Each
+    answer here starts a little late (0.2 s), which opens the window every time: a worker that
+    looked for a waiting message before answering and then answered hung in 3 runs of 4 (and
+    once in CI without the delay)."""
     import subprocess
     import sys
 
@@ -385,15 +388,61 @@ def test_a_batch_whose_messages_outgrow_the_pipe_does_not_hang(tmp_path):
         (deep / f"m{i}.py").write_text(f"import jax\n\n\ndef f{i}(x):\n    return x\n")
     size = len((deep / "m0.py").read_text())
     script = (  # (300 files a chunk: 300 long paths out, 300 summaries back)
-        "import sys\nfrom shardlint import engine\nfrom shardlint.cli import main\n"
+        "import sys, time\nfrom multiprocessing import connection\n"
+        "from shardlint import engine\nfrom shardlint.cli import main\n"
         f"engine._CHUNK = {300 * size}\nengine._CHUNK_FILES = 10_000\n"
+        "send = connection.Connection.send\n"
+        "def late(self, message):\n"
+        "    if message[0] == 'ok':\n"
+        "        time.sleep(0.2)\n"
+        "    send(self, message)\n"
+        "connection.Connection.send = late\n"
         f"sys.exit(main(['check', {str(tmp_path)!r}, '--jobs', '2', '--no-cache']))\n")
     try:
         proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                              timeout=120)
+                              timeout=90)
     except subprocess.TimeoutExpired:
         raise AssertionError("the batch hung") from None
     assert proc.returncode == 0 and "failed" not in proc.stderr, proc.stderr
+    assert "shardlint: cannot start worker processes" not in proc.stderr
+
+
+def test_a_worker_reads_what_is_sent_it_while_it_answers(tmp_path):
+    """Three chunks sent one after another, each and each answer larger than a pipe holds,
+    before any answer is read: a worker that read the next message only between answers
+    would be sending its first answer while the batch is still sending the third chunk, and
+    both would wait for ever (every time). It reads them as they come: all three sent, all
+    three answered."""
+    import threading
+
+    from shardlint import engine as engine_mod
+    from shardlint.config import Config
+
+    deep = tmp_path / ("a" * 200) / ("b" * 200) / ("c" * 200)
+    deep.mkdir(parents=True)
+    chunks = []
+    for c in range(3):
+        chunk = []
+        for i in range(500):
+            path = deep / f"m{c}_{i}.py"
+            path.write_text(f"import jax\n\n\ndef f{i}(x):\n    return x\n")
+            chunk.append((str(path), str(path.relative_to(tmp_path)), f"{c}-{i}", True))
+        chunks.append(chunk)
+    engine = engine_mod.Engine(Config(root=tmp_path), use_cache=False)
+    (worker,) = engine._start_workers(1)
+    try:
+        sent = threading.Thread(target=lambda: [
+            worker.send(("summarise", chunk, engine_mod.FACTS_BUDGET)) for chunk in chunks],
+            daemon=True)
+        sent.start()
+        sent.join(60)
+        assert not sent.is_alive(), "the batch and the worker waited on each other"
+        answers = [worker.receive() for _ in chunks]
+        assert [len(a[0]) for a in answers] == [500, 500, 500]
+        assert all(len(a[2]) > 256 * 1024 for a in answers)  # (larger than a pipe holds)
+    finally:
+        worker.process.kill()
+        worker.process.join()
 
 
 def test_only_the_files_that_changed_have_their_shapes_made(tmp_path, capsys, monkeypatch):
