@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import stat
 import sys
+import threading
 from pathlib import Path
 
 from lsprotocol import types
@@ -230,4 +232,68 @@ def run_stdio() -> None:
                         format="shardlint-server %(levelname)s %(name)s: %(message)s")
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr
-    build().start_io(stdin, stdout)
+    server = build()
+    if not (_own_pipe(stdin, stdout) and _serve_pipe(server, stdin, stdout)):
+        server.start_io(stdin, stdout)
+
+
+def _own_pipe(stdin, stdout) -> bool:
+    """Whether stdin is a pipe or socket of its own: one the event loop can read without a
+    thread (it is made non-blocking, which must not reach stdout: a terminal is one file for
+    both)."""
+    if os.name != "posix" or os.environ.get("SHARDLINT_THREAD_READER"):
+        return False  # (Windows: pygls's reader; the variable: pygls's reader anywhere)
+    try:
+        fin, fout = os.fstat(stdin.fileno()), os.fstat(stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
+    return (stat.S_ISFIFO(fin.st_mode) or stat.S_ISSOCK(fin.st_mode)) and \
+        (fin.st_dev, fin.st_ino) != (fout.st_dev, fout.st_ino)
+
+
+class _PipeReader:
+    """The client's messages, read by the event loop itself (pygls's stdio reader hands each
+    header line and each body to a thread and back: six thread switches a message)."""
+
+    def __init__(self, stream: asyncio.StreamReader) -> None:
+        self.stream = stream
+
+    async def readline(self) -> bytes:
+        try:
+            return await self.stream.readline()
+        except ValueError:  # (a line longer than the limit, dropped: not a header)
+            return b"?\r\n"
+
+    async def readexactly(self, n: int) -> bytes:
+        try:
+            return await self.stream.readexactly(n)
+        except asyncio.IncompleteReadError:  # (the client is gone)
+            return b""
+
+
+def _serve_pipe(server: ShardlintServer, stdin, stdout) -> bool:
+    """Serve with the event loop reading stdin; False when this pygls lacks what it needs."""
+    try:
+        from pygls.io_ import StdoutWriter, run_async
+    except ImportError:
+        return False
+
+    async def serve() -> None:
+        stream = asyncio.StreamReader(limit=1 << 20)
+        await asyncio.get_running_loop().connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(stream), stdin)
+        await run_async(stop_event=server._stop_event, reader=_PipeReader(stream),
+                        protocol=server.protocol, logger=log,
+                        error_handler=server.report_server_error)
+
+    server._stop_event = threading.Event()
+    server.protocol.set_writer(StdoutWriter(stdout))
+    try:
+        asyncio.run(serve())
+    except BrokenPipeError:
+        log.error("the client is gone; shutting down")
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        server.shutdown()
+    return True
