@@ -692,7 +692,14 @@ class Engine:
         if source is None or source.text is not text:
             source = SourceText(spath, text)
         try:
-            tree = parser.parse(text, spath) if parser is not None else parse_module(text, spath)
+            if parser is None:
+                tree = parse_module(text, spath)
+            else:
+                try:
+                    tree = parser.parse(text, spath)
+                finally:
+                    if parser.last_lines is not None and parser.last_lines[0] is text:
+                        source.take_lines(parser.last_lines[1])
         except SyntaxError as exc:
             return spath, text, source, None, self._syntax_error(spath, source, exc)
         except ValueError as exc:  # null bytes

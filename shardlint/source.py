@@ -58,6 +58,13 @@ class SourceText:
     def lines(self) -> list[str]:
         return self._lines
 
+    def take_lines(self, lines: list[str]) -> None:
+        """``text.split("\n")``, made elsewhere (the incremental parser): kept as the lines
+        where they are what ``_lines`` would make (no \r, no lone surrogate)."""
+        if "_lines" not in self.__dict__ and "\r" not in self.text \
+                and without_surrogates(self.text) is self.text:
+            self.__dict__["_lines"] = lines
+
     def line_text(self, line: int) -> str:
         if 1 <= line <= len(self._lines):
             return self._lines[line - 1]

@@ -30,9 +30,18 @@ def dump(text: str, parser: IncrementalParser | None = None) -> str | None:
 
 
 def outcome(text: str, parser: IncrementalParser | None = None) -> tuple:
-    """The tree with positions, or the syntax error with its position."""
+    """The tree with positions, or the syntax error with its position (and, from ``parser``,
+    the lines it split, made from the last version's where it could, are the text's)."""
     try:
-        tree = parser.parse(text, "f.py") if parser is not None else parse(text, "f.py")
+        if parser is None:
+            tree = parse(text, "f.py")
+        else:
+            try:
+                tree = parser.parse(text, "f.py")
+            finally:
+                if parser.last_lines is not None:
+                    assert parser.last_lines[0] is text
+                    assert parser.last_lines[1] == text.split("\n")
     except SyntaxError as e:
         return type(e).__name__, e.msg, e.lineno, e.offset, e.end_lineno, e.end_offset
     except ValueError as e:
