@@ -607,6 +607,26 @@ class Engine:
             self.cache.put_summary(key, digest, summary)
         return summary
 
+    def _summarised_here(self, path: Path, text: str, held: dict[str, tuple]) -> ModuleSummary | None:
+        """``summary_for`` a target of a batch whose summary no worker made (one file changed
+        since the last run, say), its tree and facts kept in ``held`` for its rules: parsed
+        once, as a worker does (``_summarise_items``)."""
+        item = self._prepare(path, text, add_to_index=False)
+        facts = item[3]
+        if facts is None:  # (a file that does not parse: its SHL000, made once)
+            held[str(path)] = item
+            return None
+        try:
+            summary = summarise(facts)
+        except (RecursionError, MemoryError):
+            facts.release()  # (linted afresh)
+            return None
+        summary.path = os.path.abspath(path)
+        held[str(path)] = item
+        if self.use_cache:
+            self.cache.put_summary(self._rel(path), cache_mod.digest(text), summary)
+        return summary
+
     def _held_summary(self, path: Path, text: str) -> tuple[str, str, bool, object]:
         """(cache key, content digest, whether the cache holds this content's summary, that
         summary); the digest counts in the project digest either way."""
@@ -1017,12 +1037,20 @@ class Engine:
         # What the index holds, in its order: module -> (rel, summary or its JSON). A file
         # whose summary no worker gave (one gone, or failing) is summarised here.
         held_summaries: dict[str, tuple[str, object]] = {}
+        here: dict[str, tuple] = {}  # target -> its tree and facts, when summarised here
+        kept = 0  # (the characters of their sources, within FACTS_BUDGET)
         for path, (rel, digest, module) in names.items():
             entry = batch.entries.get(rel)
             if entry is not None:  # (put in the files' order: the same cache whoever made what)
                 self.cache.put_entry(rel, entry)  # (in memory even with no cache)
             hit, cached = self.cache.summary(rel, digest)
-            value = cached if hit else self.summary_for(path, sources[path])
+            if hit:
+                value = cached
+            elif path in texts and kept + len(sources[path]) <= FACTS_BUDGET:
+                value = self._summarised_here(path, sources[path], here)
+                kept += len(sources[path])
+            else:
+                value = self.summary_for(path, sources[path])
             if value is not None:
                 held_summaries[module or self.module_name(path)[0]] = (rel, value)
         for summary in configs:
@@ -1089,7 +1117,7 @@ class Engine:
         else:  # a few files: here, not worth starting processes for
             if todo:
                 index_here()
-            results = _lint_items(self, todo)
+            results = _lint_items(self, todo, here)
         for rel, digest, found, errors in results:
             findings.extend(found)
             self.errors.extend(errors)

@@ -327,6 +327,36 @@ def test_a_parallel_run_parses_each_file_once(tmp_path, capsys, monkeypatch):
     assert sorted(parsed) == sorted(p.name for p in tmp_path.glob("*.py"))  # each once
 
 
+def test_a_file_changed_since_the_last_run_is_parsed_once(tmp_path, capsys, monkeypatch):
+    """A ``--jobs 2`` run after one file changed starts no worker (one file to summarise): the
+    batch summarises it itself and keeps its tree and facts for its rules, as a worker does,
+    rather than parsing it again. Its findings, and the other files', are a cold run's."""
+    from shardlint import engine as engine_mod
+
+    _mesh_pairs(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 't'\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", ".", "--format", "json", "--jobs", "2"]) == 1
+    capsys.readouterr()
+    use = tmp_path / "use3.py"
+    use.write_text(use.read_text().replace("mesh = ", "mesh  = "))  # (a line's text changed)
+    log = tmp_path.parent / f"{tmp_path.name}-parsed.log"
+    real = engine_mod.parse_module
+
+    def counting(text, filename):
+        with open(log, "a") as fh:
+            fh.write(Path(filename).name + "\n")
+        return real(text, filename)
+
+    monkeypatch.setattr(engine_mod, "parse_module", counting)
+    assert main(["check", ".", "--format", "json", "--jobs", "2"]) == 1
+    warm = json.loads(capsys.readouterr()[0])
+    assert log.read_text().split() == ["use3.py"]
+    assert main(["check", ".", "--format", "json", "--jobs", "2", "--no-cache"]) == 1
+    assert json.loads(capsys.readouterr()[0]) == warm
+    assert [f["code"] for f in warm] == ["SHL101"] * 12
+
+
 def test_a_batch_hands_out_files_in_chunks_as_it_reads_them(tmp_path, capsys, monkeypatch):
     """The workers are handed the files to summarise a chunk at a time while the batch is still
     reading (here a chunk is a few files): both take part, each file is parsed once, and the
