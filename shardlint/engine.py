@@ -264,6 +264,24 @@ def _index_of(order: list[tuple[str, str]], others: list[bytes], extra: dict[str
     return index
 
 
+def _summarised(engine: Engine, path: Path,
+                text: str) -> tuple[tuple | None, ModuleSummary | None]:
+    """A target's tree and facts, to hold for its rules, and its summary: parsed once. A file
+    that does not parse: its SHL000, made once, and no summary; one too deep to summarise:
+    nothing to hold (linted afresh, as the file is in a batch without workers)."""
+    item = engine._prepare(path, text, add_to_index=False)
+    facts = item[3]
+    if facts is None:
+        return item, None
+    try:
+        summary = summarise(facts)
+    except (RecursionError, MemoryError):
+        facts.release()
+        return None, None
+    summary.path = os.path.abspath(path)
+    return item, summary
+
+
 def _summarise_items(engine: Engine, items: list[tuple[str, str, str, bool]], budget: int,
                      held: dict[str, tuple], objects: dict[str, ModuleSummary] | None = None
                      ) -> tuple[list[list], list[str], bytes]:
@@ -284,16 +302,9 @@ def _summarise_items(engine: Engine, items: list[tuple[str, str, str, bool]], bu
         if text is None:
             pass
         elif target and kept + len(text) <= budget:
-            item = engine._prepare(path, text, add_to_index=False)
-            facts = item[3]
-            try:
-                if facts is not None:
-                    summary = summarise(facts)
-                    summary.path = os.path.abspath(path)
-            except (RecursionError, MemoryError):
-                facts.release()  # (linted afresh, as the file is in a batch without workers)
-            else:
-                held[p] = item  # (a file that does not parse: its SHL000, made once)
+            item, summary = _summarised(engine, path, text)
+            if item is not None:
+                held[p] = item
                 now.append(p)
                 kept += len(text)
         else:
@@ -607,23 +618,15 @@ class Engine:
             self.cache.put_summary(key, digest, summary)
         return summary
 
-    def _summarised_here(self, path: Path, text: str, held: dict[str, tuple]) -> ModuleSummary | None:
+    def _summarised_here(self, path: Path, text: str,
+                         held: dict[str, tuple]) -> ModuleSummary | None:
         """``summary_for`` a target of a batch whose summary no worker made (one file changed
-        since the last run, say), its tree and facts kept in ``held`` for its rules: parsed
-        once, as a worker does (``_summarise_items``)."""
-        item = self._prepare(path, text, add_to_index=False)
-        facts = item[3]
-        if facts is None:  # (a file that does not parse: its SHL000, made once)
+        since the last run, say), its tree and facts kept in ``held`` for its rules, as a
+        worker keeps them."""
+        item, summary = _summarised(self, path, text)
+        if item is not None:
             held[str(path)] = item
-            return None
-        try:
-            summary = summarise(facts)
-        except (RecursionError, MemoryError):
-            facts.release()  # (linted afresh)
-            return None
-        summary.path = os.path.abspath(path)
-        held[str(path)] = item
-        if self.use_cache:
+        if summary is not None and self.use_cache:
             self.cache.put_summary(self._rel(path), cache_mod.digest(text), summary)
         return summary
 
