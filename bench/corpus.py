@@ -1,0 +1,84 @@
+"""The real-code corpus: 17 public projects at pinned commits, linted whole as a user would.
+
+``../shared/corpus/`` says which projects, at which commits, and how to materialise them
+(``materialise.sh`` writes plain trees, each its own git root, under ``~/.cache/shardlint-corpus``
+by default; ``SHARDLINT_CORPUS`` points elsewhere). This module finds those trees and lints each
+one with ``shardlint check`` run in its root (its own ``pyproject.toml``, pins and configs count),
+from any source tree of shardlint: the working tree, or an earlier commit checked out apart
+(``bench/primer.py``).
+
+A finding is a dict of the JSON format plus ``project`` (``owner+name``); its key for labels is
+``(project, path, line, code)``: the trees are pinned, so a line names one place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+SHARED = REPO.parent / "shared" / "corpus"
+
+
+def corpus_dir() -> Path:
+    env = os.environ.get("SHARDLINT_CORPUS")
+    return Path(env) if env else Path.home() / ".cache" / "shardlint-corpus"
+
+
+def projects(only: list[str] | None = None) -> list[Path]:
+    """The materialised trees, in the order of ``repos.tsv`` (or of the folder where it is absent)."""
+    root = corpus_dir()
+    names: list[str] = []
+    listing = SHARED / "repos.tsv"
+    if listing.is_file():
+        for line in listing.read_text(encoding="utf-8").splitlines()[1:]:
+            if line.strip():
+                names.append(line.split("\t")[0].replace("/", "+"))
+    else:
+        names = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    out = []
+    for name in names:
+        if only and not any(o.lower() in name.lower() for o in only):
+            continue
+        tree = root / name
+        if (tree / ".done").is_file():
+            out.append(tree)
+        else:
+            print(f"corpus: {name} is not materialised under {root} "
+                  f"(see {SHARED / 'README.md'})", file=sys.stderr)
+    return out
+
+
+def lint(tree: Path, source: Path = REPO, jobs: int | None = None) -> list[dict]:
+    """``shardlint check`` of one whole project, with the shardlint package found in *source*."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(source)
+    env.pop("SHARDLINT_FUZZ_CORPUS", None)
+    cmd = [sys.executable, "-m", "shardlint", "check", "--no-cache", "--format", "json",
+           "--exit-zero", "."]
+    if jobs:
+        cmd[4:4] = ["--jobs", str(jobs)]
+    proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"shardlint check in {tree.name} exited {proc.returncode}:\n"
+                           f"{proc.stderr[-2000:]}")
+    found = json.loads(proc.stdout or "[]")
+    for f in found:
+        f["project"] = tree.name
+    return found
+
+
+def lint_all(trees: list[Path], source: Path = REPO) -> list[dict]:
+    """Every project's findings, in the order of *trees* (two projects at a time)."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda t: lint(t, source, jobs=1), trees))
+    return [f for found in results for f in found]
+
+
+def key(f: dict) -> tuple[str, str, int, str]:
+    return (f["project"], f["path"], int(f["line"]), f["code"])
