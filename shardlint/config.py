@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 import sys
 from dataclasses import dataclass, field, replace
@@ -18,7 +19,17 @@ else:  # pragma: no cover
 CODE_OR_PREFIX = re.compile(r"^SHL[0-9]{0,3}$")
 _LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "jit-wrappers",
               "constraint-wrappers", "rules-contexts", "mesh-contexts")
-KNOWN_KEYS = (*_LIST_KEYS, "per-file-ignores", "severity", "jax-version", "flax-version", "memory")
+KNOWN_KEYS = (*_LIST_KEYS, "per-file-ignores", "test-files", "test-ignore", "severity",
+              "jax-version", "flax-version", "memory")
+
+# Test code runs on one device with toy sizes: what a test file is (pytest's and unittest's
+# conventions, test folders) and the rules quiet there by default -- memory and placement
+# advice, not crashes (SHL202, SHL402, SHL404 and removed APIs still apply). Both are
+# `[tool.shardlint]` keys: `test-ignore = []` judges tests like any other code.
+DEFAULT_TEST_FILES = ("test_*.py", "*_test.py", "tests.py", "conftest.py", "tests", "test",
+                      "*/tests/*", "*/test/*")
+DEFAULT_TEST_IGNORE = ("SHL103", "SHL201", "SHL203", "SHL205", "SHL206", "SHL301", "SHL302",
+                       "SHL303", "SHL304", "SHL305", "SHL306", "SHL401", "SHL405", "SHL502")
 
 
 @dataclass(frozen=True)
@@ -29,6 +40,8 @@ class Config:
     extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    test_files: tuple[str, ...] = DEFAULT_TEST_FILES
+    test_ignore: tuple[str, ...] = DEFAULT_TEST_IGNORE
     severity: tuple[tuple[str, str], ...] = ()
     jax_version: str | None = None
     flax_version: str | None = None
@@ -64,11 +77,19 @@ class Config:
                     d = _best(code, codes)
                     if d is not None and (dropped is None or d > dropped):
                         dropped = d
+            if self.test_ignore and self.is_test_file(path):
+                d = _best(code, self.test_ignore)
+                if d is not None and (dropped is None or d > dropped):
+                    dropped = d
         if chosen is None and not self.select:
             chosen = 0 if enabled_by_default else None
         if chosen is None:
             return False
         return dropped is None or chosen > dropped
+
+    def is_test_file(self, path: str) -> bool:
+        """Whether ``path`` is test code by ``test-files`` (pytest and unittest conventions)."""
+        return _matches_any(path, self.test_files, self.root)
 
     def severity_of(self, code: str, default: str) -> str:
         best, value = -1, default
@@ -105,6 +126,11 @@ def _path_matches(path: str, pattern: str, root: Path) -> bool:
     pattern = pattern.rstrip("/")
     return (fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(rel, pattern + "/*")
             or rel.startswith(pattern + "/") or fnmatch.fnmatch(p.name, pattern))
+
+
+@functools.lru_cache(maxsize=8192)
+def _matches_any(path: str, patterns: tuple[str, ...], root: Path) -> bool:
+    return any(_path_matches(path, p, root) for p in patterns)
 
 
 def _codes(key: str, values) -> tuple[str, ...]:
@@ -163,6 +189,10 @@ def from_table(table: dict, root: Path, path: Path | None = None) -> Config:
         kw["per_file_ignores"] = tuple(
             (pattern, _codes(f"per-file-ignores.{pattern}", codes)) for pattern, codes in pfi.items()
         )
+    if "test-files" in table:
+        kw["test_files"] = _strings("test-files", table["test-files"])
+    if "test-ignore" in table:
+        kw["test_ignore"] = _codes("test-ignore", table["test-ignore"])
     if "severity" in table:
         kw["severity"] = _severity(table["severity"])
     for key in ("jax-version", "flax-version"):

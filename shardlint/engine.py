@@ -970,7 +970,8 @@ class Engine:
         ``Cache.project_token``). Read the files and put their summaries first."""
         settings = hashlib.sha1(repr((
             self.cache.key, self.versions, self.config.select, self.config.ignore,
-            self.config.extend_select, self.config.per_file_ignores, self.config.severity
+            self.config.extend_select, self.config.per_file_ignores, self.config.test_files,
+            self.config.test_ignore, self.config.severity
         )).encode()).hexdigest()
         return self.cache.project_token(settings, self._digests)
 

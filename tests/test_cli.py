@@ -169,12 +169,63 @@ def test_config_table(tmp_path, capsys):
         [("t.py", "SHL101", "info")]
 
 
+TEST_STEP = """\
+import jax
+
+@jax.jit
+def train_step(state, batch):
+    return jax.tree_util.tree_map(lambda p, g: p - 0.1 * g, state, batch)
+
+def run(state, batches):
+    for batch in batches:
+        state = train_step(state, batch)
+    return state
+
+step = jax.jit(lambda s, b: s + b, donate_argnums=0)
+
+def reuse(state, batch):
+    new = step(state, batch)
+    return new + state
+"""
+
+
+@pytest.mark.parametrize("layout", ["tests/test_train.py", "pkg/tests/train_case.py",
+                                    "train_test.py", "conftest.py"])
+def test_test_files_are_quiet_for_memory_rules_by_default(tmp_path, capsys, layout):
+    """Tests run on one device with toy sizes: missing donation (a memory rule) is quiet there,
+    a read of a donated buffer (a crash) is not; the same code outside tests gets both."""
+    f = tmp_path / layout
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(TEST_STEP)
+    (tmp_path / "train.py").write_text(TEST_STEP)
+    _, items, _ = as_json(["check", str(tmp_path), "--select", "SHL401,SHL402"], capsys)
+    got = sorted((i["path"].replace("\\", "/").endswith(layout), i["code"]) for i in items)
+    assert got == [(False, "SHL401"), (False, "SHL402"), (True, "SHL402")]
+
+
+def test_test_files_and_their_quiet_rules_are_settings(tmp_path, capsys):
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.shardlint]\ntest-ignore = []\n')
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_train.py").write_text(TEST_STEP)
+    _, items, _ = as_json(["check", str(tmp_path), "--select", "SHL401"], capsys)
+    assert [i["code"] for i in items] == ["SHL401"]
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.shardlint]\ntest-files = ["checks/*"]\n')
+    (tmp_path / "checks").mkdir()
+    (tmp_path / "checks" / "train.py").write_text(TEST_STEP)
+    _, items, _ = as_json(["check", str(tmp_path), "--select", "SHL401"], capsys)
+    assert [Path(i["path"]).parent.name for i in items] == ["tests"]
+
+
 @pytest.mark.parametrize("table,key", [
     ('unknown-key = 1', "unknown-key"),
     ('select = "SHL1"', "select"),
     ('ignore = ["E501"]', "ignore"),
     ('severity = { SHL101 = "fatal" }', "severity.SHL101"),
     ('jax-version = "latest"', "jax-version"),
+    ('test-ignore = ["tests"]', "test-ignore"),
+    ('test-files = "tests/*"', "test-files"),
 ])
 def test_bad_config_is_a_clear_error(tmp_path, capsys, table, key):
     (tmp_path / "pyproject.toml").write_text(f"[tool.shardlint]\n{table}\n")
