@@ -171,7 +171,8 @@ def _fix_files(engine: Engine, targets: list[Path], findings: list[Finding],
         if args.diff or not touched:
             return current, len(changed | set(touched))
         changed.update(touched)
-        fresh = Engine(engine.config, versions=engine.versions, use_cache=engine.use_cache)
+        fresh = Engine(engine.config, versions=engine.versions, use_cache=engine.use_cache,
+                       version_map=engine.version_map)
         current = fresh.lint_paths(targets)
         engine.errors.extend(fresh.errors)
         if not any(fixable(f, args.unsafe_fixes) for f in current):

@@ -31,7 +31,7 @@ from shardlint.semantics.project import ProjectIndex
 from shardlint.semantics.replay import FactsMemo
 from shardlint.semantics.summary import FORMAT as SUMMARY_FORMAT
 from shardlint.semantics.summary import ModuleSummary, summarise
-from shardlint.semantics.versions import Versions, detect
+from shardlint.semantics.versions import VersionMap, Versions, detect_map
 from shardlint.semantics.visitor import build_facts, rebuild_facts
 from shardlint.semantics.wrappers import Wrappers
 from shardlint.source import SourceText, Span, decode_source
@@ -460,18 +460,23 @@ class InternalError:
 @dataclass
 class Engine:
     config: Config
-    versions: Versions | None = None
+    versions: Versions | None = None  # the root's; a file is judged by ``version_map``'s
     use_cache: bool = True
+    version_map: VersionMap | None = None
     index: ProjectIndex = field(default_factory=ProjectIndex)
     errors: list[InternalError] = field(default_factory=list)
     _indexed: bool = False
     _digests: dict[str, str] = field(default_factory=dict)  # rel -> content hash, this run
 
     def __post_init__(self) -> None:
-        if self.versions is None:
+        if self.versions is None and self.version_map is None:
             overrides = {k: v for k, v in (("jax", self.config.jax_version),
                                            ("flax", self.config.flax_version)) if v}
-            self.versions = detect(self.config.root, overrides)
+            self.version_map = detect_map(self.config.root, overrides)
+        elif self.version_map is None:
+            self.version_map = VersionMap.single(self.versions)  # type: ignore[arg-type]
+        if self.versions is None:
+            self.versions = self.version_map.default
         c = self.config
         self.wrappers = Wrappers(c.jit_wrappers, c.constraint_wrappers, c.rules_contexts,
                                  c.mesh_contexts)
@@ -767,10 +772,11 @@ class Engine:
     def _run_rules(self, spath: str, text: str, source: SourceText, facts, error) -> list[Finding]:
         if facts is None:
             return self._filter([error], text, spath)
-        ctx = RuleContext(facts, self.index, self.versions, source)  # type: ignore[arg-type]
+        versions = self.version_map.for_path(spath, self.root)  # type: ignore[union-attr]
+        ctx = RuleContext(facts, self.index, versions, source)
         findings: list[Finding] = []
         for cls in self.selected_rules(spath):
-            if not cls.applies(self.versions) or not cls.relevant(facts, self.index):  # type: ignore[arg-type]
+            if not cls.applies(versions) or not cls.relevant(facts, self.index):  # type: ignore[arg-type]
                 continue
             try:
                 findings.extend(cls(ctx).check())
@@ -969,7 +975,7 @@ class Engine:
         ``cache.get_findings`` checks), the configuration, the versions and the rules (see
         ``Cache.project_token``). Read the files and put their summaries first."""
         settings = hashlib.sha1(repr((
-            self.cache.key, self.versions, self.config.select, self.config.ignore,
+            self.cache.key, self.version_map, self.config.select, self.config.ignore,
             self.config.extend_select, self.config.per_file_ignores, self.config.test_files,
             self.config.test_ignore, self.config.severity
         )).encode()).hexdigest()

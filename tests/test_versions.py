@@ -165,3 +165,43 @@ def test_installed_versions_are_importlib_metadata_s(tmp_path, monkeypatch):
                    "Metadata-Version: 2.1\nName: zipped-pkg\nVersion: 2.0\n")
     monkeypatch.syspath_prepend(str(zipped))
     assert V._installed("zipped-pkg") == expected("zipped-pkg") == "2.0"
+
+
+def test_a_monorepo_judges_each_folder_by_its_own_pins(tmp_path, monkeypatch):
+    """Pins belong to the package they sit in: an example's old pin judges that example, not
+    the library beside it; pins kept in a `requirements/` folder or a conda environment judge
+    the folder above; `jax` from git beside an exact `jaxlib` is that version."""
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    monkeypatch.setattr(V, "_installed", lambda pkg: None)
+    root = project(tmp_path, {
+        "pyproject.toml": '[project]\nname = "lib"\ndependencies = ["jax>=0.6", "flax"]\n',
+        "lib/core.py": "import jax\n",
+        "examples/old/requirements.txt": "-r pins/base.txt\nflax==0.6.11\n",
+        "examples/old/pins/base.txt": "jax==0.4.13\n",
+        "examples/old/train.py": "import jax\n",
+        "serving/deps/requirements.txt": "jax @ git+https://github.com/google/jax\njaxlib==0.5.3\n",
+        "serving/app.py": "import jax\n",
+        "tools/env/environment.yml": "dependencies:\n  - python=3.10\n  - pip:\n    - jax[cuda12]==0.4.28\n",
+    })
+    m = V.detect_map(root)
+    lib = m.for_path(root / "lib" / "core.py", root)
+    assert (lib.jax, lib.oldest("jax")) == ("0.4.28", "0.4.28")  # the environment file judges the root
+    old = m.for_path(root / "examples" / "old" / "train.py", root)
+    assert (old.jax, old.flax) == ("0.4.13", "0.6.11")
+    assert "examples/old/requirements.txt" not in old.describe("jax")  # (-r: the included file)
+    serving = m.for_path(root / "serving" / "app.py", root)
+    assert serving.jax == "0.5.3" and "jaxlib==0.5.3" in serving.describe("jax")
+
+
+def test_a_range_remembers_the_oldest_release_it_allows(tmp_path, monkeypatch):
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    root = project(tmp_path, {"setup.py": 'setup(install_requires=["jax>=0.4.30", "flax"])\n'})
+    v = V.detect(root)
+    assert v.jax == V.CURRENT["jax"] and v.oldest("jax") == "0.4.30"
+    assert v.may_be_below("jax", "0.7.1") and not v.may_be_below("jax", "0.4.30")
+    (root / "setup.py").write_text('setup(install_requires=["jax!=0.7.1", "flax"])\n')
+    v = V.detect(root)
+    assert not v.may_be_below("jax", "0.7.1")  # (no lower bound written: nothing older meant)
+    (root / "setup.py").write_text('setup(install_requires=["jax", "flax"])\n')
+    v = V.detect(root)
+    assert "states no version" in v.describe("jax") and "`jax`" in v.describe("jax")

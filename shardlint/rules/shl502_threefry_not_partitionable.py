@@ -19,10 +19,9 @@ def _flag_set_true_somewhere(project: ProjectIndex) -> bool:
                for s in project.summaries.values() for v in s.flags.get(FLAG, []))
 
 
-def _is_test(path: str) -> bool:
-    """Test modules pin the random stream on purpose and run on one device."""
-    name = path.replace("\\", "/").rsplit("/", 1)[-1]
-    return name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
+# `jax.random` functions that make or split keys: they draw no random bits of an array's size.
+KEY_ONLY = frozenset({"PRNGKey", "key", "split", "fold_in", "key_data", "wrap_key_data", "clone",
+                      "key_impl", "default_prng_impl"})
 
 
 @register
@@ -36,13 +35,16 @@ In a project that builds or enters a mesh, flags:
 
 * `jax.config.update("jax_threefry_partitionable", False)` (also through
   `from jax import config`), at the value;
-* on jax < 0.5.0, where `False` is the default, the first `jax.random` call of each file when no
-  file of the project sets the flag to `True`.
+* on jax < 0.5.0 (the versions of the folder the file belongs to: the nearest pins above it),
+  where `False` is the default, the first `jax.random` call of each file that draws random
+  bits (`normal`, `uniform`, `bernoulli`, an initializer, ...) when no file of the project sets
+  the flag to `True`.
 
 Not flagged: the flag set to `True` (or to a value computed at run time); other flags
-(`jax_enable_x64`, `jax_default_prng_impl`); single-device projects (no mesh anywhere), where
-the flag changes the random stream but not the memory; test modules (`test_*.py`,
-`*_test.py`), which pin the random stream on purpose.
+(`jax_enable_x64`, `jax_default_prng_impl`); making or splitting keys (`PRNGKey`, `key`,
+`split`, `fold_in`), which draws no array of bits; single-device projects (no mesh anywhere),
+where the flag changes the random stream but not the memory; test files, by the default of
+`test-ignore` (they pin the random stream on purpose and run on one device).
 """
     why = """
 With the flag off, a random array generated under `jit` for a sharded output is not split
@@ -106,6 +108,21 @@ applies to projects on older jax. The explicit `False` is reported on every vers
                     return jax.random.normal(key, (8192, 4096))
             """,
         }, title="old jax, opted in once in another file", jax="0.4.30"),
+        example("""
+            import jax
+            from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+            import numpy as np
+
+            class Engine:
+                def __init__(self, devices):
+                    self.mesh = Mesh(np.array(devices), ("x",))
+                    key = jax.random.key(0)
+                    self.key = jax.device_put(key, NamedSharding(self.mesh, P()))
+
+                def next_keys(self):
+                    self.key, sub = jax.random.split(self.key)
+                    return sub
+        """, title="old jax, keys made and split only: no array of bits drawn", jax="0.4.33"),
     ]
     INVALID = [
         example("""
@@ -128,6 +145,15 @@ applies to projects on older jax. The explicit `False` is reported on every vers
             init = jax.jit(lambda k: jax.random.normal(k, (8192, 4096)),  # expect: SHL502
                            out_shardings=NamedSharding(mesh, P("model")))
         """, title="jax < 0.5.0 defaults to False", jax="0.4.30"),
+        example("""
+            import jax
+            mesh = jax.make_mesh((8,), ("data",))
+
+            def dropout(key, x, rate):
+                key, sub = jax.random.split(key)
+                keep = jax.random.bernoulli(sub, 1.0 - rate, x.shape)  # expect: SHL502
+                return jax.numpy.where(keep, x / (1.0 - rate), 0.0)
+        """, title="old jax: the first call that draws bits, after a key split", jax="0.4.28"),
         example({
             "main.py": """
                 import jax
@@ -147,7 +173,7 @@ applies to projects on older jax. The explicit `False` is reported on every vers
         return any(q.startswith(prefixes) for q in facts.called_names())
 
     def check(self):
-        if not project_uses_mesh(self.project) or _is_test(self.facts.path):
+        if not project_uses_mesh(self.project):
             return
         switched_off = False
         for s in flag_settings(self.facts):
@@ -178,5 +204,6 @@ applies to projects on older jax. The explicit `False` is reported on every vers
 
     def _first_random_call(self) -> CallSite | None:
         calls = [c for c in self.facts.calls
-                 if c.qualified is not None and c.qualified.startswith("jax.random.")]
+                 if c.qualified is not None and c.qualified.startswith("jax.random.")
+                 and c.qualified.rpartition(".")[2] not in KEY_ONLY]
         return min(calls, key=lambda c: (c.node.lineno, c.node.col_offset)) if calls else None

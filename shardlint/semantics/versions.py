@@ -9,9 +9,18 @@ In this order (the first that answers wins, per package):
 3. a lock file of the project (``uv.lock``, ``poetry.lock``, ``pdm.lock``): the exact version;
 4. the project's requirements, read as ranges, never executed: ``pyproject.toml`` (PEP 621
    dependencies and optional ones, dependency groups, Poetry), ``requirements*.txt`` and
-   ``requirements/*.txt`` (also in subfolders), ``setup.cfg`` and the strings of ``setup.py``. An
-   exact pin is that version; a range is judged for the newest release it allows -- what a fresh
-   install gets, bounded by its upper bound (``jax>=0.6,<0.11.1`` -> 0.11.0);
+   ``requirements/*.txt`` with the files they include (``-r``, ``-c``), conda's
+   ``environment.yml``, ``setup.cfg`` and the strings of ``setup.py``. An exact pin is that
+   version; a range is judged for the newest release it allows -- what a fresh install gets,
+   bounded by its upper bound (``jax>=0.6,<0.11.1`` -> 0.11.0) -- and remembers the oldest it
+   allows, so that advice holds for the whole range (:meth:`Versions.may_be_below`). A ``jax``
+   installed from git beside an exact ``jaxlib`` pin is that jaxlib's version.
+
+   Pins belong to the package they sit in: in a monorepo (``examples/lm1b/requirements.txt``,
+   ``experimental/jax/requirements.txt``) they judge the files of that folder only, and a file
+   is judged by the nearest folder above it that states a version (:class:`VersionMap`). Pins
+   kept apart from the code (``requirements/``, ``dependencies/``, ``scripts/``, a folder without
+   Python) belong to the folder above it;
 5. the interpreter shardlint runs in, when the project states nothing (an environment shared with
    the project is the best guess left);
 6. the newest releases shardlint knows.
@@ -22,10 +31,12 @@ outside the project) never wins over the project's own pins.
 
 from __future__ import annotations
 
+import functools
 import importlib.machinery
 import os
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,6 +77,9 @@ class Versions:
     jax: str
     flax: str
     source: dict[str, str] = field(hash=False, compare=False)  # package -> how it was learned
+    # package -> the oldest release the project's pins allow, where they allow older ones than
+    # the version judged (``jax>=0.4.3`` is judged as the newest release, and allows 0.4.20)
+    low: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
 
     def at_least(self, package: str, version: str) -> bool:
         have = self.jax if package == "jax" else self.flax
@@ -73,6 +87,15 @@ class Versions:
 
     def below(self, package: str, version: str) -> bool:
         return not self.at_least(package, version)
+
+    def may_be_below(self, package: str, version: str) -> bool:
+        """Whether the project's pins allow a release older than ``version``: advice that needs
+        ``version`` (``jax.set_mesh`` needs jax 0.7.1) does not hold for the whole range."""
+        have = self.low.get(package, self.jax if package == "jax" else self.flax)
+        return parse(have) < parse(version)
+
+    def oldest(self, package: str) -> str:
+        return self.low.get(package, self.jax if package == "jax" else self.flax)
 
     def describe(self, package: str) -> str:
         """``jax 0.11.0, the newest that `jax>=0.6,<0.11.1` (pyproject.toml) allows``."""
@@ -153,18 +176,57 @@ def _from_metadata(package: str) -> str | None:
 # ---- what the project states ---------------------------------------------------------------------
 _SKIP = {".git", ".venv", "venv", "node_modules", "__pycache__", "site-packages", ".tox", "build",
          "dist", ".shardlint_cache"}
+# Folders where projects keep pins apart from the code they pin: those pins judge the folder above.
+PIN_FOLDERS = frozenset({"requirements", "dependencies", "deps", "pip_package", "docker", "env",
+                         "envs", "environment", "environments", "conda", "scripts", "ci",
+                         "install", "setup", "tools", "generated_requirements",
+                         "base_requirements", "src"})
+_LOCKS = ("uv.lock", "poetry.lock", "pdm.lock")
+_NAMES = ("jax", "flax", "jaxlib")
+MAX_DEPTH = 6
 
 
-def _requirement_files(root: Path) -> list[Path]:
-    out: list[Path] = []
+def _is_pin_file(name: str, folder: str) -> bool:
+    low = name.lower()
+    if low in ("pyproject.toml", "setup.py", "setup.cfg") or low in _LOCKS:
+        return True
+    if low.endswith(".txt") and (low.startswith("requirements") or folder == "requirements"):
+        return True
+    return low.endswith((".yml", ".yaml")) and ("environment" in low or low.startswith("conda"))
+
+
+def _walk(root: Path):
+    """(folder, sub-folders, files) below ``root``, skipping environments and hidden folders."""
     for dirpath, dirnames, filenames in os.walk(root):
         depth = len(Path(dirpath).relative_to(root).parts)
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIP and not d.startswith(".")
-                             and depth < 3)
-        in_requirements_dir = Path(dirpath).name == "requirements"
-        for name in sorted(filenames):
-            if name.endswith(".txt") and (name.startswith("requirements") or in_requirements_dir):
-                out.append(Path(dirpath) / name)
+                             and depth < MAX_DEPTH)
+        yield Path(dirpath), dirnames, filenames
+
+
+def pin_scopes(root: Path) -> dict[str, list[Path]]:
+    """Folder (relative, ``""`` the root) -> the files stating versions that judge it."""
+    found: dict[Path, list[Path]] = {}
+    python_below: dict[Path, bool] = {}
+    for folder, _, files in _walk(root):
+        pins = [folder / f for f in sorted(files) if _is_pin_file(f, folder.name.lower())]
+        if pins:
+            found[folder] = pins
+        if any(f.endswith(".py") for f in files):
+            for d in (folder, *folder.parents):
+                if python_below.get(d):
+                    break
+                python_below[d] = True
+                if d == root:
+                    break
+    out: dict[str, list[Path]] = {}
+    for folder, pins in found.items():
+        scope = folder
+        while scope != root and (scope.name.lower() in PIN_FOLDERS
+                                 or not python_below.get(scope)):
+            scope = scope.parent
+        out.setdefault("" if scope == root else scope.relative_to(root).as_posix(),
+                       []).extend(pins)
     return out
 
 
@@ -207,53 +269,112 @@ def _poetry(spec: str) -> str:
     return spec
 
 
-_REQ_LINE = re.compile(r"""["']?\s*((?:jax|flax)\s*(?:\[[^\]]*\])?\s*(?:[<>=!~][^;"'\n#]*)?)""")
+_REQ_LINE = re.compile(r"""["']?\s*((?:jaxlib|jax|flax)\s*(?:\[[^\]]*\])?\s*(?:[<>=!~][^;"'\n#]*)?)""")
+_INCLUDE = re.compile(r"^(?:-r|-c|--requirement|--constraint)(?:\s*=\s*|\s+)(\S+)")
 
 
-def _requirement_strings(root: Path) -> list[tuple[str, str]]:
-    """(requirement, file) pairs naming jax or flax."""
-    out: list[tuple[str, str]] = []
-    pyproject = root / "pyproject.toml"
+def _requirements_lines(path: Path, root: Path, seen: set[Path]) -> list[tuple[str, str]]:
+    """The requirement lines of a requirements file and of the files it includes."""
+    if path in seen:
+        return []
+    seen.add(path)
     try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-        out.extend((s, "pyproject.toml") for s in _strings_of_pyproject(data))
-    except (OSError, tomllib.TOMLDecodeError, AttributeError, TypeError):
-        pass
-    for path in _requirement_files(root):
-        rel = path.relative_to(root).as_posix()
-        try:
-            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-                line = line.split("#", 1)[0].strip()
-                if line and not line.startswith("-"):
-                    out.append((line, rel))
-        except OSError:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    rel = _rel(path, root)
+    out: list[tuple[str, str]] = []
+    for line in text.splitlines():
+        line = line.split(" #", 1)[0].split("\t#", 1)[0].strip()
+        if not line or line.startswith("#"):
             continue
-    for name in ("setup.cfg", "setup.py"):  # as text: install_requires strings
-        try:
-            text = (root / name).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        out.extend((m.group(1).strip(), name) for m in _REQ_LINE.finditer(text)
-                   if not re.match(r"(?:jax|flax)\w", m.group(1)))
+        m = _INCLUDE.match(line)
+        if m:
+            out.extend(_requirements_lines((path.parent / m.group(1)).resolve(), root, seen))
+        elif not line.startswith("-"):
+            out.append((line, rel))
     return out
 
 
-def _locked(root: Path) -> dict[str, tuple[str, str]]:
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except (ValueError, OSError):
+        return path.name
+
+
+def _conda_strings(path: Path, root: Path) -> list[tuple[str, str]]:
+    """conda's ``environment.yml``: its dependencies and their ``pip:`` list (``jax=0.4.28`` is
+    conda's ``==``)."""
+    try:
+        import yaml
+
+        data = yaml.safe_load(path.read_text(encoding="utf-8", errors="replace"))
+    except Exception:  # noqa: BLE001 - a broken or odd YAML file states nothing
+        return []
+    deps = data.get("dependencies") if isinstance(data, dict) else None
+    if not isinstance(deps, list):
+        return []
+    rel = _rel(path, root)
+    out: list[tuple[str, str]] = []
+    for item in deps:
+        items = item.get("pip", []) if isinstance(item, dict) else [item]
+        for text in items if isinstance(items, list) else []:
+            if isinstance(text, str):
+                text = text.split()[0] if text.split() else text
+                text = re.sub(r"^([A-Za-z0-9_.\[\]-]+)=(?!=)", r"\1==", text)
+                out.append((text, rel))
+    return out
+
+
+def _stated_strings(files: list[Path], root: Path) -> list[tuple[str, str]]:
+    """(requirement, file) pairs of the files of one scope."""
+    out: list[tuple[str, str]] = []
+    seen: set[Path] = set()
+    for path in files:
+        name = path.name.lower()
+        rel = _rel(path, root)
+        if name == "pyproject.toml":
+            try:
+                data = tomllib.loads(path.read_text(encoding="utf-8"))
+                out.extend((x, rel) for x in _strings_of_pyproject(data))
+            except (OSError, tomllib.TOMLDecodeError, AttributeError, TypeError):
+                pass
+        elif name in ("setup.py", "setup.cfg"):  # as text: install_requires strings
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            out.extend((m.group(1).strip(), rel) for m in _REQ_LINE.finditer(text)
+                       if not re.match(r"(?:jaxlib|jax|flax)\w", m.group(1)))
+        elif name.endswith(".txt"):
+            out.extend(_requirements_lines(path.resolve(), root, seen))
+        elif name.endswith((".yml", ".yaml")):
+            out.extend(_conda_strings(path, root))
+    return out
+
+
+def _locked(files: list[Path]) -> dict[str, tuple[str, str]]:
     out: dict[str, tuple[str, str]] = {}
-    for name in ("uv.lock", "poetry.lock", "pdm.lock"):
+    for path in files:
+        if path.name not in _LOCKS:
+            continue
         try:
-            data = tomllib.loads((root / name).read_text(encoding="utf-8"))
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError):
             continue
         for pkg in data.get("package", []):
             if isinstance(pkg, dict) and pkg.get("name") in PACKAGES and "version" in pkg:
-                out.setdefault(pkg["name"], (str(pkg["version"]), f"locked in `{name}`"))
+                out.setdefault(pkg["name"], (str(pkg["version"]), f"locked in `{path.name}`"))
     return out
 
 
-def _from_requirements(root: Path) -> dict[str, tuple[str, str]]:
-    """package -> (version judged, why), from the project's stated requirements."""
-    strings = [(t, w) for t, w in _requirement_strings(root)
+Stated = dict[str, tuple[str, str, str]]  # package -> (version judged, why, oldest allowed)
+
+
+def _from_requirements(files: list[Path], root: Path) -> Stated:
+    """package -> (version judged, why, oldest allowed), from one scope's stated requirements."""
+    strings = [(t, w) for t, w in _stated_strings(files, root)
                if any(p in t.lower() for p in PACKAGES)]
     if not strings:
         return {}  # (and `packaging` is not even imported: a warm run's start-up)
@@ -263,32 +384,59 @@ def _from_requirements(root: Path) -> dict[str, tuple[str, str]]:
         from packaging.version import InvalidVersion, Version
     except ImportError:  # pragma: no cover - a declared dependency
         return {}
-    specs: dict[str, list[tuple[str, str]]] = {}
+    specs: dict[str, list[tuple[str, str, str]]] = {}
+    mentioned: dict[str, tuple[str, str]] = {}  # package -> (as written, where): no version
     for text, where in strings:
         try:
             req = Requirement(text)
         except InvalidRequirement:
             continue
         name = req.name.lower()
-        if name in PACKAGES and str(req.specifier):
-            written = re.sub(r"\s+", "", text.split(";", 1)[0])  # as the project wrote it
+        if name not in _NAMES:
+            continue
+        written = re.sub(r"\s+", "", text.split(";", 1)[0])  # as the project wrote it
+        if str(req.specifier):
             specs.setdefault(name, []).append((str(req.specifier), where, written))
-    out: dict[str, tuple[str, str]] = {}
-    for pkg, found in specs.items():
-        pins = [(s, w) for s, w, _ in found if s.startswith(("==", "===")) and "," not in s]
+        else:
+            mentioned.setdefault(name, (written, where))
+    out: Stated = {}
+    for pkg in PACKAGES:
+        found = specs.get(pkg, [])
+        pins = [(s.lstrip("="), w) for s, w, _ in found
+                if s.startswith(("==", "===")) and "," not in s]
         if pins:
-            spec, where = pins[0]
-            out[pkg] = (spec.lstrip("="), f"pinned in `{where}`")
+            version, where = pins[0]
+            version = version.split("+", 1)[0]
+            low = min((v.split("+", 1)[0] for v, _ in pins), key=parse)
+            out[pkg] = (version, f"pinned in `{where}`", low)
+            continue
+        if not found and pkg == "jax" and "jax" in mentioned:
+            lib = [(s.lstrip("=").split("+", 1)[0], w, wr) for s, w, wr in specs.get("jaxlib", [])
+                   if s.startswith(("==", "===")) and "," not in s]
+            if lib:  # `jax @ git+...` beside `jaxlib==0.5.3`: they are released together
+                version, where, written = lib[0]
+                out[pkg] = (version, f"pinned as `{written}` in `{where}` (jax itself unversioned)",
+                            version)
+                continue
+        if not found:
+            if pkg in mentioned:
+                written, where = mentioned[pkg]
+                out[pkg] = (CURRENT[pkg], f"the newest release (`{written}` in `{where}` states "
+                            f"no version)", CURRENT[pkg])
             continue
         combined = SpecifierSet(",".join(s for s, _, _ in found))
         wheres = sorted({w for _, w, _ in found})
         shown = ", ".join(f"`{written}`" for _, _, written in found)
         releases = [v for v in RELEASES[pkg] if _allowed(combined, v, Version, InvalidVersion)]
         if releases:
+            # The oldest release allowed counts only where a lower bound is written: `jax<0.8` or
+            # `jax!=0.7.1` names no oldest version the project means to support.
+            lower_bound = any(">" in s or "~=" in s for s, _, _ in found)
             out[pkg] = (releases[-1], f"the newest release that {shown} ({', '.join(wheres)}) "
-                        f"allows")
+                        f"allows", releases[0] if lower_bound else releases[-1])
         else:
-            out[pkg] = (CURRENT[pkg], f"assumed: no release shardlint knows satisfies {shown}")
+            out[pkg] = (CURRENT[pkg], f"assumed: no release shardlint knows satisfies {shown}",
+                        CURRENT[pkg])
     return out
 
 
@@ -299,30 +447,100 @@ def _allowed(spec, version: str, Version, InvalidVersion) -> bool:
         return False
 
 
-def detect(root: Path, overrides: dict[str, str] | None = None) -> Versions:
-    overrides = overrides or {}
-    values: dict[str, str] = {}
-    source: dict[str, str] = {}
-    stated: dict[str, tuple[str, str]] | None = None
+@dataclass(frozen=True)
+class VersionMap:
+    """The versions that judge each file: one :class:`Versions` per folder that states its own
+    (the root's first, then the others deepest first); a file takes its nearest folder's."""
+
+    default: Versions
+    scopes: tuple[tuple[str, Versions], ...] = ()
+
+    def for_path(self, path: str | Path, root: Path) -> Versions:
+        if not self.scopes:
+            return self.default
+        rel = _rel(Path(path), root)
+        for folder, versions in self.scopes:
+            if rel.startswith(folder + "/"):
+                return versions
+        return self.default
+
+    @classmethod
+    def single(cls, versions: Versions) -> VersionMap:
+        return cls(versions)
+
+
+def _environment(root: Path, overrides: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """What the project's configuration or its own environment says: it judges every file."""
+    out: dict[str, tuple[str, str]] = {}
     own_env = _running_is_the_project_s(root)
     for pkg in PACKAGES:
         if pkg in overrides:
-            values[pkg], source[pkg] = overrides[pkg], "set in `[tool.shardlint]`"
+            out[pkg] = (overrides[pkg], "set in `[tool.shardlint]`")
             continue
         found = _venv_version(root, pkg)
-        installed = _installed(pkg) if found is None else None
-        if found is None and own_env and installed:
-            found = (installed, "installed in the project's environment")
-        if found is None:
-            if stated is None:
-                stated = {**_from_requirements(root), **_locked(root)}
-            found = stated.get(pkg)
-        if found is None and installed:
-            found = (installed, "installed next to shardlint (the project states no version)")
-        if found is None:
-            found = (CURRENT[pkg], "assumed: the newest release (the project states no version)")
-        values[pkg], source[pkg] = found
-    return Versions(values["jax"], values["flax"], source)
+        if found is None and own_env:
+            installed = _installed(pkg)
+            if installed:
+                found = (installed, "installed in the project's environment")
+        if found is not None:
+            out[pkg] = found
+    return out
+
+
+def _versions(env: dict[str, tuple[str, str]], chain: list[Stated],
+              installed: Callable[[str], str | None]) -> Versions:
+    values: dict[str, str] = {}
+    source: dict[str, str] = {}
+    low: dict[str, str] = {}
+    for pkg in PACKAGES:
+        if pkg in env:
+            values[pkg], source[pkg] = env[pkg]
+            continue
+        stated = next((s[pkg] for s in chain if pkg in s), None)
+        if stated is not None:
+            values[pkg], source[pkg], oldest = stated
+            if parse(oldest) < parse(values[pkg]):
+                low[pkg] = oldest
+        elif installed(pkg):
+            values[pkg] = installed(pkg)  # type: ignore[assignment]
+            source[pkg] = "installed next to shardlint (the project states no version)"
+        else:
+            values[pkg] = CURRENT[pkg]
+            source[pkg] = "assumed: the newest release (the project states no version)"
+    return Versions(values["jax"], values["flax"], source, low)
+
+
+def detect_map(root: Path, overrides: dict[str, str] | None = None) -> VersionMap:
+    """The versions of every folder of the project that states its own (see the module's doc)."""
+    env = _environment(root, overrides or {})
+    if all(pkg in env for pkg in PACKAGES):
+        return VersionMap(_versions(env, [], _installed))
+    scopes = pin_scopes(root)
+    stated: dict[str, Stated] = {}
+    for folder, files in scopes.items():
+        found = _from_requirements(files, root)
+        # (a lock file's exact version wins over the ranges beside it)
+        found.update({k: (*v, v[0]) for k, v in _locked(files).items()})
+        if found:
+            stated[folder] = found
+    installed = functools.lru_cache(maxsize=None)(_installed)
+
+    def chain(folder: str) -> list[Stated]:
+        parts = folder.split("/") if folder else []
+        out = [stated[p] for p in ("/".join(parts[:i]) for i in range(len(parts), 0, -1))
+               if p in stated]
+        if "" in stated:
+            out.append(stated[""])
+        return out
+
+    default = _versions(env, chain(""), installed)
+    nested = sorted((f for f in stated if f), key=lambda f: (-f.count("/"), f))
+    return VersionMap(default, tuple((f, _versions(env, chain(f), installed)) for f in nested))
+
+
+def detect(root: Path, overrides: dict[str, str] | None = None) -> Versions:
+    """The versions that judge the project's root folder (and every file without pins nearer)."""
+    return detect_map(root, overrides).default
 
 
 def assume(jax: str | None = None, flax: str | None = None) -> Versions:
