@@ -59,7 +59,7 @@ def test_seed_discussion_advice_reports_legacy_mesh_on_the_with_line(capsys):
     line = (SEED / "discussion_advice.py").read_text().splitlines()[shl101[0]["line"] - 1]
     assert line.startswith("with nn.logical_axis_rules(rules), mesh:")
     assert line[shl101[0]["column"] - 1:].startswith("mesh")
-    assert shl101[0]["fix"]["applicability"] == "safe"
+    assert shl101[0]["fix"]["applicability"] == "unsafe"  # (Flax constraints start to apply: placement changes)
     assert not {"SHL102", "SHL103"} & {i["code"] for i in items}
 
 

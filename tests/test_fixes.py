@@ -64,6 +64,10 @@ def test_fix_on_the_seed_advice(tmp_path):
     shutil.copy(ROOT / "examples" / "seed_ensemble" / "discussion_advice.py", copy)
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 't'\n")
     main(["check", "--fix", "--no-cache", str(copy)])
+    # Flax constraints run under it: the fix makes them apply, so where values live changes
+    # (what the user wants, but a change): unsafe, applied only when asked for.
+    assert "with nn.logical_axis_rules(rules), mesh:" in copy.read_text()
+    main(["check", "--fix", "--unsafe-fixes", "--no-cache", str(copy)])
     text = copy.read_text()
     assert "with nn.logical_axis_rules(rules), jax.set_mesh(mesh):" in text
     assert main(["check", "--no-cache", "--select", "SHL101", str(copy)]) == 0

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 
 from shardlint.rules.base import Edit, Fix, Rule, example, register
 from shardlint.semantics.api import Role
+from shardlint.semantics.donation import calls_of, jit_keywords
 from shardlint.semantics.facts import RULES
 from shardlint.semantics.mesh_values import is_mesh
+from shardlint.semantics.placement import bare_specs
 from shardlint.semantics.summary import reference
+
+PJIT = "jax.experimental.pjit.pjit"
+SET_MESH_ADDED = "0.7.1"  # the first jax with `jax.set_mesh`
+DEPRECATED = "0.10.1"  # `Mesh.__enter__` deprecated
+_SPEC_KEYWORDS = ("in_shardings", "out_shardings", "in_axis_resources", "out_axis_resources")
 
 
 @register
@@ -49,11 +57,17 @@ with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
 ```
 """
     fix_safety = """
-Safe when nothing in the project reads the legacy resource environment: `jax.set_mesh(mesh)`
-sets the concrete and the abstract mesh, so `jax.jit`, Flax, `pjit` and `with_sharding_constraint`
-all see it. Unsafe when some module reads `pxla.thread_resources` (a helper that shards inputs from
-`thread_resources.env.physical_mesh`, a `shard_map` wrapper): `jax.set_mesh` does not set that
-environment, so such code silently loses its mesh after the fix. No fix next to `jax.set_mesh`.
+Safe for the deprecation alone (nothing under the `with` that Flax constraints or the legacy
+environment change): `jax.set_mesh(mesh)` sets the concrete and the abstract mesh, and the
+program computes the same values with the same shardings (tests/test_safe_fixes_run.py runs
+both). Unsafe where Flax constraints run under it (the error): they start to apply, so where
+values live changes -- the point of the fix, but a change. Unsafe where a call under the `with`
+goes to a package shardlint cannot read, which may read the legacy environment. No fix, and
+the message says what to migrate first, where `pjit` or `with_sharding_constraint` with bare
+`PartitionSpec`s runs under the `with` (with only `jax.set_mesh` they raise `pjit requires a
+non-empty mesh in context`), where a project module reads `pxla.thread_resources` (which
+`jax.set_mesh` leaves empty), or where the project's pins allow a jax older than 0.7.1 (no
+`jax.set_mesh`). No fix next to `jax.set_mesh`.
 """
     versions = ("Error with flax >= 0.12.2 when a Linen logical constraint or partitioned "
                 "parameter runs under it; a deprecation warning with jax >= 0.10.1 otherwise.")
@@ -104,8 +118,43 @@ environment, so such code silently loses its mesh after the fix. No fix next to 
                     pass
             """,
         }, title="a module-level name from a helper that returns no mesh"),
+        example("""
+            import contextlib
+            import jax
+            from jax.sharding import Mesh
+            import numpy as np
+
+            def dump(config, dcn_mesh_shape=None):
+                if dcn_mesh_shape:
+                    context_manager = Mesh(np.array(jax.devices()), ("data",))
+                else:
+                    context_manager = contextlib.nullcontext()
+                with context_manager:   # a mesh on one path only: not certainly a mesh
+                    return config.instantiate()
+
+            def run(trainer, distributed, mesh: Mesh):
+                ctx = mesh if distributed else contextlib.nullcontext()
+                with ctx:
+                    trainer.train()
+        """, title="a conditional context manager is not a mesh"),
     ]
     INVALID = [
+        example("""
+            import jax
+            import jax.numpy as jnp
+            import numpy as np
+            from jax.experimental.pjit import pjit
+            from jax.sharding import Mesh, PartitionSpec as PS
+
+            def main(params, batches):
+                mesh = Mesh(np.array(jax.devices()), ("dp",))
+                train_step = pjit(lambda p, b: p - 0.1 * b, in_shardings=(PS(), PS("dp")),
+                                  out_shardings=PS())
+                with mesh:  # expect: SHL101
+                    for batch in batches:
+                        params = train_step(params, batch)
+                return params
+        """, title="a pjit loop with bare specs: reported, with what to migrate first and no fix"),
         example("""
             import jax
             import flax.linen as nn
@@ -171,36 +220,118 @@ environment, so such code silently loses its mesh after the fix. No fix next to 
     def check(self):
         versions = self.ctx.versions
         flax_noop = versions.at_least("flax", "0.12.2")
-        deprecated = versions.at_least("jax", "0.10.1")
+        deprecated = versions.at_least("jax", DEPRECATED)
         if not (flax_noop or deprecated):
             return
         items = [w for w in self.facts.with_items if w.kind == "legacy_mesh"]
         # A mesh from a helper, `self.mesh`, a parameter: the value-flow layer decides.
         items += [w for w in self.facts.other_withs
                   if is_mesh(self.facts, self.project, w.expr, w.scope)]
+        items = [w for w in items if not self._conditional(w)]
         for item in sorted(items, key=lambda w: (w.expr.lineno, w.expr.col_offset)):
             text = self.text(item.expr)
             beside = self._set_mesh_beside(item)
             silenced = self._silenced(item) if flax_noop and beside is None else None
+            advice, fix, blocked = self._advice(item, text)
             if beside is not None:
+                if not deprecated:
+                    continue
                 msg = (f"`{text}` next to `{self.text(beside)}` only sets the legacy resource "
                        f"environment (`pxla.thread_resources`), which `with mesh:` is deprecated "
-                       f"for since jax 0.10.1; the mesh jax and Flax read is already set: keep it "
-                       f"only while something reads that environment")
+                       f"for since jax {DEPRECATED}; the mesh jax and Flax read is already set: "
+                       f"keep it only while something reads that environment")
                 severity, fix = "warning", None
             elif silenced is not None:
                 msg = (f"`with {text}:` does not activate Flax constraints since flax 0.12.2, and "
                        f"{silenced} runs under it: every logical constraint and logically "
-                       f"partitioned parameter there is a no-op (the values stay unsharded); use "
-                       f"`with jax.set_mesh({text}):`")
-                severity, fix = "error", self._fix(item, text)
+                       f"partitioned parameter there is a no-op (the values stay unsharded); "
+                       f"{advice}")
+                severity = "error"
+                if fix is not None:  # (it shards what ran unsharded: where values live changes)
+                    fix = dataclasses.replace(fix, applicability="unsafe")
+            elif deprecated:
+                msg = (f"`with {text}:` is deprecated since jax {DEPRECATED}: it sets only the "
+                       f"legacy resource environment, which `pjit` and `with_sharding_constraint` "
+                       f"still read but `jax.jit` and Flax do not (since flax 0.12.2); {advice}")
+                # (where only the project's oldest jax stands in the way, nothing is to be done now)
+                severity = "warning" if fix is not None or blocked else "info"
             else:
-                msg = (f"`with {text}:` is deprecated since jax 0.10.1: it sets only the legacy "
-                       f"resource environment, which `pjit` and `with_sharding_constraint` still "
-                       f"read but `jax.jit` and Flax do not (since flax 0.12.2); use "
-                       f"`with jax.set_mesh({text}):`")
-                severity, fix = "warning", self._fix(item, text)
+                continue
             yield self.finding(item.expr, msg, severity=severity, fix=fix, tags=("deprecated",))
+
+    def _advice(self, item, text: str) -> tuple[str, Fix | None, bool]:
+        """What to do instead, and the fix where replacing the ``with`` keeps the program working:
+        never where ``jax.set_mesh`` does not exist on the oldest jax the project allows, nor where
+        code under the ``with`` reads the legacy environment that ``jax.set_mesh`` does not set
+        (then ``blocked``)."""
+        versions = self.ctx.versions
+        blocker = self._blocker(item)
+        if versions.may_be_below("jax", SET_MESH_ADDED):
+            return (f"its replacement `jax.set_mesh` needs jax >= {SET_MESH_ADDED}, and the "
+                    f"project's pins allow jax {versions.oldest('jax')}: keep it until they "
+                    f"require jax >= {SET_MESH_ADDED}", None, blocker is not None)
+        if blocker is not None:
+            return (f"but {blocker}, which `jax.set_mesh` does not set: migrate that first (`pjit` "
+                    f"to `jax.jit` with `NamedSharding`s, `pxla.thread_resources` to "
+                    f"`jax.sharding.get_abstract_mesh()`), then use `with jax.set_mesh({text}):`",
+                    None, True)
+        return f"use `with jax.set_mesh({text}):`", self._fix(item, text), False
+
+    def _blocker(self, item) -> str | None:
+        """Code under the ``with`` that needs the legacy resource environment it sets: a
+        ``pjit`` or ``with_sharding_constraint`` given bare ``PartitionSpec``s (with only
+        ``jax.set_mesh`` they fail: `pjit requires a non-empty mesh in context`), or a project
+        module that reads ``pxla.thread_resources``."""
+        stmt = item.stmt
+        first = stmt.body[0].lineno if stmt.body else stmt.lineno
+        last = stmt.end_lineno or stmt.lineno
+
+        def inside(node) -> bool:
+            return first <= node.lineno <= last
+
+        for site in self.facts.jit_sites:
+            if site.api_name != PJIT:
+                continue
+            kws = jit_keywords(self.facts, site)
+            if not any(k in _SPEC_KEYWORDS and bare_specs(self.facts, v, site.scope) is not None
+                       for k, v in (kws or {}).items()):
+                continue
+            runs = [c for c in calls_of(self.facts, site) if c.scope is item.scope
+                    and inside(c.node)]
+            if runs or (site.scope is item.scope and inside(site.node)):
+                name = site.bound_name or "a `pjit`"
+                return (f"`{name}` runs under it, a `pjit` given bare `PartitionSpec`s that reads "
+                        f"the legacy mesh")
+        for c in self.facts.calls:
+            if c.scope is item.scope and inside(c.node) and c.api is not None \
+                    and c.api.name == "jax.lax.with_sharding_constraint" \
+                    and bare_specs(self.facts, c.arg(1, "shardings"), c.scope) is not None:
+                return (f"`{self.text(c.node.func)}` runs under it with a bare `PartitionSpec` and "
+                        f"reads the legacy mesh")
+        readers = self.project.legacy_env_readers
+        if readers:
+            more = f" and {len(readers) - 1} more" if len(readers) > 1 else ""
+            return (f"the project reads the legacy resource environment "
+                    f"(`pxla.thread_resources`) in `{readers[0]}`{more}")
+        return None
+
+    def _conditional(self, item) -> bool:
+        """A name the function binds to something else than a mesh on another path
+        (``ctx = mesh if distributed else contextlib.nullcontext()``, or a mesh in one branch
+        and ``nullcontext()`` in the other): not certainly a mesh."""
+        expr = item.expr
+        if isinstance(expr, ast.IfExp):
+            return True
+        if not isinstance(expr, ast.Name) or item.scope.kind != "function":
+            return False
+        values = [a.value for a in item.scope.assigned.get(expr.id, ())]
+        if any(isinstance(v, ast.IfExp) for v in values):
+            return True
+        if len(values) < 2:
+            return False
+        return any(v is None or not (self.facts.mesh_for(v, item.scope) is not None
+                                     or is_mesh(self.facts, self.project, v, item.scope))
+                   for v in values)
 
     def _set_mesh_beside(self, item):
         """The ``jax.set_mesh(...)`` item of the same ``with`` (``with jax.set_mesh(m), m:``)."""
@@ -244,8 +375,7 @@ environment, so such code silently loses its mesh after the fix. No fix next to 
             return None
         # `jax.set_mesh` does not set the legacy environment: code that reads it would lose it
         # (the project's own, or a library called under the `with` that shardlint cannot read).
-        safety = "unsafe" if self.project.reads_legacy_env or self._calls_a_library(item) \
-            else "safe"
+        safety = "unsafe" if self._calls_a_library(item) else "safe"
         return Fix(f"Replace `{text}` with `{call}({text})`", safety,
                    (Edit(self.span(expr), f"{call}({text})"),))
 

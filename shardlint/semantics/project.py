@@ -304,10 +304,11 @@ class ProjectIndex:
 
     @property
     @project_cached
-    def reads_legacy_env(self) -> bool:
-        """Some module reads the legacy resource environment (``pxla.thread_resources``), which
-        only ``with mesh:`` sets: replacing that with ``jax.set_mesh`` changes what it reads."""
-        return any(s.legacy_env for s in self.summaries.values())
+    def legacy_env_readers(self) -> list[str]:
+        """The modules that read the legacy resource environment (``pxla.thread_resources``),
+        sorted: it is set only by ``with mesh:``, so replacing that with ``jax.set_mesh``
+        changes what they read."""
+        return sorted(m for m, s in self.summaries.items() if s.legacy_env)
 
     def _compute_contexts(self) -> None:
         """ctx(F) = AND over the calls of F of (context at the call | ctx(caller)).

@@ -875,6 +875,8 @@ class FlowIndex:
                 target = self.function(t[1], module)
                 if target is not None and self.returns_mesh(target[0], tuple(t[4]), depth + 1):
                     mesh = True
+                else:  # (`mesh if c else contextlib.nullcontext()`: not certainly a mesh)
+                    other = True
             elif what == "a":
                 if self.attribute_mesh(key, t[1], depth + 1):
                     mesh = True
