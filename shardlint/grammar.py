@@ -42,7 +42,10 @@ def newer_syntax(text: str, exc: SyntaxError,
                  running: tuple[int, int] | None = None) -> NewerSyntax | None:
     """The newer Python ``text`` needs where ``exc`` (from parsing it on ``running``) points."""
     running = running or (sys.version_info[0], sys.version_info[1])
-    found = _classify(text, exc)
+    try:
+        found = _classify(text, exc)
+    except RecursionError:  # f-strings nested thousands deep: say nothing newer
+        return None
     if found is None or found.version <= running:
         return None  # the running grammar has the feature: the file is broken
     return found
