@@ -36,6 +36,7 @@ from shardlint.semantics.visitor import build_facts, rebuild_facts
 from shardlint.semantics.wrappers import Wrappers
 from shardlint.source import SourceText, Span, decode_source
 from shardlint.suppress import parse as parse_suppressions
+from shardlint.grammar import newer_syntax
 from shardlint.syntax import parse as parse_module
 
 CACHE_DIR = cache_mod.DIR
@@ -482,7 +483,8 @@ class Engine:
                                  c.mesh_contexts)
         self.cache = cache_mod.Cache(
             self.root, f"{__version__}|{cache_mod.code_stamp()}|{SUMMARY_FORMAT}|{c.fingerprint}"
-                       f"|{os.path.abspath(self.root)}",  # (summaries name files by full path)
+                       f"|{os.path.abspath(self.root)}"  # (summaries name files by full path)
+                       f"|py{sys.version_info[0]}.{sys.version_info[1]}",  # (its grammar parses)
             self.use_cache)
 
     # ---- files of the project ---------------------------------------------------------------------
@@ -842,10 +844,16 @@ class Engine:
         end_col = len(source.line_text(end_line)[:end_char].encode("utf-8"))
         if end_line == line and end_col <= col:
             end_col = col
+        running = ".".join(map(str, sys.version_info[:2]))
+        needs = newer_syntax(source.text, exc)
+        if needs is not None:  # valid code for a newer Python: not a broken file
+            return Finding(
+                "SHL000", "syntax-error", "info",
+                f"needs Python >= {needs.python} ({needs.feature}); shardlint runs on {running} "
+                f"and cannot analyse this file", path, Span(line, col, end_line, end_col))
         newer = self._newer_grammar()
         if newer is not None:
             # Likely valid for the project's own Python: say so once, not an error per file.
-            running = ".".join(map(str, sys.version_info[:2]))
             return Finding(
                 "SHL000", "syntax-error", "info",
                 f"cannot parse with Python {running} ({exc.msg}); the project requires Python "
@@ -887,7 +895,8 @@ class Engine:
         findings.sort(key=Finding.sort_key)
         # A project that needs a newer Python than this one: its files' parse failures are one
         # fact about the run, reported once.
-        grammar = [f for f in findings if f.code == "SHL000" and f.severity == "info"]
+        grammar = [f for f in findings if f.code == "SHL000" and f.severity == "info"
+                   and f.message.startswith(_NEWER_GRAMMAR)]
         if len(grammar) > 1:
             first = grammar[0]
             first.message += f" ({len(grammar) - 1} more files fail the same way)"
@@ -1210,6 +1219,10 @@ class Engine:
 # than one core) each worker has this budget for the files it summarises, and keeps them until it
 # exits.
 FACTS_BUDGET = 12_000_000
+
+
+# How the SHL000 infos of code for a newer Python begin (those of one run are reported once).
+_NEWER_GRAMMAR = ("needs Python >= ", "cannot parse with Python ")
 
 
 def _too_deep(path: str) -> Finding:

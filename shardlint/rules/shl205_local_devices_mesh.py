@@ -9,9 +9,12 @@ from shardlint.rules.base import Finding, Related, Rule, example, register
 from shardlint.semantics.api import Role
 from shardlint.semantics.meshes import (
     MAKE_MESH,
+    Construction,
     calls_api,
     constructions,
+    int_value,
     is_construction,
+    literal_shape,
     reaches,
 )
 from shardlint.semantics.usage import multi_process
@@ -40,7 +43,11 @@ A warning when the project shows that it runs as several processes (it calls
 `jax.make_array_from_process_local_data`); otherwise an info, since on a single host the local
 devices are all the devices. Not flagged: shapes that also count processes or all devices
 (`(jax.process_count(), jax.local_device_count())`), the per-host shape of
-`create_hybrid_device_mesh`, and `jax.local_device_count()` used for batch sizes.
+`create_hybrid_device_mesh`, `jax.local_device_count()` used for batch sizes or handed to a
+helper as a size, a one-device mesh (`jax.local_devices()[:1]`), and a mesh of the local
+devices in a function that stacks one copy of a value per local device (`[x] * len(devices)`):
+the per-device layout `pmap` takes, what `jax.device_put_replicated` made, where each process
+feeding its own devices is the intent.
 """
     why = """
 In a multi-process run (several hosts, or several processes on one) `jax.local_devices()` is
@@ -105,6 +112,56 @@ per_host_batch = global_batch // jax.process_count()               # local count
             mesh = Mesh(np.array(jax.devices()), ("data",))
             print(len(cpu_devices))
         """, title="local devices not used for the mesh"),
+        example("""
+            import jax
+            import jax.numpy as jnp
+            from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+            jax.distributed.initialize()
+
+            def copies_for_pmap(tree):
+                def put(x):
+                    devs = jax.local_devices()
+                    per_device = NamedSharding(Mesh(devs, ("copies",)), P("copies"))
+                    return jax.device_put(jnp.stack([x] * len(devs)), per_device)
+                return jax.tree.map(put, tree)
+        """, title="one copy per local device for pmap (what device_put_replicated made)"),
+        example("""
+            import jax
+            from jax.experimental import mesh_utils
+            from jax.sharding import Mesh
+
+            jax.distributed.initialize()
+
+            def mesh_for(model_parallel: int) -> Mesh:
+                grid = mesh_utils.create_hybrid_device_mesh(
+                    (1, model_parallel), (jax.process_count(), 1))
+                return Mesh(grid, ("data", "model"))
+
+            def gpu_mesh() -> Mesh:
+                inner = mesh_for(jax.local_device_count())   # a size handed to a global mesh
+                return Mesh(inner.devices, ("data", "model"))
+        """, title="the local count as a parameter of a global mesh"),
+        example("""
+            import jax
+            import numpy as np
+            from jax.sharding import Mesh
+
+            jax.distributed.initialize()
+            grid = np.empty((jax.process_count(), jax.local_device_count()), dtype=object)
+            for d in jax.devices():
+                grid[d.process_index, d.id % jax.local_device_count()] = d
+            mesh = Mesh(grid, ("hosts", "chips"))
+        """, title="every device, placed into a hosts x local devices array"),
+        example("""
+            import jax
+            from jax.experimental import mesh_utils
+            from jax.sharding import Mesh
+
+            jax.distributed.initialize()
+            one = mesh_utils.create_device_mesh((1,), devices=jax.local_devices()[:1])
+            mesh = Mesh(one, ("x",))
+        """, title="a one-device mesh"),
     ]
     INVALID = [
         example("""
@@ -115,6 +172,25 @@ per_host_batch = global_batch // jax.process_count()               # local count
             jax.distributed.initialize()
             mesh = Mesh(np.array(jax.local_devices()), ("data",))  # expect: SHL205
         """),
+        example("""
+            import jax
+            import numpy as np
+            from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+            jax.distributed.initialize()
+            devs = jax.local_devices()
+            mesh = Mesh(np.array(devs), ("data",))  # expect: SHL205
+            batch = jax.device_put(np.ones((len(devs) * 8, 4)), NamedSharding(mesh, P("data")))
+        """, title="a batch sharded over this process's devices"),
+        example("""
+            import jax
+            import numpy as np
+            from jax.sharding import Mesh
+
+            jax.distributed.initialize()
+            grid = np.array(jax.local_devices()[:2]).reshape(2, 1)
+            mesh = Mesh(grid, ("data", "model"))  # expect: SHL205
+        """, title="two local devices"),
         example("""
             import jax
 
@@ -152,17 +228,25 @@ per_host_batch = global_batch // jax.process_count()               # local count
     def check(self) -> Iterator[Finding]:
         facts = self.facts
         local = calls_api(facts, *LOCAL)
+        # The devices themselves: `jax.local_device_count()` in a device argument is a size
+        # (`np.empty((jax.process_count(), jax.local_device_count()))` filled from
+        # `jax.devices()`, a helper's `num_partitions`), not the devices a mesh is made of.
+        local_list = calls_api(facts, "jax.local_devices")
         is_global = calls_api(facts, *GLOBAL)
         stop = is_construction(facts)
         severity = "warning" if multi_process(self.project) else "info"
         devices_only = calls_api(facts, "jax.devices")
         for con in constructions(facts):
-            found = reaches(facts, con.devices, con.scope, local, stop)
+            if self._one_device(con):
+                continue  # one device spans nothing: it is a one-device mesh in every run
+            found = reaches(facts, con.devices, con.scope, local_list, stop)
             if found is not None and reaches(facts, con.devices, con.scope, devices_only,
                                              stop) is not None:
                 # `np.array(jax.devices()).reshape(jax.process_count(), jax.local_device_count())`:
                 # every device, arranged hosts x local devices -- a global mesh.
                 found = None
+            if found is not None and self._per_device_copies(con, local, stop):
+                continue
             kind = "devices"
             if found is None and con.shape is not None and \
                     reaches(facts, con.shape, con.scope, is_global, stop) is None:
@@ -172,6 +256,46 @@ per_host_batch = global_batch // jax.process_count()               # local count
                 continue
             yield self.finding(con.call, self._message(found, kind, severity, con.api_name),
                                severity=severity, related=self._related(con.call, found))
+
+    def _one_device(self, con: Construction) -> bool:
+        """A mesh of one device: a shape of ones, or devices `jax.local_devices()[:1]` / `[0]`."""
+        facts = self.facts
+        shape = literal_shape(facts, con.shape, con.scope) if con.shape is not None else None
+        if shape is not None and all(n == 1 for n in shape):
+            return True
+        local = calls_api(facts, "jax.local_devices")
+
+        def one(node: ast.AST, scope) -> bool:
+            if not isinstance(node, ast.Subscript) or not local(node.value, scope):
+                return False
+            index = node.slice
+            if isinstance(index, ast.Slice):
+                lower = int_value(facts, index.lower, scope) if index.lower is not None else 0
+                upper = int_value(facts, index.upper, scope) if index.upper is not None else None
+                return index.step is None and lower is not None and upper is not None \
+                    and upper - lower == 1 and lower >= 0
+            return int_value(facts, index, scope) is not None
+
+        return con.devices is not None and \
+            reaches(facts, con.devices, con.scope, one, is_construction(facts)) is not None
+
+    def _per_device_copies(self, con: Construction, local, stop) -> bool:
+        """The scope stacks one copy of a value per local device (`[x] * len(devices)`): the
+        per-device layout `pmap` takes, what `jax.device_put_replicated` made. There a mesh of
+        this process's devices is the intent (each process feeds its own pmap)."""
+        facts = self.facts
+        for node in _own_code(con.scope.node):
+            if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+                continue
+            for copies, count in ((node.left, node.right), (node.right, node.left)):
+                if not isinstance(copies, ast.List):
+                    continue
+                if isinstance(count, ast.Call) and isinstance(count.func, ast.Name) and \
+                        count.func.id == "len" and len(count.args) == 1:
+                    count = count.args[0]
+                if reaches(facts, count, con.scope, local, stop) is not None:
+                    return True
+        return False
 
     def _related(self, call: ast.Call, found: ast.AST) -> tuple[Related, ...]:
         a, b = self.span(call), self.span(found)
@@ -196,3 +320,13 @@ per_host_batch = global_batch // jax.process_count()               # local count
             middle = f"with several processes {then}"
         return (f"{core}: {middle}; build meshes from `jax.devices()` / `jax.device_count()` "
                 f"and feed per-host data with `jax.make_array_from_process_local_data`")
+
+
+def _own_code(scope_node: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of a scope's body, not those of the functions and classes defined in it."""
+    todo = list(ast.iter_child_nodes(scope_node))
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            todo.extend(ast.iter_child_nodes(node))
