@@ -24,6 +24,7 @@ from shardlint.semantics.donation import (
     keyword_call,
     leaves_replicated,
     passed,
+    references_of,
     resolve_positions,
     same_sharding,
 )
@@ -95,16 +96,20 @@ The message names the argument, the exact `donate_argnums`/`donate_argnames` to 
 (`train_step -> _apply -> state.apply_gradients(...)`), each step a related location.
 
 Not flagged: steps that return only metrics, losses or predictions, or results of another
-structure; a step whose caller in the file keeps reading the old value after the call, directly
-or through an alias (donating would break that caller: SHL402); steps only called inside other
-traces, and `jax.jit(..., inline=True)`, where donation is ignored; one-tree maps such as
+structure (a few fields picked out of the batch and packed again is a selection, not an
+update); a step whose caller in the file keeps reading the old value after the call, directly
+or through an alias (donating would break that caller: SHL402); an argument every call passes
+as `None` (no cache yet: nothing to donate); steps only called inside other traces, or only
+handed to them (a `lax.while_loop` body, a `functools.partial` of the step, in a jitted
+function), and `jax.jit(..., inline=True)`, where donation is ignored; one-tree maps such as
 `jax.tree.map(lambda m: m / c, moment)` (a new value; the old one is usually still needed); a
 step that is only lowered to be inspected and never run (`jax.jit(step).lower(*args).compile()
 .cost_analysis()`, `.lower(...).as_text()`, the jitted callable a local name every use of which
 is such a lowering); a step every caller of which in the file passes state that is visibly
 under 1 MiB (arrays of literal shapes, through names: a second copy costs nothing); a
-loop rebind alone when the function returns the argument unchanged or the jit sets
-`out_shardings` (a reshard cannot reuse the buffer). What keeps it silent: an update made by a
+loop rebind alone when the function returns the argument unchanged, returns it visibly
+reshaped (`x = resize(x, size)`, an index, a reduction: new data the old buffer could not
+hold) or the jit sets `out_shardings` (a reshard cannot reuse the buffer). What keeps it silent: an update made by a
 function outside the project (unknown, never assumed), a callable built at run time (a
 parameter, a registry lookup), `**options` at the jit site (it may donate).
 """
@@ -342,6 +347,80 @@ jax >= 0.8.1 (no fix is offered on older jax).
                 lowered = step.lower(state, batch)
                 return lowered.as_text()
         """, title="a step lowered only to read its cost or its program text: it never runs"),
+        example("""
+            from functools import partial
+            import jax
+            import numpy as np
+
+            @partial(jax.jit, static_argnums=(1,), backend="cpu")
+            def upsample(mask, size):
+                return jax.image.resize(mask, size + mask.shape[-1:], "bilinear")
+
+            def evaluate(outputs, sizes):
+                results = []
+                for out, size in zip(outputs, sizes):
+                    mask = np.asarray(jax.device_get(out["mask"]))
+                    mask = upsample(mask, size)      # a new array of another shape
+                    results.append(mask)
+                return results
+        """, title="a loop rebinds a resized host array: new data of another shape, not an "
+                   "update"),
+        example({
+            "eval.py": """
+                import jax
+                from metrics import targets_of
+
+                def eval_step(state, batch):
+                    logits = state.apply_fn(state.params, batch["image"])
+                    return targets_of(batch), logits
+
+                p_eval = jax.pmap(eval_step, axis_name="batch")
+
+                def evaluate(state, batches):
+                    for batch in batches:
+                        yield p_eval(state, batch)
+            """,
+            "metrics.py": """
+                import jax
+
+                def targets_of(batch, gather=True):
+                    label = {"id": batch["label"]["id"], "size": batch["label"]["size"]}
+                    out = {"label": label, "mask": batch["mask"]}
+                    if gather:
+                        out = jax.lax.all_gather(out, "batch")
+                    return out
+            """,
+        }, title="an eval step returns a few fields picked out of the batch: a selection of "
+                 "another structure, not an update of it"),
+        example("""
+            import jax
+
+            def forward(tokens, params, cache):
+                logits = tokens @ params["embed"]
+                if cache is None:
+                    return logits, [logits]
+                return logits, cache.replace(k=cache.k.at[0].set(logits), pos=cache.pos + 1)
+
+            def prefill(tokens, params):
+                return jax.jit(forward)(tokens, params, None)   # no cache yet: nothing to donate
+        """, title="every call passes `None` for the state: there is no buffer to donate"),
+        example("""
+            import functools
+            import jax
+
+            class Sampler:
+                @functools.partial(jax.jit, static_argnames=("self",))
+                def _step(self, state, params):
+                    logits = params["w"] @ state.tokens[-1]
+                    return state.replace(tokens=state.tokens.at[state.pos].set(logits.argmax()),
+                                         pos=state.pos + 1)
+
+                @functools.partial(jax.jit, static_argnames=("self",), donate_argnums=(1,))
+                def sample(self, state, params):
+                    body = functools.partial(self._step, params=params)
+                    return jax.lax.while_loop(lambda s: s.pos < 16, body, state)
+        """, title="a step only handed to `lax.while_loop` inside another jit (through "
+                   "`functools.partial`): donation is ignored in a trace"),
     ]
 
     INVALID = [
@@ -644,6 +723,44 @@ jax >= 0.8.1 (no fix is offered on older jax).
                     params = cpu_update(params, grads)
                 return params
         """, title="a jit for the CPU backend: donation works there too (jaxlib >= 0.3.24)"),
+        example("""
+            import jax
+
+            def forward(tokens, params, cache):
+                logits = tokens @ params["embed"]
+                if cache is None:
+                    return logits, [logits]
+                return logits, cache.replace(k=cache.k.at[0].set(logits), pos=cache.pos + 1)
+
+            step = jax.jit(forward)  # expect: SHL401
+
+            def generate(tokens, params, cache, steps):
+                logits, _ = step(tokens, params, None)
+                for _ in range(steps):
+                    logits, cache = step(logits, params, cache)   # a real cache, rebound
+                return logits
+        """, title="one call passes `None`, another a real cache it rebinds"),
+        example("""
+            import functools
+            import jax
+
+            class Sampler:
+                @functools.partial(jax.jit, static_argnames=("self",))  # expect: SHL401
+                def _step(self, state, params):
+                    logits = params["w"] @ state.tokens[-1]
+                    return state.replace(tokens=state.tokens.at[state.pos].set(logits.argmax()),
+                                         pos=state.pos + 1)
+
+                @functools.partial(jax.jit, static_argnames=("self",), donate_argnums=(1,))
+                def sample(self, state, params):
+                    body = functools.partial(self._step, params=params)
+                    return jax.lax.while_loop(lambda s: s.pos < 16, body, state)
+
+                def stream(self, state, params):
+                    for _ in range(16):
+                        state = self._step(state, params)   # eager: each call copies the state
+                        yield state.tokens[state.pos - 1]
+        """, title="a loop body inside a jit, and also called eagerly in a streaming loop"),
     ]
 
     @classmethod
@@ -690,8 +807,10 @@ jax >= 0.8.1 (no fix is offered on older jax).
             return None  # (no loop rebind can say more without the function's body)
         all_calls = calls_of(facts, site)
         calls = [c for c in all_calls if not execution.is_traced(c)]
-        if all_calls and not calls:
-            return None  # only called inside other traces, where donation is ignored
+        if not calls and (all_calls or self._handed_on_traced(site, execution)):
+            # only called inside other traces, or only handed to them (`lax.while_loop(c,
+            # partial(self.step, ...), s)` in a jitted function): donation is ignored there
+            return None
         kept: set[str] = set()
         # A rebind alone is weaker evidence: not for jits that place their outputs elsewhere
         # (a reshard cannot reuse the input buffer: the donation would be unusable).
@@ -706,17 +825,25 @@ jax >= 0.8.1 (no fix is offered on older jax).
                     args = passed(c.node, {key_index} if key_index >= 0 else set(), {name})
                     for _, arg in args:
                         passing.setdefault(name, []).append((c, arg))
-                        if name not in evidence and flow is not None and c.in_loop is not None \
-                                and _rebinds(c, arg) and flow.flows_to_return(name) \
-                                and not flow.returned_as_is(name):
+                        if name in evidence or flow is None or c.in_loop is None:
+                            continue
+                        at = _rebinds(c, arg)
+                        # (a result of another shape, `x = resize(x, shape)`, is new data the
+                        # old buffer could not hold: the rebind says nothing of an update)
+                        if at is not None and flow.flows_to_return(name) \
+                                and not flow.returned_as_is(name) and not flow.reshaped(at):
                             evidence[name] = Evidence(
-                                "is called as `{1}` in a loop, rebinding {0}",
+                                "is called as `{1}` in a loop, rebinding what it passes as {0}",
                                 f"{self.text(arg)} = {self.text(c.node.func)}(...)", ())
             # A caller that reads the old value afterwards keeps it (donating would break it);
             # asked only for what has evidence: the liveness walk is the costly part.
             if not in_place:
                 kept = {name for name, uses in passing.items() if name in evidence
                         and any(use_after(facts, c, arg) is not None for c, arg in uses)}
+            # Every call passes `None` there (`forward(x, params, None)`, no cache yet):
+            # there is no buffer to donate, whatever the function does with a real one.
+            kept |= {name for name, uses in passing.items() if calls and len(uses) == len(calls)
+                     and all(_is_none(arg) for _, arg in uses)}
         candidates: list[Candidate] = []
         replicated = leaves_replicated(facts, site)
         if sig is None:  # the function is not known: its positions are (sharding identity)
@@ -744,6 +871,13 @@ jax >= 0.8.1 (no fix is offered on older jax).
         related = tuple(r for c in candidates for r in c.evidence.related)
         return self.finding(site.node, self._message(name, candidates, keyword, in_place),
                             fix=fix, related=_unique(related))
+
+    def _handed_on_traced(self, site: JitSite, execution: Execution) -> bool:
+        """The callable is used in this file, and only inside traced code, as a value handed
+        on (a loop body, a ``functools.partial`` of it), never called where it runs eagerly."""
+        refs = references_of(self.facts, site)
+        return bool(refs) and all(execution.scope_traced(scope) or execution.in_traced_lambda(n)
+                                  for n, scope in refs)
 
     def _small(self, call: CallSite, candidates: list[Candidate], sig: Signature) -> bool:
         """Whether what this call passes for the candidates is visibly under SMALL_STATE
@@ -859,23 +993,28 @@ def _inlined(facts, site: JitSite, kws: dict[str, ast.expr]) -> bool:
     return value is not None and facts.literal(value, site.scope) is True
 
 
-def _rebinds(call: CallSite, arg: ast.expr) -> bool:
-    """``state = step(state, ...)`` / ``state, m = step(state, ...)``."""
+def _rebinds(call: CallSite, arg: ast.expr) -> tuple[int, ...] | None:
+    """``state = step(state, ...)`` -> (); ``m, state = step(state, ...)`` -> (1,): where in the
+    result the name passed is bound again; None when it is not."""
     stmt = call.stmt
     if not isinstance(stmt, ast.Assign) or stmt.value is not call.node:
-        return False
+        return None
     c = chain(arg)
     if c is None:
-        return False
-    targets: list[ast.expr] = []
-    todo = list(stmt.targets)
+        return None
+    todo: list[tuple[ast.expr, tuple[int, ...]]] = [(t, ()) for t in stmt.targets]
     while todo:
-        t = todo.pop()
+        t, at = todo.pop()
         if isinstance(t, (ast.Tuple, ast.List)):
-            todo.extend(t.elts)
-        else:
-            targets.append(t)
-    return any(chain(t) == c for t in targets)
+            starred = any(isinstance(e, ast.Starred) for e in t.elts)
+            todo.extend((e, at if starred else (*at, i)) for i, e in enumerate(t.elts))
+        elif chain(t) == c:
+            return at
+    return None
+
+
+def _is_none(arg: ast.expr) -> bool:
+    return isinstance(arg, ast.Constant) and arg.value is None
 
 
 def _is_optimizer_update(text: str) -> bool:

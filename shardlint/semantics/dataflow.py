@@ -530,6 +530,7 @@ class LocalFlow:
             return [(direct, True)]
         found: set[str] = set()
         seen: set[str] = set()
+        computed = False
         todo: list[ast.AST] = [value]
         while todo and budget > 0:
             nodes = walk_nodes(todo.pop())
@@ -542,7 +543,11 @@ class LocalFlow:
                     seen.add(n.id)  # type: ignore[attr-defined]
                     todo.extend(a.value for a in self.assigned.get(n.id, ())  # type: ignore[attr-defined]
                                 if a.value is not None)
-        return [(p, False) for p in sorted(found)]
+                elif isinstance(n, _COMPUTING):
+                    computed = True
+        # Entries only picked out of the field and packed again (`{"id": batch["label"]["id"],
+        # ...}`) are a selection of it, not a new value computed from it.
+        return [(p, not computed) for p in sorted(found)]
 
     def returned_terms(self, index: tuple[int, ...] = ()) -> Terms:
         """What the function returns (at ``index`` of its result), over every return."""
@@ -599,6 +604,38 @@ class LocalFlow:
         reshard, not a computation on it."""
         return any(o.kind == SAME for r in self.returns for p, o in self.trace(r).items()
                    if p == param)
+
+    def reshaped(self, index: tuple[int, ...] = ()) -> bool:
+        """Every return (at ``index`` of it) is visibly of another shape than what went in: a
+        resize, a reshape, a reduction, an index (``jax.image.resize(x, shape)``, ``x[0]``,
+        ``x.sum(-1)``). A loop that rebinds such a result is not updating a state in place:
+        the old buffer could not hold the new value anyway."""
+        return bool(self.returns) and all(self._reshaped(r, index, 0) for r in self.returns)
+
+    def _reshaped(self, expr: ast.expr, index: tuple[int, ...], depth: int) -> bool:
+        if depth > 8:
+            return False
+        if isinstance(expr, (ast.Tuple, ast.List)):
+            if not index or index[0] >= len(expr.elts) \
+                    or any(isinstance(e, ast.Starred) for e in expr.elts):
+                return False
+            return self._reshaped(expr.elts[index[0]], index[1:], depth + 1)
+        if index:
+            return False
+        if isinstance(expr, ast.Name):
+            assigned = self.assigned.get(expr.id)
+            return bool(assigned) and expr.id not in self.all_params and all(
+                a.value is not None and self._reshaped(a.value, a.index, depth + 1)
+                for a in assigned)
+        if isinstance(expr, ast.Subscript):
+            return not _at_subscript(expr)  # `x[0]`, `x[:, :k]`: a part, of another shape
+        if not isinstance(expr, ast.Call) or not isinstance(expr.func, (ast.Name, ast.Attribute)):
+            return False
+        q = self.facts.qualify(expr.func)
+        if q is not None:
+            return q in RESHAPING_CALLS or (q.rsplit(".", 1)[-1] in _RESHAPING
+                                            and q.partition(".")[0] in ("jax", "numpy"))
+        return isinstance(expr.func, ast.Attribute) and expr.func.attr in _RESHAPING
 
     def returns_structure_of(self, node: ast.AST, through) -> bool:
         """Whether the value of ``node`` is returned as (part of) the result's structure: through
@@ -686,10 +723,23 @@ def _field_of(node: ast.expr, key: str) -> str | None:
     return None
 
 
+# Nodes that compute a new value (not only pick parts out of one and pack them again).
+_COMPUTING = (ast.Call, ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.IfExp)
+
+
 # Leaf functions whose result has another shape than the leaf (a reduction, an index).
 _RESHAPING = frozenset({"sum", "mean", "max", "min", "prod", "any", "all", "argmax", "argmin",
                         "norm", "ravel", "flatten", "reshape", "squeeze", "item", "size",
                         "shape", "ndim", "tolist"})
+
+
+# Calls whose result has another shape than their array argument (besides _RESHAPING's names).
+RESHAPING_CALLS = frozenset({"jax.image.resize", "jax.image.scale_and_translate",
+                             "jax.numpy.concatenate", "jax.numpy.stack", "jax.numpy.pad",
+                             "jax.numpy.repeat", "jax.numpy.tile", "jax.numpy.expand_dims",
+                             "jax.numpy.transpose", "jax.numpy.einsum", "jax.numpy.matmul",
+                             "jax.numpy.dot", "jax.lax.dynamic_slice", "jax.lax.slice",
+                             "jax.lax.all_gather"})
 
 
 def _keeps_shapes(facts: FileFacts, fn: ast.expr) -> bool:

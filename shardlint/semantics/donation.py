@@ -308,6 +308,62 @@ def calls_of(facts: FileFacts, site: JitSite) -> list[CallSite]:
     return out
 
 
+def references_of(facts: FileFacts, site: JitSite) -> list[tuple[ast.expr, Scope]]:
+    """Loads of the callable a jit site produces that are not calls of it, with their scope:
+    the callable handed on (``functools.partial(self.step, ...)``, ``lax.while_loop(c, step,
+    s)``, ``return step``). Module-level code and each function body are read on their own."""
+    name = site.bound_name
+    owner = _binding_owner(site)
+    attr = _self_attr_binding(facts, site)
+    method = site.function.name if site.form != "call" and site.function is not None \
+        and site.function.parent is not None and site.function.parent.kind == "class" else None
+    cls = site.function.parent if method is not None else attr[0] if attr is not None else None
+    attr_name = method if method is not None else attr[1] if attr is not None else None
+    if name is None and attr_name is None:
+        return []
+    out: list[tuple[ast.expr, Scope]] = []
+    called: set[int] | None = None
+    for scope in {id(x): x for x in [facts.module_scope, *facts.scopes.values()]}.values():
+        by_name = name is not None and name in scope.references
+        by_attr = attr_name is not None and scope.kind == "function" and _class_of(scope) is cls
+        if not by_name and not by_attr:
+            continue
+        if called is None:
+            called = {id(c.node.func) for c in facts.calls}
+        for n in _body_nodes(scope.node):
+            if id(n) in called:
+                continue
+            if by_name and isinstance(n, ast.Name) and n.id == name \
+                    and isinstance(n.ctx, ast.Load):
+                found = scope.lookup(name)
+                if found is not None and found[0] is owner:
+                    out.append((n, scope))
+            elif by_attr and isinstance(n, ast.Attribute) and n.attr == attr_name \
+                    and isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name) \
+                    and n.value.id == "self":
+                out.append((n, scope))
+    return out
+
+
+def _body_nodes(node: ast.AST):
+    """The nodes of a scope's body, lambdas included (they belong to it), not nested functions
+    or classes (nor the decorators of a function: they run in the enclosing scope)."""
+    todo: list[ast.AST] = []
+    for name in node._fields:
+        value = getattr(node, name, None)
+        if name != "decorator_list":
+            todo.extend([value] if isinstance(value, ast.AST) else
+                        [v for v in value if isinstance(v, ast.AST)] if isinstance(value, list)
+                        else [])
+    while todo:
+        n = todo.pop()
+        yield n
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            todo.extend(n.decorator_list)  # (run here; the body is a scope of its own)
+            continue
+        todo.extend(ast.iter_child_nodes(n))
+
+
 def _binding_owner(site: JitSite) -> Scope | None:
     if site.form == "call" or (site.form == "partial" and site.target is not None):
         return site.scope
