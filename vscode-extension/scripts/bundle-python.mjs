@@ -20,10 +20,11 @@ const pip = (cmd, ...args) =>
   execFileSync(python, ["-m", "pip", "--disable-pip-version-check", "--no-input", cmd, ...source, ...args], { stdio: ["ignore", "inherit", "inherit"] });
 
 const version = JSON.parse(fs.readFileSync(path.join(ext, "package.json"), "utf8")).version;
-const pyproject = fs.readFileSync(path.join(repo, "pyproject.toml"), "utf8");
-const pyVersion = /^version\s*=\s*"([^"]+)"/m.exec(pyproject)?.[1];
+// The one source of the version: shardlint/__init__.py (pyproject.toml reads it, dynamic).
+const init = fs.readFileSync(path.join(repo, "shardlint", "__init__.py"), "utf8");
+const pyVersion = /^__version__\s*=\s*"([^"]+)"/m.exec(init)?.[1];
 if (pyVersion !== version) {
-  console.error(`package.json version ${version} differs from pyproject.toml's ${pyVersion}`);
+  console.error(`package.json version ${version} differs from shardlint.__version__ ${pyVersion}`);
   process.exit(1);
 }
 
