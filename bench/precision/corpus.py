@@ -5,9 +5,9 @@ matches each finding to hand labels by project, file, line and rule (the trees a
 
 - the shared labels, ``../shared/corpus/labels/precision.tsv`` (167 findings of earlier builds);
 - this repository's own, ``bench/precision/corpus_labels.tsv`` (same columns plus ``drawn``:
-  ``random`` for a finding drawn at random to label, ``picked`` for one chosen by hand). An own
-  label holds while the finding's message still starts with the labelled ``message``: a reworded
-  finding is labelled again. Where both have a label, the own one counts.
+  ``random`` for a finding drawn at random to label, ``picked`` for one chosen by hand). A label
+  holds while the finding has the labelled severity and its message starts with the labelled
+  ``message``: a reworded finding is labelled again. Where both have a label, the own one counts.
 
 Prints per rule and per project: findings, labelled, TP / TP-minor / FP / OVERCLAIM, the share
 wrong (FP + OVERCLAIM of the labelled), the share TP-minor, unlabelled; then how the shared labels
@@ -58,6 +58,11 @@ def label_key(r: dict) -> tuple[str, str, int, str]:
 
 
 def holds(label: dict, finding: dict) -> bool:
+    """A label holds while the finding says what was labelled: the same severity, and the
+    message starting as labelled (a reworded finding is judged again)."""
+    sev = label.get("severity", "").strip()
+    if sev and sev != finding["severity"]:
+        return False
     msg = label.get("message", "").strip()
     return not msg or finding["message"].startswith(msg[:PREFIX])
 
