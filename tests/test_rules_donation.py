@@ -234,6 +234,27 @@ def run(x):
     y = g(x)
     return x + y
 """,
+    "a record copied with dataclasses.replace shares the donated arrays": STEP + """
+import dataclasses
+
+def train(cache, b):
+    mine = dataclasses.replace(cache, pos=0)
+    out = step(mine, b)
+    return out, cache.k  # expect: SHL402
+""",
+    "a dict built around a name holds it": STEP + """
+def train(params, b):
+    state = {"params": params, "step": 0}
+    state = step(state, b)
+    return state, params  # expect: SHL402
+""",
+    "a dict of slices holds new arrays, not the sliced one": STEP + """
+def train(memory, b):
+    for i in range(4):
+        chunk = {"x": memory["x"][:, i:i + 1]}
+        out = step(chunk, b)
+    return memory
+""",
     "module-level loop in a script": STEP + """
 state = jax.numpy.zeros((1024, 1024))
 for b in range(10):

@@ -421,6 +421,56 @@ jax >= 0.8.1 (no fix is offered on older jax).
                     return jax.lax.while_loop(lambda s: s.pos < 16, body, state)
         """, title="a step only handed to `lax.while_loop` inside another jit (through "
                    "`functools.partial`): donation is ignored in a trace"),
+        example("""
+            import time
+            import jax
+
+            def sgd(x, layers):
+                grads = jax.grad(lambda ls: sum((x @ w).sum() for w in ls))(layers)
+                return jax.tree.map(lambda w, g: w - 1e-4 * g, layers, grads)
+
+            def timeit(fn, repeats=10):
+                start = time.perf_counter()
+                for _ in range(repeats):
+                    fn()
+                return (time.perf_counter() - start) / repeats
+
+            def benchmark(x, layers):
+                step = jax.jit(sgd)
+                # the lambda runs ten times on the same `layers`: donating them would break it
+                return timeit(lambda: jax.block_until_ready(step(x, layers)))
+        """, title="a step timed in a lambda that passes the same arrays at every run"),
+        example("""
+            import dataclasses
+            import jax
+
+            @jax.jit
+            def decode(params, cache, tokens):
+                k = cache.k.at[:, cache.pos].set(tokens @ params["wk"])
+                return dataclasses.replace(cache, k=k, pos=cache.pos + 1)
+
+            def generate(params, prompt_cache, tokens, steps):
+                cache = dataclasses.replace(prompt_cache, pos=0)   # shares the prompt's arrays
+                for _ in range(steps):
+                    cache = decode(params, cache, tokens)
+                return cache, prompt_cache.k.sum()                 # the prompt cache is read
+        """, title="the caller keeps another reference to the state: a copy made with "
+                   "`dataclasses.replace` shares its arrays"),
+        example("""
+            import jax
+
+            @jax.jit
+            def sgd(state, grads):
+                return {"params": jax.tree.map(lambda p, g: p - 0.1 * g, state["params"], grads),
+                        "step": state["step"] + 1}
+
+            def fit(params, grads_list):
+                state = {"params": params, "step": 0}    # the dict holds the caller's params
+                for grads in grads_list:
+                    state = sgd(state, grads)
+                return state, params                      # ... which are still returned
+        """, title="the caller keeps another reference to the state: a dict built around its "
+                   "arrays"),
     ]
 
     INVALID = [
@@ -839,7 +889,8 @@ jax >= 0.8.1 (no fix is offered on older jax).
             # asked only for what has evidence: the liveness walk is the costly part.
             if not in_place:
                 kept = {name for name, uses in passing.items() if name in evidence
-                        and any(use_after(facts, c, arg) is not None for c, arg in uses)}
+                        and any(use_after(facts, c, arg) is not None
+                                or _captured(c, arg) for c, arg in uses)}
             # Every call passes `None` there (`forward(x, params, None)`, no cache yet):
             # there is no buffer to donate, whatever the function does with a real one.
             kept |= {name for name, uses in passing.items() if calls and len(uses) == len(calls)
@@ -1011,6 +1062,31 @@ def _rebinds(call: CallSite, arg: ast.expr) -> tuple[int, ...] | None:
         elif chain(t) == c:
             return at
     return None
+
+
+def _captured(call: CallSite, arg: ast.expr) -> bool:
+    """The call sits in a lambda that reads the argument from outside (``timeit(lambda:
+    step(x, layers))``): whoever runs the lambda again passes the same value, which a
+    donation would have deleted."""
+    c = chain(arg)
+    if c is None or not isinstance(call.stmt, ast.stmt):
+        return False
+    node = call.node
+    for lam in ast.walk(call.stmt):
+        if isinstance(lam, ast.Lambda) and _within(node, lam):
+            a = lam.args
+            bound = {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]}
+            bound |= {x.arg for x in (a.vararg, a.kwarg) if x is not None}
+            if c[0] not in bound:
+                return True
+    return False
+
+
+def _within(node: ast.AST, outer: ast.AST) -> bool:
+    start = (node.lineno, node.col_offset)  # type: ignore[attr-defined]
+    end = (node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
+    return (outer.lineno, outer.col_offset) <= start and \
+        end <= (outer.end_lineno, outer.end_col_offset)  # type: ignore[attr-defined]
 
 
 def _is_none(arg: ast.expr) -> bool:

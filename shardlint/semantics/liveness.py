@@ -297,18 +297,78 @@ def _aliases(scope_node: ast.AST, call_stmt: ast.stmt, donated: Path) -> set[Tra
                         and len(t.elts) == len(n.value.elts):
                     pairs.extend(zip(t.elts, n.value.elts))
             for t, v in pairs:
-                c = chain(v) if isinstance(v, (ast.Name, ast.Attribute, ast.Subscript)) else None
-                if isinstance(t, ast.Name) and c is not None:
-                    assigns.append((n.end_lineno, t.id, c))
+                if isinstance(t, ast.Name):
+                    assigns.extend((n.end_lineno, (t.id, *part), c) for part, c in _shared(v))
     out: set[Tracked] = set()
-    for end, name, source in assigns:
+    for end, local, source in assigns:
+        name = local[0]
         if any(end < ln < line for x in (name, source[0]) for ln in stores.get(x, [])):
             continue  # rebound between the alias and the call: it holds something else
         if name != donated[0] and _related(source, donated):
-            out.add(Tracked((name,), source))  # old = state.params; step(state)
-        elif name == donated[0] and source[0] != name:
-            out.add(Tracked(source, (name,)))  # s = state; step(s)
+            out.add(Tracked(local, source))  # old = state.params; step(state)
+        elif _related(local, donated) and source[0] != name:
+            out.add(Tracked(source, local))  # s = state; step(s)
     return out
+
+
+_REPLACE = ("dataclasses.replace", "flax.struct.replace")
+
+
+def _shared(value: ast.expr) -> list[tuple[Path, Path]]:
+    """What a value assigned to a name shares with others, as (part of the name, what it
+    holds): ``state.params`` -> [((), state.params)]; a record copied with some fields replaced
+    (``dataclasses.replace(cache, pos=p)``, ``cache.replace(...)``) holds the other fields'
+    arrays -> [((), cache)]; a dict of names (``{"params": params}``) holds them ->
+    [(("['params']",), params)]."""
+    if isinstance(value, (ast.Name, ast.Attribute, ast.Subscript)):
+        c = chain(value)
+        return [((), c)] if c is not None else []
+    # (below, only values named whole: `x[:, a:b]` is a new array, not x)
+    if isinstance(value, ast.Call):
+        func = value.func
+        source: ast.expr | None = None
+        if isinstance(func, ast.Attribute) and func.attr in ("replace", "_replace") \
+                and not value.args:
+            source = func.value
+        elif isinstance(func, (ast.Name, ast.Attribute)) and value.args \
+                and ".".join(_dotted(func)) in (*_REPLACE, "replace"):
+            source = value.args[0]
+        elif isinstance(func, ast.Name) and func.id == "dict" and not value.args:
+            return [((f"[{k.arg!r}]",), c) for k in value.keywords if k.arg is not None
+                    and (c := _whole(k.value)) is not None]
+        c = _whole(source)
+        return [((), c)] if c is not None else []
+    if isinstance(value, ast.Dict):
+        return [((f"[{k.value!r}]",), c) for k, v in zip(value.keys, value.values)
+                if isinstance(k, ast.Constant) and isinstance(k.value, (str, int))
+                and (c := _whole(v)) is not None]
+    return []
+
+
+def _whole(node: ast.expr | None) -> Path | None:
+    """The chain of a value named whole (``state.params["w"]``), not a slice of one."""
+    if not isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)):
+        return None
+    c = chain(node)
+    return c if c is not None and len(c) == _links(node) else None
+
+
+def _links(node: ast.expr) -> int:
+    n = 1
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        n += 1
+        node = node.value
+    return n
+
+
+def _dotted(node: ast.expr) -> list[str]:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return list(reversed(parts))
 
 
 class _Scanner:
