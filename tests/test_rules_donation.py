@@ -276,6 +276,12 @@ def train(state, b):
     values = jax.tree.map(lambda n, o: n - o, new, state)  # expect: SHL402
     return shapes, values
 """,
+    "a host copy (jax.device_get) is copied to the device, not deleted": STEP + """
+def train(state, b):
+    host = jax.device_get(state)
+    new = step(host, b)
+    return host["w"].sum(), new
+""",
     "module-level loop in a script": STEP + """
 state = jax.numpy.zeros((1024, 1024))
 for b in range(10):
