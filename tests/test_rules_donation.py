@@ -255,6 +255,54 @@ def train(memory, b):
         out = step(chunk, b)
     return memory
 """,
+    "freeing the donated array is not a read": STEP + """
+def train(state, b):
+    new = step(state, b)
+    state.delete()
+    return new
+""",
+    "freeing each value of the donated dict in a loop": STEP + """
+def train(batch, b):
+    new = step(batch, b)
+    for _, leaf in batch.items():
+        leaf.delete()
+    for leaf in jax.tree.leaves(batch):
+        if not leaf.is_deleted():
+            leaf.delete()
+    return new
+""",
+    "a loop over the leaves that reads one": STEP + """
+def train(batch, b):
+    new = step(batch, b)
+    for leaf in jax.tree_util.tree_leaves(batch):
+        new = new + leaf  # expect: SHL402
+    return new
+""",
+    "len, `in` with a string key, `is None`, isinstance: the container, not the arrays": STEP + """
+def train(batch, b):
+    new = step(batch, b)
+    if batch is not None and "mask" in batch and isinstance(batch, dict):
+        return new, len(batch), batch["image"].shape[0]
+    return new
+""",
+    "`in` with a computed key may iterate an array": STEP + """
+def train(x, b, v):
+    new = step(x, b)
+    return new, v in x  # expect: SHL402
+""",
+    "a leaf-wise map reads only the leaves its lambda reads": STEP + """
+def train(state, b):
+    new = step(state, b)
+    shapes = jax.tree.map(lambda n, o: (n.shape, o.shape), new, state)
+    values = jax.tree.map(lambda n, o: n - o, new, state)  # expect: SHL402
+    return shapes, values
+""",
+    "a host copy (jax.device_get) is copied to the device, not deleted": STEP + """
+def train(state, b):
+    host = jax.device_get(state)
+    new = step(host, b)
+    return host["w"].sum(), new
+""",
     "module-level loop in a script": STEP + """
 state = jax.numpy.zeros((1024, 1024))
 for b in range(10):
@@ -269,16 +317,57 @@ def test_shl402(tmp_path, title):
     assert flagged(tmp_path, "SHL402", src) == marked("SHL402", src)
 
 
+UPDATE_STEP = """
+import jax
+step = jax.jit(lambda s, g: s.apply_gradients(grads=g), donate_argnums=0)
+"""
+
+
 def test_shl402_message_names_the_call_and_the_keyword(tmp_path):
-    [f] = lint(tmp_path, "SHL402", STEP + """
+    """The step returns an update of the donated state: its buffers are reused, the read
+    certainly raises."""
+    [f] = lint(tmp_path, "SHL402", UPDATE_STEP + """
 def train(state, b):
     new = step(state, b)
     return state
 """)
     assert f.severity == "error"
-    assert "`state` was donated to `step` on line 5 (donate_argnums=0), so `state`" in f.message
+    assert "`state` was donated to `step` on line 5 (donate_argnums=0), so `state` reads " \
+        "deleted buffers" in f.message
     assert "Array has been deleted" in f.message
     assert f.related and f.related[0].span.line == 5
+
+
+def test_shl402_says_may_where_no_output_is_known_to_fit(tmp_path):
+    """`s + b` is not an update of the same structure that shardlint can show: the buffers are
+    deleted only if XLA aliases them to an output of their shape and dtype."""
+    [f] = lint(tmp_path, "SHL402", STEP + """
+def train(state, b):
+    new = step(state, b)
+    return state
+""")
+    assert f.severity == "warning"
+    assert f.message.startswith("`state` may read deleted buffers: `state` was donated to `step`")
+    assert "same shape and dtype" in f.message
+
+
+def test_shl402_loop_carried_without_an_update_is_a_warning(tmp_path):
+    [f] = lint(tmp_path, "SHL402", """
+import jax
+from functools import partial
+
+@partial(jax.jit, donate_argnums=(0, 1))
+def encode(params, batch):
+    return batch["x"] @ params["w"]
+
+def run(params, batches):
+    out = []
+    for batch in batches:
+        out.append(encode(params, batch))
+    return out
+""")
+    assert (f.severity, f.line) == ("warning", 11)
+    assert f.message.startswith("`params` may be passed deleted on the next iteration")
 
 
 # ---- SHL401 missing-donation ------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from shardlint.rules.base import Rule, example, register
-from shardlint.semantics.donation import DonatingCall, donating_calls, passed
+from shardlint.semantics.donation import DonatingCall, donating_calls, handed_back, passed
 from shardlint.semantics.execution import execution_of
 from shardlint.semantics.liveness import Use, use_after
 
@@ -15,30 +15,49 @@ class UseAfterDonate(Rule):
     code = "SHL402"
     name = "use-after-donate"
     severity = "error"
-    summary = "A value is read after it was donated to a jitted call: its buffers are already deleted."
+    summary = ("A value is read after it was donated to a jitted call, which deletes the "
+               "buffers it reuses for its outputs.")
     what = """
 Follows every argument passed to a callable that donates it -- a function decorated with
 `jax.jit(donate_argnums=...)` / `partial(jax.jit, donate_argnames=...)`, a name or `self.attr`
-bound to `jax.jit(f, donate_argnums=...)`, `pjit` alike, in this file or imported from another
-project file -- and flags the first read of the same name in the same function after the call,
-before it is rebound. Reads through an alias taken before the call (`old = state.params`),
-through attribute chains (`state.params`) and in lambdas run on the spot
-(`jax.lax.cond(c, lambda: state, ...)`) count; reading only metadata (`.shape`, `.dtype`,
-`.sharding`) does not. In a loop, a call such as `new_state = step(state, batch)` that never
-rebinds `state` is flagged where the next iteration passes `state` again (a `continue` before
-the rebind included).
+bound to `jax.jit(f, donate_argnums=...)`, `pjit` and `jax.pmap` alike, in this file or
+imported from another project file -- and flags the first read of its arrays in the same
+function after the call, before it is rebound. Reads through an alias taken before the call
+(`old = state.params`), through attribute chains (`state.params`), through a loop over its
+leaves (`for v in batch.values(): print(v)`) and in lambdas run on the spot
+(`jax.lax.cond(c, lambda: state, ...)`, `jax.tree.map(lambda x: x.sum(), batch)`) count. In a
+loop, a call such as `new_state = step(state, batch)` that never rebinds `state` is flagged
+where the next iteration passes `state` again (a `continue` before the rebind included).
+
+What touches no buffer is not a read: metadata (`.shape`, `.dtype`, `.sharding`, also
+`batch["x"][key].shape`), freeing the arrays (`x.delete()`, `jax.tree.map(lambda h:
+h.delete(), batch)`, `for v in batch.values(): v.delete()`), and questions about the
+container (`batch.keys()`, `len(batch)`, `"mask" in batch`, `x is None`).
+
+Severity: an **error** where the compiled function returns the donated argument or an updated
+version of it (`state.apply_gradients(...)`, `optax.apply_updates(params, ...)`, a cache
+written with `.at[].set`, followed through its calls in any file): those outputs have its
+shapes and dtypes, so XLA reuses its buffers and the read certainly raises. Otherwise a
+**warning**: XLA deletes a donated array only where an output of the same shape and dtype can
+take its buffer (a batch donated to a step that returns metrics and logits is deleted only if
+some logits happen to have a batch leaf's shape), which shardlint cannot see.
 
 Not followed: `nnx.jit`, which writes the new state back into the modules passed, so they stay
-usable; host values (NumPy arrays, literals), which are copied to the device and stay valid;
-calls inside a jitted function, where donation is ignored; a name rebound on some paths only
-(shardlint does not guess which path runs); `donate_argnums` that are not literals.
+usable; host values (NumPy arrays, `jax.device_get(...)`, literals) bound in the function,
+which are copied to the device and stay valid; calls inside a jitted function, where donation
+is ignored; a name rebound on some paths only (shardlint does not guess which path runs);
+`donate_argnums` that are not literals.
 """
     why = """
-Donation hands the input buffers to XLA for the outputs: after the call the donated arrays are
-deleted. Any later read fails, but only when that line runs -- often at the first logging
-step, far into a run: `RuntimeError: Array has been deleted with shape=float32[4096,4096]`, or
-for an alias kept elsewhere `JaxRuntimeError` / `INVALID_ARGUMENT: Buffer has been deleted or
-donated` (an NNX module passed to a donating `jax.jit` and touched afterwards).
+Donation hands the input buffers to XLA for the outputs: each donated array that XLA aliases to
+an output of the same shape and dtype is deleted by the call (one that fits no output is left
+alone, with `UserWarning: Some donated buffers were not usable`). A later read of a deleted
+array fails, but only when that line runs -- often at the first logging step, far into a run:
+`RuntimeError: Array has been deleted with shape=float32[4096,4096]`, or for an alias kept
+elsewhere `JaxRuntimeError` / `INVALID_ARGUMENT: Buffer has been deleted or donated` (an NNX
+module passed to a donating `jax.jit` and touched afterwards). Whether it fails can change with
+a config: a batch read after a donating eval step survives until the number of classes makes
+the logits the shape of the labels.
 """
     use_instead = """
 ```python
@@ -132,6 +151,40 @@ for batch in batches:
                     return state
             """,
         }, title="imported from another file and rebound"),
+        example("""
+            from functools import partial
+            import jax
+
+            @partial(jax.jit, donate_argnums=(0, 1))
+            def train_step(state, batch):
+                grads = jax.grad(lambda p: state.apply_fn(p, batch["image"]).mean())(state.params)
+                return state.apply_gradients(grads=grads), {"seen": batch["mask"].sum()}
+
+            def train(state, batches):
+                for batch in batches:
+                    state, metrics = train_step(state, batch)
+                    jax.tree_util.tree_map(lambda x: x.delete(), batch)   # frees, reads nothing
+                    print(metrics["seen"])
+                return state
+        """, title="the donated batch is freed leaf by leaf after the step"),
+        example("""
+            from functools import partial
+            import jax
+
+            @partial(jax.jit, donate_argnums=(1,))
+            def eval_step(state, batch):
+                logits = state.apply_fn(state.params, batch["inputs"])
+                return {"err": (logits - batch["label"]).mean()}, logits
+
+            def evaluate(state, batches):
+                for batch in batches:
+                    metrics, logits = eval_step(state, batch)
+                    if "label" in batch and len(batch) > 1 and batch["inputs"] is not None:
+                        for name in batch.keys():
+                            print(name, batch[name].shape[1:], logits.dtype)   # keys, metadata
+                    for leaf in batch.values():
+                        leaf.delete()
+        """, title="after the call only the container's keys, sizes and shapes are read"),
     ]
     INVALID = [
         example("""
@@ -256,6 +309,52 @@ for batch in batches:
                     return new_state
             """,
         }, title="the donating step lives in another file"),
+        example("""
+            from functools import partial
+            import jax
+
+            @partial(jax.jit, donate_argnums=(1,))
+            def eval_step(state, batch):
+                return state.apply_fn(state.params, batch["inputs"])
+
+            def evaluate(state, batches):
+                errors = []
+                for batch in batches:
+                    logits = eval_step(state, batch)
+                    errors.append(logits - batch["label"])  # expect: SHL402
+                return errors
+        """, title="a batch read after a step that may reuse its buffers (a warning)"),
+        example("""
+            from functools import partial
+            import jax
+            import numpy as np
+
+            @partial(jax.jit, donate_argnums=(0, 1))
+            def train_step(state, batch):
+                grads = jax.grad(lambda p: state.apply_fn(p, batch["image"]).mean())(state.params)
+                return state.apply_gradients(grads=grads)
+
+            def train(state, batches):
+                for batch in batches:
+                    state = train_step(state, batch)
+                    host = jax.tree.map(lambda x: np.asarray(x), batch)  # expect: SHL402
+                    print(host["image"].mean())
+                return state
+        """, title="a leaf-wise map that reads each leaf"),
+        example("""
+            from functools import partial
+            import jax
+
+            @partial(jax.jit, donate_argnums=(0,))
+            def train_step(params, grads):
+                return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+
+            def train(params, grads):
+                new_params = train_step(params, grads)
+                for leaf in params.values():
+                    print(leaf.sum())  # expect: SHL402
+                return new_params
+        """, title="a loop over the donated leaves that reads them"),
     ]
 
     def check(self):
@@ -266,25 +365,56 @@ for batch in batches:
         for d in calls:
             if execution.is_traced(d.call):
                 continue  # inside a trace donation is ignored: nothing is deleted
-            for _, arg in passed(d.call.node, d.positions, d.names):
+            returned: set[int | str] | None = None
+            for key, arg in passed(d.call.node, d.positions, d.names):
                 use = use_after(self.facts, d.call, arg)
-                if use is not None:
-                    related = [self.related(d.call.node, "donated here")]
+                if use is None:
+                    continue
+                if returned is None:
+                    returned = handed_back(self.facts, self.project, d)
+                related = [self.related(d.call.node, "donated here")]
+                if key in returned:
                     yield self.finding(use.expr, self._message(d, arg, use), related=related)
+                else:
+                    # No output is known to fit its buffers: deleted only if XLA finds one.
+                    yield self.finding(use.expr, self._maybe(d, arg, use), severity="warning",
+                                       related=related)
+
+    def _where(self, d: DonatingCall) -> tuple[str, str, int]:
+        how = d.how if d.defined_in is None else f"{d.how} in {d.defined_in.rsplit('/', 1)[-1]}"
+        return self.text(d.call.node.func), how, d.call.node.lineno
+
+    def _maybe(self, d: DonatingCall, arg: ast.expr, use: Use) -> str:
+        callee, how, line = self._where(d)
+        passed_text = self.text(arg)
+        unknown = (f"a donated array is deleted when XLA reuses its buffer for an output of the "
+                   f"same shape and dtype, and a read then raises `RuntimeError: Array has been "
+                   f"deleted` (unknown here: `{callee}` does not visibly return `{passed_text}` "
+                   f"or an update of it)")
+        if use.next_iteration:
+            return (f"`{passed_text}` may be passed deleted on the next iteration: it is donated "
+                    f"to `{callee}` on line {line} ({how}) and not rebound in the loop; "
+                    f"{unknown}; donate only what the call returns updated, or pass a fresh value")
+        if use.alias_of is not None:
+            held = f"a leaf of `{use.alias_of}`" if use.leaf else f"`{use.alias_of}`"
+            return (f"`{use.node.id}` may hold deleted buffers: it holds {held}, which was "
+                    f"donated to `{callee}` on line {line} ({how}); {unknown}; read what you "
+                    f"need before the call, or donate only what the call returns updated")
+        return (f"`{self.text(use.expr)}` may read deleted buffers: `{passed_text}` was donated "
+                f"to `{callee}` on line {line} ({how}); {unknown}; read what you need before "
+                f"the call, or donate only what the call returns updated")
 
     def _message(self, d: DonatingCall, arg: ast.expr, use: Use) -> str:
-        call = d.call.node
-        callee = self.text(call.func)
+        callee, how, line = self._where(d)
         passed_text = self.text(arg)
-        how = d.how if d.defined_in is None else f"{d.how} in {d.defined_in.rsplit('/', 1)[-1]}"
-        line = call.lineno
         if use.next_iteration:
             return (f"`{passed_text}` is donated to `{callee}` on line {line} ({how}) but not "
                     f"rebound in the loop: the next iteration passes its deleted buffers "
                     f"(`RuntimeError: Array has been deleted`); assign the result back, "
                     f"e.g. `{passed_text} = {callee}(...)`")
         if use.alias_of is not None:
-            return (f"`{use.node.id}` holds `{use.alias_of}`, which was donated to `{callee}` on "
+            held = f"a leaf of `{use.alias_of}`" if use.leaf else f"`{use.alias_of}`"
+            return (f"`{use.node.id}` holds {held}, which was donated to `{callee}` on "
                     f"line {line} ({how}): reading it raises `RuntimeError: Array has been "
                     f"deleted`; copy what you need before the call, or read the result")
         return (f"`{passed_text}` was donated to `{callee}` on line {line} ({how}), so "

@@ -75,6 +75,13 @@ def compiled(facts: FileFacts, project: ProjectIndex, site: JitSite) -> Compiled
     return _callable(facts, project, site.target, site.scope, 0)
 
 
+def compiled_at(project: ProjectIndex, key: str) -> Compiled | None:
+    """What the project callable ``key`` (``"module:qual"``) compiles: the function itself, or
+    the one a module-level alias wraps (``train_step = jax.jit(_step, donate_argnums=0)``)."""
+    found = project.flows.function(key)
+    return _remote(project, *found) if found is not None else None
+
+
 def _key(facts: FileFacts, scope: Scope) -> str:
     return f"{facts.module}:{scope.qualname}"
 

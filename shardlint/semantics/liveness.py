@@ -4,7 +4,11 @@
 the body -- branches, loops (including the next iteration, back to the call itself), ``break``,
 ``continue``, ``return`` -- and reports the first read of it, of an attribute chain rooted at
 it (``state.params``) or of an alias taken before the call (``old = state.params``), before it
-is rebound. Reads of metadata only (``.shape``, ``.dtype``, ``.sharding``) do not count.
+is rebound. What touches no buffer does not count: metadata (``.shape``, ``.dtype``,
+``.sharding``, also through a computed index: ``batch["x"][k].shape``), freeing it
+(``x.delete()``, also leaf by leaf: ``jax.tree.map(lambda h: h.delete(), batch)``, ``for v in
+batch.values(): v.delete()``), and what asks about a container, not its arrays (``.keys()``,
+``len(d)``, ``"mask" in batch``, ``x is None``, ``isinstance``).
 Where paths disagree (rebound on one branch only) the name is no longer followed: a read is
 only reported when no path to it rebinds the name.
 """
@@ -20,6 +24,17 @@ from shardlint.semantics.facts import CallSite, FileFacts, Scope
 # Reading these of a deleted array is fine: they are metadata, not the buffer.
 METADATA = frozenset({"shape", "dtype", "ndim", "size", "sharding", "is_deleted", "aval",
                       "weak_type", "itemsize", "nbytes"})
+
+# Nor these: freeing a buffer (a no-op on a deleted array), a container's keys.
+NOT_DATA = METADATA | {"delete", "keys"}
+# Builtins that look at a container or an object, never at an array's buffer: `len` reads the
+# shape, `isinstance`/`id`/`type` the object.
+_NOT_DATA_CALLS = frozenset({"len", "isinstance", "id", "type", "callable"})
+# Leaf-wise maps: a leaf is read only where the function reads it.
+_TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"})
+# What hands out the leaves of a container one by one (`for v in batch.values():`).
+_LEAVES = frozenset({"jax.tree.leaves", "jax.tree_util.tree_leaves", "jax.tree_leaves"})
+LEAF = "[*]"  # a path part: any leaf of what comes before
 
 Path = tuple[str, ...]
 
@@ -45,6 +60,50 @@ def chain(node: ast.expr) -> Path | None:
             return None
 
 
+def show(path: Path) -> str:
+    """``("state", "params", "['w']")`` -> ``state.params['w']``."""
+    out = path[0]
+    for p in path[1:]:
+        out += p if p.startswith("[") else f".{p}"
+    return out
+
+
+def _not_data(expr: ast.expr) -> bool:
+    """An access chain that stops at metadata, a free or a container's keys (``x.shape[0]``,
+    ``batch["x"][k].dtype``, ``x.delete``, ``d.keys``)."""
+    node = expr
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        if isinstance(node, ast.Attribute) and node.attr in NOT_DATA:
+            return True
+        node = node.value
+    return False
+
+
+def _index_reads(expr: ast.expr, shadowed: frozenset[str],
+                 facts: FileFacts | None) -> Iterator[tuple[ast.Name, ast.expr]]:
+    """The reads of the computed indices of an access chain (``k`` in ``d[k].shape``)."""
+    node = expr
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        if isinstance(node, ast.Subscript):
+            yield from _reads(node.slice, shadowed, facts)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        yield from _reads(node, shadowed, facts)
+
+
+_CHAIN = (ast.Name, ast.Attribute, ast.Subscript)
+
+
+def _reads_leaf(fn: ast.Lambda, i: int, facts: FileFacts | None) -> bool:
+    """Whether a lambda mapped over trees reads the buffer of its ``i``-th leaf."""
+    a = fn.args
+    params = [x.arg for x in [*a.posonlyargs, *a.args]]
+    if a.vararg is not None or i >= len(params):
+        return True
+    p = params[i]
+    return any(n.id == p and not _not_data(e) for n, e in _reads(fn.body, frozenset(), facts))
+
+
 def _related(a: Path, b: Path) -> bool:
     n = min(len(a), len(b))
     return a[:n] == b[:n]
@@ -62,6 +121,7 @@ class Use:
     expr: ast.expr  # the whole expression read (`state.params["w"]`)
     alias_of: str | None  # what the alias read stands for (`state.params`), if through one
     next_iteration: bool  # read when the loop comes round again
+    leaf: bool = False  # the alias is a loop variable over its leaves (`for v in d.values()`)
 
 
 class _Found(Exception):
@@ -84,13 +144,35 @@ _DEFERRED = (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
-def _reads(node: ast.AST,
-           shadowed: frozenset[str] = frozenset()) -> Iterator[tuple[ast.Name, ast.expr]]:
+def _reads(node: ast.AST, shadowed: frozenset[str] = frozenset(),
+           facts: FileFacts | None = None) -> Iterator[tuple[ast.Name, ast.expr]]:
     """Names a node reads when it runs. Lambda bodies count (``jax.lax.cond(c, lambda: state,
     ...)`` calls them at once); their parameters, comprehension targets and the bodies of
-    functions and classes defined here do not."""
+    functions and classes defined here do not. An access chain handed to a builtin that looks
+    at the container only (``len(d)``), tested with ``in`` for a string key or with ``is``, or
+    mapped by ``jax.tree.map`` with a lambda that never reads that leaf's buffer
+    (``lambda h: h.delete()``), is not read (its computed indices are)."""
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return
+    if isinstance(node, ast.Call):
+        skip = _container_args(node, facts)
+        if skip:
+            yield from _reads(node.func, shadowed, facts)
+            for arg in [*node.args, *(k.value for k in node.keywords)]:
+                if arg in skip:
+                    yield from _index_reads(arg, shadowed, facts)
+                else:
+                    yield from _reads(arg, shadowed, facts)
+            return
+    if isinstance(node, ast.Compare):
+        skip = _compared_containers(node)
+        if skip:
+            for part in [node.left, *node.comparators]:
+                if part in skip:
+                    yield from _index_reads(part, shadowed, facts)
+                else:
+                    yield from _reads(part, shadowed, facts)
+            return
     if isinstance(node, ast.Name):
         if isinstance(node.ctx, ast.Load) and node.id not in shadowed:
             yield node, node
@@ -107,32 +189,56 @@ def _reads(node: ast.AST,
             if isinstance(link.ctx, ast.Load) and link.id not in shadowed:
                 yield link, node
         else:
-            yield from _reads(link, shadowed)
+            yield from _reads(link, shadowed, facts)
         for part in inner:
-            yield from _reads(part, shadowed)
+            yield from _reads(part, shadowed, facts)
         return
     if isinstance(node, ast.Lambda):
         a = node.args
         for d in [*a.defaults, *(x for x in a.kw_defaults if x is not None)]:
-            yield from _reads(d, shadowed)
+            yield from _reads(d, shadowed, facts)
         bound = {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]}
         bound |= {x.arg for x in (a.vararg, a.kwarg) if x is not None}
-        yield from _reads(node.body, shadowed | bound)
+        yield from _reads(node.body, shadowed | bound, facts)
         return
     if isinstance(node, _COMPREHENSIONS):
         bound = {n.id for g in node.generators for n in ast.walk(g.target)
                  if isinstance(n, ast.Name)}
         for i, g in enumerate(node.generators):
             # the first iterable is evaluated outside the comprehension's own scope
-            yield from _reads(g.iter, shadowed if i == 0 else shadowed | bound)
+            yield from _reads(g.iter, shadowed if i == 0 else shadowed | bound, facts)
             for cond in g.ifs:
-                yield from _reads(cond, shadowed | bound)
+                yield from _reads(cond, shadowed | bound, facts)
         parts = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
         for part in parts:
-            yield from _reads(part, shadowed | bound)
+            yield from _reads(part, shadowed | bound, facts)
         return
     for child in ast.iter_child_nodes(node):
-        yield from _reads(child, shadowed)
+        yield from _reads(child, shadowed, facts)
+
+
+def _container_args(call: ast.Call, facts: FileFacts | None) -> list[ast.expr]:
+    """The arguments of a call that it does not read the buffers of (see :func:`_reads`)."""
+    func = call.func
+    if isinstance(func, ast.Name) and func.id in _NOT_DATA_CALLS:
+        return [a for a in call.args if isinstance(a, _CHAIN)]
+    if facts is None or not isinstance(func, (ast.Name, ast.Attribute)) or len(call.args) < 2 \
+            or not isinstance(call.args[0], ast.Lambda) or facts.qualify(func) not in _TREE_MAPS:
+        return []
+    fn = call.args[0]
+    return [a for i, a in enumerate(call.args[1:]) if isinstance(a, _CHAIN)
+            and not _reads_leaf(fn, i, facts)]
+
+
+def _compared_containers(node: ast.Compare) -> list[ast.expr]:
+    """``x is None`` (the object, not its buffer), ``"mask" in batch`` (a key of a dict)."""
+    if all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+        return [p for p in [node.left, *node.comparators] if isinstance(p, _CHAIN)]
+    if len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn)) \
+            and isinstance(node.left, ast.Constant) and isinstance(node.left.value, str) \
+            and isinstance(node.comparators[0], _CHAIN):
+        return [node.comparators[0]]
+    return []
 
 
 def _own_walk(node: ast.AST):
@@ -192,7 +298,7 @@ def use_after(facts: FileFacts, site: CallSite, arg: ast.expr) -> Use | None:
     where = _locations(body)
     if stmt not in where:
         return None
-    scanner = _Scanner(donated, stmt)
+    scanner = _Scanner(donated, stmt, facts)
     scanner.live = {Tracked(donated, donated), *_aliases(site.scope.node, stmt, donated)}
     for t in (stmt.targets if isinstance(stmt, ast.Assign) else
               [stmt.target] if isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) else []):
@@ -275,7 +381,7 @@ def _is_host(facts: FileFacts, value: ast.expr | None) -> bool:
         return bool(value.values) and all(_is_host(facts, v) for v in value.values)
     if isinstance(value, ast.Call) and isinstance(value.func, (ast.Name, ast.Attribute)):
         q = facts.qualify(value.func)
-        return q is not None and q.split(".", 1)[0] == "numpy"
+        return q is not None and (q.split(".", 1)[0] == "numpy" or q == "jax.device_get")
     return False
 
 
@@ -372,8 +478,9 @@ def _dotted(node: ast.expr) -> list[str]:
 
 
 class _Scanner:
-    def __init__(self, donated: Path, call_stmt: ast.stmt):
+    def __init__(self, donated: Path, call_stmt: ast.stmt, facts: FileFacts | None = None):
         self.donated = donated
+        self.facts = facts
         self.call_stmt = call_stmt
         self.live: set[Tracked] = set()
         self.next_iteration = False
@@ -384,13 +491,24 @@ class _Scanner:
     def loads(self, node: ast.AST | None) -> None:
         if node is None:
             return
-        for name, expr in _reads(node):
+        for name, expr in _reads(node, facts=self.facts):
             self._read(name, expr)
 
     def _read(self, name: ast.Name, expr: ast.expr) -> None:
         c = chain(expr)
-        if c is None or c[-1] in METADATA:
+        if c is None or _not_data(expr):
             return
+        found = self._denoted(c)
+        if found is not None:
+            t, _ = found
+            leaf = t.target[-1] == LEAF
+            target = t.target[:-1] if leaf else t.target
+            alias = show(target) if t.local != t.target else None
+            raise _Found(Use(name, expr, alias, self.next_iteration, leaf))
+
+    def _denoted(self, c: Path) -> tuple[Tracked, Path] | None:
+        """The tracked value an access chain reaches, and what it denotes there, when that is
+        the donated value or a part of it."""
         for t in self.live:
             if c[: len(t.local)] == t.local:
                 denoted = t.target + c[len(t.local):]  # reads the tracked value or a part of it
@@ -399,8 +517,37 @@ class _Scanner:
             else:
                 continue
             if _related(denoted, self.donated):
-                alias = ".".join(t.target) if t.local != t.target else None
-                raise _Found(Use(name, expr, alias, self.next_iteration))
+                return t, denoted
+        return None
+
+    def _leaf_loop(self, s: ast.For | ast.AsyncFor) -> bool:
+        """``for v in d.values():``, ``for k, v in d.items():``, ``for v in jax.tree.leaves(d):``
+        over a tracked value: the loop variable is followed as a leaf of it (``v.delete()`` is no
+        read, ``print(v)`` is), and handing out the leaves reads no buffer."""
+        it, value_target = s.iter, s.target
+        if not isinstance(it, ast.Call) or it.keywords:
+            return False
+        func = it.func
+        if isinstance(func, ast.Attribute) and func.attr in ("values", "items") and not it.args:
+            container = func.value
+            if func.attr == "items":
+                if not (isinstance(value_target, ast.Tuple) and len(value_target.elts) == 2):
+                    return False
+                value_target = value_target.elts[1]
+        elif self.facts is not None and isinstance(func, (ast.Name, ast.Attribute)) \
+                and len(it.args) == 1 and self.facts.qualify(func) in _LEAVES:
+            container = it.args[0]
+        else:
+            return False
+        c = chain(container) if isinstance(container, _CHAIN) else None
+        found = self._denoted(c) if c is not None else None
+        if found is None or not isinstance(value_target, ast.Name):
+            return False
+        for name, expr in _index_reads(container, frozenset(), self.facts):
+            self._read(name, expr)
+        self.store(s.target)
+        self.live.add(Tracked((value_target.id,), found[1] + (LEAF,)))
+        return True
 
     def store(self, target: ast.expr) -> None:
         if isinstance(target, (ast.Tuple, ast.List)):
@@ -454,7 +601,7 @@ class _Scanner:
         elif isinstance(s, _LOOPS):
             if isinstance(s, ast.While):
                 self.loads(s.test)
-            else:
+            elif not self._leaf_loop(s):
                 self.loads(s.iter)
                 self.store(s.target)
             outer_jumps = len(self.jumps)
