@@ -380,3 +380,66 @@ def test_shl202_against_configured_axes_is_a_warning_that_says_why(tmp_path):
     files["train.py"] = files["train.py"].replace("tuple(config.mesh_axes)", '("data", "model")')
     [f] = lint_files(tmp_path, files, select=("SHL202",))
     assert f.severity == "error" and "overrides" not in f.message
+
+
+BIG_VISION_LIKE = {
+    "configs/base.py": """
+        import ml_collections
+
+        def get_config():
+            config = ml_collections.ConfigDict()
+            config.sharding_rules = [("act_batch", ("replica", "fsdp"))]  # jax mesh axes
+            return config
+    """,
+    "configs/other.py": """
+        import ml_collections
+
+        def get_config():
+            config = ml_collections.ConfigDict()
+            config.sharding_rules = [("act_batch", "data")]  # for jax.sharding
+            return config
+    """,
+    "models/vit.py": """
+        import flax.linen as nn
+
+        class Block(nn.Module):
+            @nn.compact
+            def __call__(self, x):
+                x = nn.with_logical_constraint(x, ("act_batch", "act_len", "act_emb"))
+                return nn.Dense(8)(x)
+    """,
+    "train.py": """
+        import jax
+        import numpy as np
+        import flax.linen as nn
+        from jax.sharding import Mesh
+        from models.vit import Block
+
+        def main(config):
+            sharding_rules = config.get("sharding_rules", [("act_batch", "data")])
+            mesh = Mesh(np.array(jax.devices()), ("replica", "fsdp"))
+            with mesh, nn.logical_axis_rules(sharding_rules):
+                return Block().init(jax.random.key(0), jax.numpy.ones((2, 8)))
+    """,
+}
+
+
+def test_shl201_one_finding_per_annotation_its_consequence_from_the_context(tmp_path):
+    """Both unmapped names in one finding; tables counted once each; under a project that
+    enters its meshes only by a legacy `with mesh:` (flax >= 0.12.2) the constraint does
+    nothing at all, so "replicated" is only what follows once the mesh is entered right."""
+    files = {k: textwrap.dedent(v).lstrip("\n") for k, v in BIG_VISION_LIKE.items()}
+    found = [f for f in lint_files(tmp_path / "a", files, select=("SHL201",))
+             if f.path.endswith("vit.py")]
+    assert len(found) == 1, [f.message for f in found]
+    f = found[0]
+    assert "names 'act_len' and 'act_emb' have no rule" in f.message
+    assert "and 1 more table)" in f.message
+    assert f.severity == "info" and "applies no logical constraint at all (SHL101)" in f.message
+    # With jax.set_mesh the constraint applies: the names are replicated, a warning.
+    files["train.py"] = files["train.py"].replace("with mesh,", "with jax.set_mesh(mesh),")
+    found = [f for f in lint_files(tmp_path / "b", files, select=("SHL201",))
+             if f.path.endswith("vit.py")]
+    assert [f.severity for f in found] == ["warning"]
+    assert "replicated on every device" in found[0].message
+    assert "SHL101" not in found[0].message

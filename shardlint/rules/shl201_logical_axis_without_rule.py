@@ -28,6 +28,12 @@ from shardlint.semantics.partitioning import (
 from shardlint.semantics.project import ProjectIndex, project_cached
 from shardlint.semantics.reuse import each_call
 
+def _listed(names: list[str]) -> str:
+    """``'a'``, ``'a' and 'b'``, ``'a', 'b' and 'c'``."""
+    quoted = [f"'{n}'" for n in names]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} and {quoted[-1]}"
+
+
 @project_cached
 def _names_handed(project: ProjectIndex) -> bool:
     """Some function or class of the project hands a parameter on as axis names."""
@@ -138,6 +144,12 @@ to keep its logical names). The message names the config file and key it read. A
 run time (by a library, from data) keeps it silent; a call's own `rules=` (a box, a conversion)
 applies to that call only. Names built at run time (function arguments, f-strings) are not
 checked.
+
+One finding per annotation, at its first name without a rule, naming all of them; the tables
+it names are counted once each. The consequence follows the context: where a mesh is active
+the dimension is replicated (a warning); in a project that enters its meshes only with a legacy
+`with mesh:`, under flax >= 0.12.2 the constraint does nothing at all -- the finding says so and
+points at SHL101 (an info: replication is what follows once the mesh is entered right).
 """
     why = """
 Linen maps logical names through the rules and treats a name with no rule as unsharded
@@ -744,38 +756,65 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
                                     known, seen, nnx=True)
 
     def _report(self, names, known: set[str], seen: set[int], nnx: bool) -> Iterator[Finding]:
+        """One finding per annotation, at its first name without a rule, naming them all."""
+        missing: list[tuple[str, ast.expr]] = []
         for name, node in names:
             if name in known or id(node) in seen:
                 continue
             seen.add(id(node))
-            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
-            hint = f" (did you mean '{close[0]}'?)" if close else ""
-            if nnx:
-                off = _eager_sharding_off(self.project)
-                if off is None:
-                    then = (f"NNX passes it to the mesh unchanged and raises `ValueError: "
-                            f"Resource axis: {name} ... is not found in mesh` when the variable "
-                            f"is created under the mesh")
-                else:
-                    then = (f"`{EAGER_FLAG}` is off ({self._shown(off)}), so NNX does not shard "
-                            f"the variable when it is created; mapped through the rules later "
-                            f"(as `nn.logical_to_mesh_axes` maps) this dimension is replicated on "
-                            f"every device, and used as a mesh axis the name raises "
-                            f"`ValueError: ... is not found in mesh`")
-                msg = (f"axis name '{name}' has no logical axis rule{self._read_from()} and is "
-                       f"not an axis of any mesh the project builds{self._axes_from()}: "
-                       f"{then}{hint}; add a rule for it, or `(\"{name}\", None)` to replicate "
-                       f"that dimension explicitly")
+            if name not in (n for n, _ in missing):
+                missing.append((name, node))
+        if not missing:
+            return
+        node = missing[0][1]
+        listed = _listed([n for n, _ in missing])
+        hints = [f"'{close[0]}' for '{n}'" for n, _ in missing
+                 for close in [difflib.get_close_matches(n, sorted(known), n=1, cutoff=0.75)]
+                 if close]
+        hint = f" (did you mean {', '.join(hints)}?)" if hints else ""
+        explicit = ", ".join(f'(\"{n}\", None)' for n, _ in missing)
+        one = len(missing) == 1
+        severity = None
+        if nnx:
+            name = missing[0][0]
+            off = _eager_sharding_off(self.project)
+            if off is None:
+                then = (f"NNX passes {'it' if one else 'them'} to the mesh unchanged and raises "
+                        f"`ValueError: Resource axis: {name} ... is not found in mesh` when the "
+                        f"variable is created under the mesh")
             else:
-                msg = (f"logical axis name '{name}' has no rule in the project's logical axis "
-                       f"rules{self._read_from()}: Flax treats it as unsharded, so this "
-                       f"dimension is silently replicated on every device{hint}; add a rule for "
-                       f"it, or `(\"{name}\", None)` to make the replication explicit")
-            yield self.finding(node, msg)
+                then = (f"`{EAGER_FLAG}` is off ({self._shown(off)}), so NNX does not shard "
+                        f"the variable when it is created; mapped through the rules later "
+                        f"(as `nn.logical_to_mesh_axes` maps) {'this dimension is' if one else 'these dimensions are'} "
+                        f"replicated on every device, and used as a mesh axis the name raises "
+                        f"`ValueError: ... is not found in mesh`")
+            msg = (f"axis name{'' if one else 's'} {listed} {'has' if one else 'have'} no logical "
+                   f"axis rule{self._read_from()} and {'is' if one else 'are'} not an axis of any "
+                   f"mesh the project builds{self._axes_from()}: {then}{hint}; add "
+                   f"{'a rule' if one else 'rules'}, or `{explicit}` to replicate explicitly")
+        else:
+            if self.ctx.versions.at_least("flax", "0.12.2") \
+                    and self.project.meshes_entered_only_legacy:
+                then = (f"the project enters its meshes only with a legacy `with mesh:`, under "
+                        f"which flax >= 0.12.2 applies no logical constraint at all (SHL101); "
+                        f"once a mesh is entered with `jax.set_mesh`, Flax leaves "
+                        f"{'this dimension' if one else 'these dimensions'} unsharded, "
+                        f"replicated on every device")
+                severity = "info"
+            else:
+                then = (f"where a mesh is active, Flax leaves {'this dimension' if one else 'these dimensions'} "
+                        f"unsharded: replicated on every device")
+            msg = (f"logical axis name{'' if one else 's'} {listed} {'has' if one else 'have'} no "
+                   f"rule in the project's logical axis rules{self._read_from()}: {then}{hint}; "
+                   f"add {'a rule' if one else 'rules'}, or `{explicit}` to make the replication "
+                   f"explicit")
+        yield self.finding(node, msg, severity=severity)
 
     def _read_from(self) -> str:
-        """`` (read from `configs/base.yml` key `logical_axis_rules`, and 2 more tables)``."""
-        sources = self.project.rule_table_sources()[2]
+        """`` (read from `configs/base.yml` key `logical_axis_rules`, and 2 more tables)``:
+        tables counted once each, wherever they are read from."""
+        sources = sorted(set(self.project.rule_table_sources()[2]),
+                         key=self.project.rule_table_sources()[2].index)
         if not sources:
             return ""
         path, key, line = sources[0]

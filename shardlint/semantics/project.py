@@ -304,6 +304,14 @@ class ProjectIndex:
 
     @property
     @project_cached
+    def meshes_entered_only_legacy(self) -> bool:
+        """The project enters meshes only by a legacy ``with mesh:``, never by ``jax.set_mesh``
+        or ``use_mesh``: under it, flax >= 0.12.2 applies no logical constraint at all."""
+        return any(s.legacy_mesh for s in self.summaries.values()) \
+            and not any(s.mesh_context for s in self.summaries.values())
+
+    @property
+    @project_cached
     def legacy_env_readers(self) -> list[str]:
         """The modules that read the legacy resource environment (``pxla.thread_resources``),
         sorted: it is set only by ``with mesh:``, so replacing that with ``jax.set_mesh``

@@ -35,7 +35,7 @@ from shardlint.semantics.valueflow import shift as shift_flow
 from shardlint.syntax import nodes as walk_nodes
 
 # Bump when what a summary records changes: cached summaries of another format are dropped.
-FORMAT = 16
+FORMAT = 17
 ENTRY_METHODS = ("init", "init_with_output", "apply")
 _WRAPPERS = frozenset({Role.JIT, Role.PARTIAL, Role.LINEN_LIFT, Role.NNX_LIFT, Role.REMAT})
 _MESH_LIKE = frozenset({"Mesh", "make_mesh", "AbstractMesh"})
@@ -114,6 +114,8 @@ class ModuleSummary:
     mesh_setter: bool = False  # jax.set_mesh(m) as a statement somewhere
     rules_provider: bool = False  # any rules context, setter or rules= argument
     mesh_provider: bool = False
+    mesh_context: bool = False  # enters or sets a mesh by jax.set_mesh / use_mesh (or a wrapper)
+    legacy_mesh: bool = False  # enters a mesh by a legacy `with mesh:` (or may: a helper's)
     rule_tables: list[list | None] = field(default_factory=list)
     rule_table_refs: list[str] = field(default_factory=list)  # tables imported from elsewhere
     mesh_axes: list[list[str] | None] = field(default_factory=list)  # meshes it builds
@@ -849,14 +851,16 @@ class _Summariser:
         out.rules_provider = bool(provides & _RULES_PROVIDER)
         out.mesh_provider = bool(provides & _MESH_PROVIDER)
         out.mesh_setter = bool(provides & _MESH_SETTER)
+        out.mesh_context = bool(provides & (_MESH_PROVIDER | _MESH_SETTER))
         if any(w.kind == "legacy_mesh" for w in f.with_items):
-            out.mesh_provider = True
+            out.mesh_provider = out.legacy_mesh = True
         for w in f.other_withs:  # `with mesh:` of a mesh from a helper: the layer decides
             s = w.scope
             terms = kind_terms(f, s, w.expr, self.ref, None,
                                assigned=s.assigned if s.kind == "function" else None)
             if terms and any(t[0] in ("mesh", "c", "p", "a") for t in terms):
                 out.with_mesh_terms.append([f"{f.module}:{s.qualname}", terms])
+                out.legacy_mesh = True
         for t in f.rule_tables:
             if t.entries is not None:
                 out.rule_tables.append([list(e) for e in t.entries])
