@@ -26,8 +26,10 @@ be defined in this file or imported from another project file where it is jitted
 Not flagged: `jax.device_put(x, sharding)`, `jnp.asarray(x, device=sharding)`,
 `jax.make_array_from_process_local_data(...)`; NumPy arrays passed straight to the jitted call;
 literals and scalars (`jnp.asarray(0.1)`, `jnp.array(step)` of an `int(...)`); values that are
-already device arrays (results of `jax`/`jnp` calls or of jitted calls, arithmetic on them, the
-result of a function of the file whose every return is one of those); conversions inside a
+already device arrays (results of `jax`/`jnp` calls or of jitted calls, arithmetic on them,
+their methods such as `.astype(...)` and `.at[i].set(...)`, the result of a function of the file
+whose every return is one of those, or the matching part of the tuple such a function returns:
+`latents, ids = make_inputs(...)`); conversions inside a
 jitted function; loops whose converted value never reaches a jitted call (logging, metrics);
 projects with no mesh, where one device is the right place.
 """
@@ -156,8 +158,56 @@ for batch in loader:
                     state = train_step(state, jnp.asarray(normalize(raw)))
                 return state
         """, title="the result of a helper that places it with its sharding"),
+        example("""
+            import jax
+            import jax.numpy as jnp
+            from jax.sharding import NamedSharding, PartitionSpec as P
+
+            mesh = jax.make_mesh((8,), ("data",))
+
+            @jax.jit
+            def denoise(latents, ids):
+                return latents + ids.sum()
+
+            def position_ids(h, w):
+                ids = jnp.zeros((h, w, 2))
+                ids = ids.at[..., 1].set(jnp.arange(w)[None, :])
+                return ids.reshape(h * w, 2).astype(jnp.bfloat16)
+
+            def make_inputs(key, h, w):
+                latents = jax.random.normal(key, (4, h * w, 16))
+                return latents, jnp.tile(position_ids(h, w), (4, 1, 1))
+
+            def sweep(key, sizes):
+                for h, w in sizes:
+                    latents, ids = make_inputs(key, h, w)
+                    latents = jax.device_put(latents, NamedSharding(mesh, P("data")))
+                    ids = jax.device_put(ids)            # already a device array: a no-op
+                    latents = denoise(latents, ids)
+        """, title="a device array unpacked from a helper's tuple"),
     ]
     INVALID = [
+        example("""
+            import jax
+            import jax.numpy as jnp
+            import numpy as np
+
+            mesh = jax.make_mesh((8,), ("data",))
+
+            @jax.jit
+            def denoise(latents, ids):
+                return latents + ids.sum()
+
+            def make_inputs(key, h, w):
+                latents = jax.random.normal(key, (4, h * w, 16))
+                return latents, np.zeros((4, h * w, 2), np.float32)   # ids stay on the host
+
+            def sweep(key, sizes):
+                for h, w in sizes:
+                    latents, ids = make_inputs(key, h, w)
+                    ids = jax.device_put(ids)  # expect: SHL305
+                    latents = denoise(latents, ids)
+        """, title="a host array unpacked from a helper's tuple"),
         example("""
             import jax
             import jax.numpy as jnp

@@ -107,9 +107,17 @@ def _scalar_expression(expr: ast.expr, counters: set[str]) -> bool:
     return False
 
 
+_DEPTH = 8  # (a name, a helper it calls, the name that helper returns, ...)
+# Methods of a device array that hand back host values; every other method (`astype`,
+# `reshape`, `.at[i].set`) gives a device array.
+_HOST_METHODS = frozenset({"tolist", "item", "tobytes", "copy_to_host_async", "__array__"})
+
+
 def _on_device(facts: FileFacts, expr: ast.expr, scope: Scope, jitted: dict,
-               depth: int = 0) -> bool:
-    """A literal, a host scalar, or a value already on a device: nothing worth a warning."""
+               depth: int = 0, assuming: frozenset = frozenset()) -> bool:
+    """A literal, a host scalar, or a value already on a device: nothing worth a warning.
+    ``assuming``: names (with the scope binding them) being judged further up, taken as on a
+    device (``x = jnp.zeros(n); x = x.at[0].set(1)``: every other value of ``x`` decides)."""
     if not is_unknown(literal_or_unknown(expr, facts.consts_for(scope))):
         return True  # a literal: a scalar or a small table
     if depth == 0 and isinstance(expr, (ast.Name, ast.BinOp, ast.UnaryOp)):
@@ -124,7 +132,8 @@ def _on_device(facts: FileFacts, expr: ast.expr, scope: Scope, jitted: dict,
         # operand alone says nothing: `batch * 2` of a host batch stays on the host).
         return any(isinstance(side, ast.Call) and not (
             isinstance(side.func, ast.Name) and side.func.id in _HOST_BUILTINS)
-            and _on_device(facts, side, scope, jitted, depth + 1) for side in (expr.left, expr.right))
+            and _on_device(facts, side, scope, jitted, depth + 1, assuming)
+            for side in (expr.left, expr.right))
     if isinstance(expr, ast.Call):
         if expr in jitted:
             return True
@@ -135,20 +144,66 @@ def _on_device(facts: FileFacts, expr: ast.expr, scope: Scope, jitted: dict,
         q = facts.qualify(func) if isinstance(func, (ast.Name, ast.Attribute)) else None
         if q is not None and q.split(".", 1)[0] == "jax":
             return True
+        if q is None and isinstance(func, ast.Attribute) and func.attr not in _HOST_METHODS \
+                and depth < _DEPTH:
+            # A method of a device array (`jnp.zeros(n).astype(t)`, `x.at[i].set(v)`).
+            base = func.value
+            while isinstance(base, (ast.Subscript, ast.Attribute)) and (
+                    isinstance(base, ast.Subscript) or base.attr == "at"):
+                base = base.value
+            if isinstance(base, (ast.Call, ast.Name)) and \
+                    _on_device(facts, base, scope, jitted, depth + 1, assuming):
+                return True
         # A helper of this file whose every return is on a device (`def shard(b): return
         # jax.device_put(b, sharding)`): converting its result again moves nothing.
-        helper = function_named(facts, func, scope) if depth < 4 else None
+        helper = function_named(facts, func, scope) if depth < _DEPTH else None
         return helper is not None and bool(helper.returns) and all(
-            _on_device(facts, r, helper, jitted, depth + 1) for r in helper.returns)
-    if isinstance(expr, ast.Name) and depth < 4:
+            _on_device(facts, r, helper, jitted, depth + 1, assuming) for r in helper.returns)
+    if isinstance(expr, ast.Name) and depth < _DEPTH:
         found = scope.lookup(expr.id)
         if found is None:
             return False
-        values = found[1]
+        owner, values = found
+        key = (id(owner), expr.id)
+        if key in assuming:
+            return True
+        assuming = assuming | {key}
+        # `a, b = helper(...)`: the binding is opaque; the function's assignments say which
+        # part of which call it is. Every opaque binding must be one of those.
+        unpacked = [a for a in owner.assigned.get(expr.id, ())
+                    if a.index and isinstance(a.value, ast.Call)]
+        if sum(isinstance(v, Opaque) for v in values) != len(unpacked):
+            return False
         return bool(values) and all(
-            isinstance(v, ast.expr) and not isinstance(v, (ast.Name, Opaque))
-            and _on_device(facts, v, scope, jitted, depth + 1) for v in values)
+            isinstance(v, ast.expr) and not isinstance(v, ast.Name) and (
+                isinstance(v, Opaque)
+                or _on_device(facts, v, owner, jitted, depth + 1, assuming)) for v in values) \
+            and all(_part_on_device(facts, a.value, a.index, owner, jitted, depth + 1, assuming)
+                    for a in unpacked)
     return False
+
+
+def _part_on_device(facts: FileFacts, expr: ast.expr, index: tuple[int, ...], scope: Scope,
+                    jitted: dict, depth: int, assuming: frozenset) -> bool:
+    """Part ``index`` of the value of ``expr`` (``c`` of ``a, (b, c) = expr``: (1, 1)) is on a
+    device: the element of a tuple a helper of this file returns, or any part of a value that is
+    on a device as a whole."""
+    if not index:
+        return _on_device(facts, expr, scope, jitted, depth, assuming)
+    if depth >= _DEPTH:
+        return False
+    if isinstance(expr, (ast.Tuple, ast.List)):
+        i = index[0]
+        if i >= len(expr.elts) or any(isinstance(e, ast.Starred) for e in expr.elts[:i + 1]):
+            return False
+        return _part_on_device(facts, expr.elts[i], index[1:], scope, jitted, depth, assuming)
+    if isinstance(expr, ast.Call):
+        helper = function_named(facts, expr.func, scope)
+        if helper is not None:
+            return bool(helper.returns) and all(
+                _part_on_device(facts, r, index, helper, jitted, depth + 1, assuming)
+                for r in helper.returns)
+    return _on_device(facts, expr, scope, jitted, depth + 1, assuming)
 
 
 def _contains(root: ast.AST, node: ast.AST) -> bool:
