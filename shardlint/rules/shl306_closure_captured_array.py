@@ -26,7 +26,8 @@ function.
 
 Not flagged: arrays whose literal shape is small (fewer than 262,144 elements, 1 MiB as
 float32), also when built from other arrays of literal shape (`jnp.asarray(np.arange(64))`,
-`jnp.tile`, `jnp.concatenate`, `jnp.broadcast_to`, `jnp.zeros_like`), and literal tables (`MEAN = jnp.array([0.485, 0.456, 0.406])`); scalars and PRNG keys
+`jnp.tile`, `jnp.concatenate`, `jnp.broadcast_to`, `jnp.zeros_like`, `x[None, :]`) or sized by
+one (`jnp.arange(ids.shape[1])` where `ids = jax.random.randint(key, (2, 16), 0, n)`), and literal tables (`MEAN = jnp.array([0.485, 0.456, 0.406])`); scalars and PRNG keys
 (`jax.random.key(0)`); names read only for metadata (`W.shape`, `W.dtype`, `len(W)`); arrays
 passed as arguments; names bound to anything else, or to a parameter of an enclosing function
 (shardlint cannot see what they hold); `self.w` attributes.
@@ -117,8 +118,34 @@ y = f(x, W)                            # ...and pass it at the call
             def mix(x):
                 return x + IDS + GRID + MASK + TILED + ROWS.ravel()
         """, title="64-element arrays built from other small arrays"),
+        example("""
+            import jax
+            import jax.numpy as jnp
+
+            def check_decode(model):
+                ids = jax.random.randint(jax.random.key(0), (2, 16), 0, 100)
+                pos = jnp.tile(jnp.arange(ids.shape[1])[None, :], (ids.shape[0], 1))
+
+                @jax.jit
+                def decode(params, tokens):
+                    return model.apply(params, tokens, pos)
+                return decode(model.params, ids)
+        """, title="sized by the literal shape of another array (32 elements)"),
     ]
     INVALID = [
+        example("""
+            import jax
+            import jax.numpy as jnp
+
+            def check_decode(model):
+                ids = jax.random.randint(jax.random.key(0), (64, 8192), 0, 100)
+                pos = jnp.tile(jnp.arange(ids.shape[1])[None, :], (ids.shape[0], 1))
+
+                @jax.jit
+                def decode(params, tokens):
+                    return model.apply(params, tokens, pos)  # expect: SHL306
+                return decode(model.params, ids)
+        """, title="the same, 524,288 elements"),
         example("""
             import jax
             import jax.numpy as jnp

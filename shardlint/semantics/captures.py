@@ -87,7 +87,15 @@ def array_source(facts: FileFacts, expr: ast.expr, scope: Scope,
     consts = ChainMap(_literal_defaults(scope), facts.consts_for(scope))  # (defaults first)
 
     def lit(node: ast.expr | None):
-        value = literal_or_unknown(node, consts) if node is not None else None
+        if node is None:
+            return None
+        if isinstance(node, (ast.Tuple, ast.List)):  # (tokens.shape[0], 1)
+            parts = [lit(e) for e in node.elts]
+            return tuple(parts) if all(p is not None for p in parts) else None
+        dim = _dimension(facts, node, scope, depth)
+        if dim is not None:
+            return dim
+        value = literal_or_unknown(node, consts)
         return None if is_unknown(value) else value
 
     def inner(node: ast.expr | None) -> int | None:
@@ -117,11 +125,56 @@ def array_source(facts: FileFacts, expr: ast.expr, scope: Scope,
     return None
 
 
+def _dimension(facts: FileFacts, node: ast.expr, scope: Scope, depth: int) -> int | None:
+    """``x.shape[i]`` of a name bound once to an array of literal shape
+    (``tokens = jax.random.randint(k, (2, 32), 0, n)``: ``tokens.shape[1]`` is 32)."""
+    if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "shape" and isinstance(node.value.value, ast.Name)
+            and isinstance(node.slice, ast.Constant) and type(node.slice.value) is int) \
+            or depth > 4:
+        return None
+    found = scope.lookup(node.value.value.id)
+    if found is None or len(found[1]) != 1 or not isinstance(found[1][0], ast.Call):
+        return None
+    owner, (value,) = found
+    shape = _shape_of(facts, value, owner, depth + 1)
+    i = node.slice.value
+    return shape[i] if shape is not None and -len(shape) <= i < len(shape) else None
+
+
+def _shape_of(facts: FileFacts, call: ast.Call, scope: Scope, depth: int) -> tuple | None:
+    """The literal shape of a constructor's or sampler's result."""
+    if not isinstance(call.func, (ast.Name, ast.Attribute)):
+        return None
+    q = facts.qualify(call.func)
+    pkg, _, name = (q or "").rpartition(".")
+    if pkg in ("jax.numpy", "numpy") and name in ("zeros", "ones", "empty", "full"):
+        shape = call_arg(call, 0, "shape")
+    elif pkg == "jax.random" and isinstance(_JAX_RANDOM.get(name), int):
+        shape = call_arg(call, _JAX_RANDOM[name], "shape")  # type: ignore[arg-type]
+    else:
+        return None
+    if shape is None:
+        return None
+    consts = ChainMap(_literal_defaults(scope), facts.consts_for(scope))
+    if isinstance(shape, (ast.Tuple, ast.List)):
+        dims = [literal_or_unknown(e, consts) for e in shape.elts]
+    else:
+        dims = [literal_or_unknown(shape, consts)]
+        if isinstance(dims[0], tuple):
+            dims = list(dims[0])
+    if all(type(d) is int for d in dims):
+        return tuple(dims)
+    return None
+
+
 def _placed_size(facts: FileFacts, arg: ast.expr, call: ast.Call, scope: Scope,
                  depth: int) -> int | None:
     """Elements of an array handed to a call (what ``jax.device_put`` places, what
     ``jnp.asarray`` converts): an array built inline, or a name whose other bindings are arrays
     of known size (``x = jax.random.normal(k, (8, 20))`` then ``x = jax.device_put(x, sh)``)."""
+    if isinstance(arg, ast.Subscript) and _adds_axes(arg.slice):
+        arg = arg.value  # `jnp.arange(n)[None, :]`: the same elements, another shape
     if isinstance(arg, ast.Call):
         inner = array_source(facts, arg, scope, depth + 1)
         return inner.elements if inner else None
@@ -136,6 +189,14 @@ def _placed_size(facts: FileFacts, arg: ast.expr, call: ast.Call, scope: Scope,
             sizes.append(inner.elements)
         return max(sizes) if sizes else None
     return None
+
+
+def _adds_axes(index: ast.expr) -> bool:
+    """An index of only ``None``, ``...`` and ``:``: it adds axes and keeps every element."""
+    parts = index.elts if isinstance(index, ast.Tuple) else [index]
+    return all((isinstance(p, ast.Constant) and (p.value is None or p.value is Ellipsis))
+               or (isinstance(p, ast.Slice) and p.lower is None and p.upper is None
+                   and p.step is None) for p in parts)
 
 
 def _literal_defaults(scope: Scope) -> dict[str, ast.expr]:
