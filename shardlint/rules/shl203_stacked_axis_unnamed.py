@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 from collections.abc import Iterator
 
 from shardlint.rules.base import Edit, Finding, Fix, Related, Rule, example, register
@@ -159,7 +160,9 @@ Not flagged: transforms that stack no params (`variable_axes={"params": None}`, 
 what it builds, `out_axes=None`), targets without partitioning annotations, NNX targets whose
 every annotation names only None (`(None, None)`: the stacked variable's spec is replicated on
 every dimension, the new one included; reproduced on flax 0.12: `P(None, None)` on a
-stacked `(3, 4, 4)` kernel), and targets shardlint cannot resolve (lambdas over Linen modules,
+stacked `(3, 4, 4)` kernel), NNX classes of this file whose every annotated variable is made in
+their `__init__` under `if flag:` on a parameter that defaults to False or None, built by the
+lifted function without that flag (no annotated variable is created), and targets shardlint cannot resolve (lambdas over Linen modules,
 classes from other packages, a handed-in class or factory none of whose callers' values leads to
 an annotated project class). Linen raises whatever the names, so all-None boxes still count;
 but only boxes on the traced path do: a Linen class's `setup` and `__call__` (or the methods a
@@ -310,8 +313,50 @@ def forward(block, x):   # runs the stacked blocks, creates nothing
             "pipeline.py": "from layers import Plain\n" + _PIPELINE.format(
                 layer="Plain", metadata=""),
         }, title="a factory handed to a base class builds only unannotated modules"),
+        example("""
+            import jax
+            import jax.numpy as jnp
+            from flax import nnx
+
+            class ResBlock(nnx.Module):
+                def __init__(self, dim, *, rngs: nnx.Rngs, noise: bool = False):
+                    self.proj = nnx.Linear(dim, dim, rngs=rngs)
+                    if noise:
+                        self.scale = nnx.Param(jnp.zeros((dim,)), sharding=("embed",))
+                    else:
+                        self.scale = None
+
+            class Stage(nnx.Module):
+                def __init__(self, dim, depth, *, rngs: nnx.Rngs):
+                    @nnx.split_rngs(splits=depth)
+                    @nnx.vmap(in_axes=0, out_axes=0, axis_size=depth)
+                    def make(rngs):
+                        return ResBlock(dim, rngs=rngs)
+                    self.blocks = make(rngs)
+        """, title="the annotated variables are made only under a flag this call leaves off"),
     ]
     INVALID = [
+        example("""
+            import jax
+            import jax.numpy as jnp
+            from flax import nnx
+
+            class ResBlock(nnx.Module):
+                def __init__(self, dim, *, rngs: nnx.Rngs, noise: bool = False):
+                    self.proj = nnx.Linear(dim, dim, rngs=rngs)
+                    if noise:
+                        self.scale = nnx.Param(jnp.zeros((dim,)), sharding=("embed",))
+                    else:
+                        self.scale = None
+
+            class Stage(nnx.Module):
+                def __init__(self, dim, depth, *, rngs: nnx.Rngs):
+                    @nnx.split_rngs(splits=depth)
+                    @nnx.vmap(in_axes=0, out_axes=0, axis_size=depth)  # expect: SHL203
+                    def make(rngs):
+                        return ResBlock(dim, rngs=rngs, noise=True)
+                    self.blocks = make(rngs)
+        """, title="the same block built with the flag on"),
         example("""
 import jax
 import flax.linen as nn
@@ -463,6 +508,8 @@ def make_blocks(rngs):
         what, ref = built
         if ref and self._only_unnamed(ref):
             return None  # every annotation is all-None: a stacked copy is replicated as meant
+        if ref and self._switched_off(lift, ref):
+            return None  # the annotated variables are made only under flags this call leaves off
         spelled = self._spelling(lift)
         nnx = self._prefix(lift, "flax.nnx", "nnx")
         msg = (f"`{spelled}` stacks {what} along a new axis, but without "
@@ -637,6 +684,55 @@ def make_blocks(rngs):
             return tuple(value)
         return ()
 
+    def _switched_off(self, lift: Lift, ref: str) -> bool:
+        """Every NNX annotation the class reaches sits in its own `__init__` (this file) under
+        `if flag:` on a parameter that defaults to False/None and is never rebound, and each
+        construction of the class in the lifted function leaves that flag out: no annotated
+        variable is created, so nothing stacked carries a partition spec."""
+        module, _, qual = ref.partition(":")
+        init = self.facts.scopes.get(f"{qual}.__init__") if module == self.facts.module else None
+        if lift.function is None or init is None or \
+                not isinstance(init.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+        found = [(path, site) for path, site in
+                 self.project.constraint_sites(ref, module, limit=_MAX_SITES)
+                 if site.api in NNX_ANNOTATIONS]
+        here = os.path.abspath(self.facts.path)
+        if not found or len(found) >= _MAX_SITES or \
+                any(os.path.abspath(path) != here for path, _ in found):
+            return False
+        sites = [site for _, site in found]
+        fn = init.node
+        args = [*fn.args.posonlyargs, *fn.args.args]
+        defaults = dict(zip([a.arg for a in args[len(args) - len(fn.args.defaults):]],
+                            fn.args.defaults))
+        defaults.update({a.arg: d for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults)
+                         if d is not None})
+        off = {name for name, d in defaults.items()
+               if isinstance(d, ast.Constant) and d.value in (False, None)
+               and d.value is not True and len(init.bindings.get(name, [])) == 1}
+        guards: set[str] = set()
+        for site in sites:
+            flag = _guard(fn, site.line, off)
+            if flag is None:
+                return False
+            guards.add(flag)
+        builds = [c for c in returned_calls(self.facts, lift.function)
+                  if isinstance(c.func, (ast.Name, ast.Attribute))
+                  and (r := symbol_ref(self.facts, c.func, lift.function)) is not None
+                  and self.project.resolve(r, self.facts.module) == ref]
+        if not builds:
+            return False
+        positional = [a.arg for a in args[1:]]  # (after self)
+        for call in builds:
+            if any(k.arg is None for k in call.keywords) or \
+                    any(isinstance(a, ast.Starred) for a in call.args):
+                return False  # **kwargs / *args: any flag may be set
+            passed = {k.arg for k in call.keywords} | set(positional[:len(call.args)])
+            if passed & guards:
+                return False
+        return True
+
     def _only_unnamed(self, ref: str) -> bool:
         """Every NNX annotation the class reaches names only None (`(None, None)`): the stacked
         variables' spec is then replicated on every dimension, the new one included."""
@@ -672,3 +768,22 @@ def make_blocks(rngs):
     @staticmethod
     def _display(ref: str) -> str:
         return ref.partition(":")[2] or ref
+
+
+def _guard(fn: ast.AST, line: int, flags: set[str]) -> str | None:
+    """The parameter of ``flags`` that an `if flag:` around ``line`` in ``fn``'s body tests
+    (the line in the `if` branch, not the `else`)."""
+    todo: list[ast.AST] = list(getattr(fn, "body", []))
+    while todo:
+        node = todo.pop()
+        start, end = getattr(node, "lineno", 0), getattr(node, "end_lineno", 0) or 0
+        if not start <= line <= end:
+            continue
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) \
+                and node.test.id in flags and node.body \
+                and node.body[0].lineno <= line <= (node.body[-1].end_lineno or 0):
+            return node.test.id
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return None
