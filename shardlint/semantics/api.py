@@ -74,7 +74,11 @@ APIS: tuple[Api, ...] = (
     # --- compilation ---------------------------------------------------------------------------
     _a("jax.jit", R.JIT),
     _a("jax.experimental.pjit.pjit", R.JIT, deprecated="0.8.0",
-       replacement="jax.jit", note="same in_shardings/out_shardings keywords"),
+       replacement="jax.jit",
+       note="shardings by keyword (`in_shardings`/`out_shardings`); bare `PartitionSpec`s then "
+            "need a mesh set by `jax.set_mesh` (a legacy `with mesh:` no longer counts), and a "
+            "`None` sharding means unspecified, the compiler's choice: write `PartitionSpec()` "
+            "where replication is meant"),
     _a("flax.nnx.jit", R.JIT, "flax.nnx.transforms.compilation.jit"),
     _a("flax.linen.jit", R.JIT, "flax.linen.transforms.jit"),
     _a("jax.pmap", R.PMAP),
@@ -155,7 +159,9 @@ APIS: tuple[Api, ...] = (
        replacement="jax.tree.reduce"),
     _a("jax.tree_all", R.OTHER, deprecated="0.4.26", removed="0.6.0", replacement="jax.tree.all"),
     _a("jax.experimental.shard_map.shard_map", R.OTHER, deprecated="0.8.0",
-       replacement="jax.shard_map", note="`check_rep` is now `check_vma`; `auto=` is gone"),
+       replacement="jax.shard_map",
+       note="`mesh`, `in_specs` and `out_specs` are keyword-only there; `check_rep` is now "
+            "`check_vma`; `auto=` is gone"),
     _a("jax.device_put_sharded", R.OTHER, deprecated="0.4.36", removed="0.10.0",
        replacement="jax.device_put", note="pass a NamedSharding"),
     _a("jax.device_put_replicated", R.OTHER, deprecated="0.4.36", removed="0.10.0",
