@@ -789,8 +789,8 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
                         f"replicated on every device, and used as a mesh axis the name raises "
                         f"`ValueError: ... is not found in mesh`")
             msg = (f"axis name{'' if one else 's'} {listed} {'has' if one else 'have'} no logical "
-                   f"axis rule{self._read_from()} and {'is' if one else 'are'} not an axis of any "
-                   f"mesh the project builds{self._axes_from()}: {then}{hint}; add "
+                   f"axis rule{self._read_from()} and {'is not an axis' if one else 'are not axes'} "
+                   f"of any mesh the project builds{self._axes_from()}: {then}{hint}; add "
                    f"{'a rule' if one else 'rules'}, or `{explicit}` to replicate explicitly")
         else:
             if self.ctx.versions.at_least("flax", "0.12.2") \
