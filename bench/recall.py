@@ -355,6 +355,19 @@ def load_reasons() -> dict[str, dict[str, dict]]:
         return tomllib.load(fh)
 
 
+def quiet_in_tests(sites: list[Site], src: Path) -> None:
+    """Sites in test code whose rules are quiet there by default (``test-ignore``) are not
+    counted: the project would have to turn them on to see them."""
+    from shardlint.config import Config
+
+    for site in sites:
+        root = src / site.rel.split("/", 1)[0]
+        config = Config(root=root)
+        if site.excluded is None and config.is_test_file(str(src / site.rel)) and all(
+                not config.is_selected(code, True, str(src / site.rel)) for code in site.codes):
+            site.excluded = "test code, where its rules are quiet by default (test-ignore)"
+
+
 def engine_for(root: Path):
     from shardlint.config import Config
     from shardlint.engine import Engine
@@ -422,6 +435,7 @@ def run_kind(kind: str, src: Path, packages: list[str], reasons: dict, verbose: 
             except SyntaxError:
                 continue
             sites.extend(finder(path, path.relative_to(src).as_posix(), text, tree))
+    quiet_in_tests(sites, src)
     counted = [s for s in sites if s.excluded is None and s.key not in reasons.get("not-a-site", {})]
     results: list[tuple[Site, bool]] = []
     for site in counted:

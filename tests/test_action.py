@@ -68,7 +68,7 @@ def project(tmp_path: Path) -> Path:
     root = tmp_path / "project"
     (root / "src").mkdir(parents=True)
     (root / "pyproject.toml").write_text(
-        "[project]\nname = 'p'\ndependencies = ['jax==0.10.0', 'flax==0.12.4']\n")
+        "[project]\nname = 'p'\ndependencies = ['jax==0.10.2', 'flax==0.12.4']\n")
     (root / "src" / "train.py").write_text(PITFALL)
     (root / "src" / "clean.py").write_text("import jax\n")
     return root

@@ -248,10 +248,13 @@ def test_shl101_is_an_error_only_where_a_linen_constraint_runs_under_it(tmp_path
     """}, "SHL101")
     assert constrained.severity == "error" and "`MLP` runs under it" in constrained.message
     assert plain.severity == "warning" and "deprecated since jax 0.10.1" in plain.message
-    assert constrained.fix is not None and constrained.fix.applicability == "safe"
+    # The fix makes the constraints apply: where values live changes, so it is unsafe; for the
+    # deprecation alone it is safe (tests/test_safe_fixes_run.py runs both programs).
+    assert constrained.fix is not None and constrained.fix.applicability == "unsafe"
+    assert plain.fix is not None and plain.fix.applicability == "safe"
 
 
-def test_shl101_fix_is_unsafe_when_the_project_reads_the_legacy_environment(tmp_path):
+def test_shl101_gives_no_fix_when_the_project_reads_the_legacy_environment(tmp_path):
     [f] = _lint(tmp_path, {"train.py": """
         import jax
         mesh = jax.make_mesh((8,), ("data",))
@@ -263,7 +266,9 @@ def test_shl101_fix_is_unsafe_when_the_project_reads_the_legacy_environment(tmp_
         def current_mesh():
             return pxla.thread_resources.env.physical_mesh
     """}, "SHL101")
-    assert f.fix is not None and f.fix.applicability == "unsafe"
+    assert f.fix is None
+    assert "reads the legacy resource environment (`pxla.thread_resources`) in `helpers`" \
+        in f.message and "migrate that first" in f.message
 
 
 def test_shl101_next_to_set_mesh_is_a_warning_without_a_fix(tmp_path):

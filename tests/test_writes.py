@@ -21,7 +21,8 @@ from shardlint.fsio import TMP_SUFFIX, write_atomic
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# A legacy `with mesh:` around a Linen constraint: SHL101 with a safe fix (`jax.set_mesh`).
+# A legacy `with mesh:` around a Linen constraint: SHL101 with a fix (`jax.set_mesh`; unsafe, as
+# the constraint starts to apply: the tests pass --unsafe-fixes).
 BAD = """\
 import jax
 import flax.linen as nn
@@ -104,7 +105,8 @@ def test_fix_killed_mid_run_leaves_each_file_old_or_new(tmp_path):
     old = {f"m{i:03d}.py": BAD.format(i=i) for i in range(n)}
     for name, text in old.items():
         (project / name).write_text(text, encoding="utf-8")
-    command = [sys.executable, "-m", "shardlint", "check", "--no-cache", "--fix", "."]
+    command = [sys.executable, "-m", "shardlint", "check", "--no-cache", "--fix", "--unsafe-fixes",
+               "."]
     # What a run that is left to finish writes: the "new" side of each file.
     reference = tmp_path / "reference"
     reference.mkdir()
@@ -165,6 +167,7 @@ def test_a_file_in_its_declared_encoding_is_linted_and_fixed_in_it(tmp_path):
     found = subprocess.run([*run, str(path)], cwd=tmp_path, capture_output=True, text=True,
                            timeout=120)
     assert found.returncode == 1 and "SHL101" in found.stdout, found.stdout + found.stderr
-    subprocess.run([*run, "--fix", str(path)], cwd=tmp_path, capture_output=True, timeout=120)
+    subprocess.run([*run, "--fix", "--unsafe-fixes", str(path)], cwd=tmp_path, capture_output=True,
+                   timeout=120)
     fixed = path.read_bytes().decode("latin-1")
     assert "jax.set_mesh(mesh)" in fixed and "# café\n" in fixed

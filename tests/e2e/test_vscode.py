@@ -163,8 +163,9 @@ def test_trusted_folder_shows_findings_and_applies_the_quick_fix(vsix, code_serv
     # opening original.py fills the Problems panel
     assert {"SHL102", "SHL103", "SHL501"} <= set(checks["problemsCodes"])
     assert checks["statusItem"] == "shardlint"
-    # the quick fix on the SHL101 line, saved, is on disk
-    assert "Replace `mesh` with `jax.set_mesh(mesh)`" in checks["quickFixTitles"]
+    # the quick fix on the SHL101 line (unsafe: the Flax constraints under it start to apply),
+    # chosen and saved, is on disk
+    assert "Replace `mesh` with `jax.set_mesh(mesh)` (unsafe)" in checks["quickFixTitles"]
     assert checks["fixedLineOnDisk"] == "with nn.logical_axis_rules(rules), jax.set_mesh(mesh):"
     # Fix All applies the file's safe fixes; a changed setting applies without a restart
     assert checks["fixAllOnDisk"] is True
