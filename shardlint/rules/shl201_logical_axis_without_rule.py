@@ -418,8 +418,81 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
                     pass
             """,
         }, title="PARTITION_NAME over mesh-axis boxes (`with_partitioning`) is a mesh axis, not a logical name"),
+        example({
+            "layers/attention.py": """
+                import flax.linen as nn
+
+                class Attention(nn.Module):
+                    features: int
+
+                    @nn.compact
+                    def __call__(self, x):
+                        init = nn.with_logical_partitioning(nn.initializers.lecun_normal(),
+                                                            ("embed", "heads"))
+                        kernel = self.param("kernel", init, (x.shape[-1], self.features))
+                        return x @ kernel
+            """,
+            "tests/test_attention.py": """
+                import jax
+                import flax.linen as nn
+                from layers.attention import Attention
+
+                RULES = (("batch", "data"), ("embed", None))
+
+                def test_shapes():
+                    with jax.set_mesh(jax.make_mesh((1,), ("data",))):
+                        with nn.logical_axis_rules(RULES):
+                            Attention(8).init(jax.random.key(0), jax.numpy.ones((2, 4)))
+            """,
+            "benchmarks/bench_attention.py": """
+                import flax.linen as nn
+                from layers.attention import Attention
+
+                with nn.logical_axis_rules((("embed", "model"),)):
+                    pass
+            """,
+        }, title="a layer library: its tests' and benchmarks' tables judge those programs"),
     ]
     INVALID = [
+        example({
+            "layers/attention.py": """
+                import flax.linen as nn
+
+                class Attention(nn.Module):
+                    features: int
+
+                    @nn.compact
+                    def __call__(self, x):
+                        init = nn.with_logical_partitioning(nn.initializers.lecun_normal(),
+                                                            ("embed", "heads"))  # expect: SHL201
+                        kernel = self.param("kernel", init, (x.shape[-1], self.features))
+                        return x @ kernel
+            """,
+            "tests/test_attention.py": """
+                import jax
+                import flax.linen as nn
+                from layers.attention import Attention
+
+                RULES = (("batch", "data"), ("embed", None))
+
+                def test_shapes():
+                    with jax.set_mesh(jax.make_mesh((1,), ("data",))):
+                        with nn.logical_axis_rules(RULES):
+                            Attention(8).init(jax.random.key(0), jax.numpy.ones((2, 4)))
+            """,
+            "train.py": """
+                import jax
+                import flax.linen as nn
+                from layers.attention import Attention
+
+                RULES = (("batch", "data"), ("embed", "model"))
+
+                def main():
+                    with jax.set_mesh(jax.make_mesh((2, 4), ("data", "model"))):
+                        with nn.logical_axis_rules(RULES):
+                            return Attention(8).init(jax.random.key(0), jax.numpy.ones((2, 4)))
+            """,
+        }, title="the library's own program: its table judges the layers"),
         example({
             "model.py": """
                 import flax.linen as nn
@@ -726,12 +799,14 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
             or _names_handed(project)  # (names written where a project layer is built)
 
     def check(self) -> Iterator[Finding]:
-        known, trusted = logical_names_with_rules(self.project)
+        # (a test's or a benchmark's tables and meshes judge that program, not the library)
+        known, trusted = logical_names_with_rules(self.project, self.facts.module)
         if not trusted:
             return
         # (the project's meshes are all there are, as its rules tables are: a mesh handed in
         # is one of them)
-        mesh_axes, mesh_complete = self.project.mesh_axes(True)
+        mesh_axes, mesh_complete = self.project.mesh_axes(
+            True, self.project.judging(self.facts.module))
         seen: set[int] = set()
         # NNX accepts mesh axes directly: only a name that is neither can be judged, and only
         # when the axes of every mesh of the project are known.
@@ -813,8 +888,8 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
     def _read_from(self) -> str:
         """`` (read from `configs/base.yml` key `logical_axis_rules`, and 2 more tables)``:
         tables counted once each, wherever they are read from."""
-        sources = sorted(set(self.project.rule_table_sources()[2]),
-                         key=self.project.rule_table_sources()[2].index)
+        read = self.project.rule_table_sources(self.project.judging(self.facts.module))[2]
+        sources = sorted(set(read), key=read.index)
         if not sources:
             return ""
         path, key, line = sources[0]

@@ -230,9 +230,10 @@ rules = (("batch", "data"), ("mlp", "model"))
             bool(summary is not None and summary.constants)
 
     def check(self) -> Iterator[Finding]:
-        project_axes, complete = self.project.mesh_axes()
+        # (a test's, a benchmark's or an example's meshes judge that program only)
+        project_axes, complete = self.project.mesh_axes(False, self.project.judging(self.facts.module))
         union = project_axes if complete and project_axes else None
-        logical, trusted = logical_names_with_rules(self.project)
+        logical, trusted = logical_names_with_rules(self.project, self.facts.module)
         # With a rules table shardlint cannot read, any unpaired name may be a logical one.
         unseen_rules = self.project.rules_provider and not trusted
         paired = paired_meshes(self.facts)

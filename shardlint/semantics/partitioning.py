@@ -324,14 +324,17 @@ def _rules_shaped(table: object) -> bool:
 
 
 @project_cached
-def logical_names_with_rules(project: ProjectIndex) -> tuple[set[str], bool]:
+def logical_names_with_rules(project: ProjectIndex, module: str | None = None
+                             ) -> tuple[set[str], bool]:
     """Left-hand names of every rules table of the project, and whether that set can be trusted.
 
     Trusted means: at least one table is used and every table used is a literal shardlint reads.
+    For a ``module``, the tables of other tests, benchmarks and examples do not count (they
+    judge those programs: :meth:`ProjectIndex.judging`).
     Module constants shaped like a rules table count too, because they may reach Flax through a
     helper shardlint does not know (that only ever adds names, never a finding).
     """
-    tables, complete = project.rule_tables()
+    tables, complete = project.rule_tables(project.judging(module))
     names = {str(e[0]) for t in tables for e in t if e}
     for s in project.summaries.values():
         for table in s.constants.values():

@@ -16,6 +16,34 @@ from shardlint.semantics.valueflow import FlowIndex
 
 LINEN_MODULE = "flax.linen.Module"
 
+# A test, a benchmark or an example is a program of its own: the rules tables and meshes it
+# writes judge that program, not the library it exercises (a layer library's tests map only the
+# names they use; an example's config is that example's).
+_OWN_PROGRAM_FOLDERS = frozenset({"tests", "test", "testing", "benchmarks", "benchmark", "bench",
+                                  "examples", "example"})
+
+
+def own_program(module: str) -> bool:
+    """Whether a module (dotted, from the project root) is a test, a benchmark or an example by
+    the usual conventions: under ``tests/``, ``benchmarks/``, ``examples/`` ..., or named
+    ``test_*``, ``*_test``, ``conftest``, ``bench_*``, ``*_benchmark``, ``benchmark_*``."""
+    return program_of(module) != ""
+
+
+def program_of(module: str) -> str:
+    """The program a module belongs to: ``""`` for the library or application itself, else
+    the test, benchmark or example it is part of (``examples.lm1b`` for every module of
+    ``examples/lm1b/``; a test file of its own)."""
+    parts = module.split(".")
+    for i, p in enumerate(parts[:-1]):
+        if p in _OWN_PROGRAM_FOLDERS:
+            return ".".join(parts[:i + 2])
+    last = parts[-1]
+    if last == "conftest" or last.startswith(("test_", "bench_", "benchmark_")) \
+            or last.endswith(("_test", "_tests", "_benchmark", "_bench")):
+        return module
+    return ""
+
 
 def project_cached(fn):
     """Memoise a project-wide query until the index changes (rules ask per file, the answer
@@ -545,14 +573,25 @@ class ProjectIndex:
         return self._callers.get(f"{module}:{qualname}", [])
 
     # ---- rules tables and meshes ---------------------------------------------------------------
+    def judging(self, module: str | None) -> str | None:
+        """Whose tables and meshes judge ``module``: those of the library or application
+        itself and of the program ``module`` belongs to (:func:`program_of`), not those of the
+        other tests, benchmarks and examples (None: every module's)."""
+        return None if module is None else program_of(module)
+
+    def _in(self, s: ModuleSummary, program: str | None) -> bool:
+        return program is None or program_of(s.module) in ("", program)
+
     @project_cached
-    def rule_tables(self) -> tuple[list[list], bool]:
-        """All literal rules tables in the project, and whether every table used is known."""
-        tables, complete, _ = self.rule_table_sources()
+    def rule_tables(self, program: str | None = None) -> tuple[list[list], bool]:
+        """All literal rules tables in the project, and whether every table used is known
+        (``program``: those that judge its modules, see :meth:`judging`)."""
+        tables, complete, _ = self.rule_table_sources(program)
         return tables, complete
 
     @project_cached
-    def rule_table_sources(self) -> tuple[list[list], bool, list[tuple[str, str, int]]]:
+    def rule_table_sources(self, program: str | None = None
+                           ) -> tuple[list[list], bool, list[tuple[str, str, int]]]:
         """:meth:`rule_tables`, with the configuration tables among them: (path, key, line)
         of each table read by key (``nn.logical_axis_rules(config.logical_axis_rules)`` reads
         every ``logical_axis_rules`` table of the project's YAML files and config builders)."""
@@ -561,6 +600,8 @@ class ProjectIndex:
         sources: list[tuple[str, str, int]] = []
         keys: set[str] = set()
         for s in self.summaries.values():
+            if not self._in(s, program):
+                continue
             for t in s.rule_tables:
                 if t is None:
                     complete = False
@@ -626,12 +667,14 @@ class ProjectIndex:
         return None
 
     @project_cached
-    def mesh_axis_keys(self) -> list[str]:
+    def mesh_axis_keys(self, program: str | None = None) -> list[str]:
         """The configuration keys meshes read their axis names by, sorted."""
-        return sorted({k for s in self.summaries.values() for k in s.mesh_axis_keys})
+        return sorted({k for s in self.summaries.values() if self._in(s, program)
+                       for k in s.mesh_axis_keys})
 
     @project_cached
-    def mesh_axes(self, closed: bool = False) -> tuple[set[str], bool]:
+    def mesh_axes(self, closed: bool = False, program: str | None = None
+                  ) -> tuple[set[str], bool]:
         """The axis names of every mesh the project builds, and whether all of them are known.
         A mesh built from ``config.<key>`` has the names its configuration writes under the key
         (all of them: any one may be the one used); a key with none there is unknown. A
@@ -642,7 +685,8 @@ class ProjectIndex:
         takes its rules tables to be all there are)."""
         names: set[str] = set()
         complete = True
-        for s in self.summaries.values():
+        programs = [s for s in self.summaries.values() if self._in(s, program)]
+        for s in programs:
             for axes in s.mesh_axes:
                 if axes is None:
                     complete = False
@@ -650,8 +694,8 @@ class ProjectIndex:
                     names.update(axes)
         if complete and not closed:
             complete = all(self.flows.param_mesh(fn, param)
-                           for s in self.summaries.values() for fn, param in s.mesh_params)
-        for key in self.mesh_axis_keys():
+                           for s in programs for fn, param in s.mesh_params)
+        for key in self.mesh_axis_keys(program):
             found = self.config_axes(key)
             if not found:
                 complete = False
