@@ -205,3 +205,19 @@ def test_a_range_remembers_the_oldest_release_it_allows(tmp_path, monkeypatch):
     (root / "setup.py").write_text('setup(install_requires=["jax", "flax"])\n')
     v = V.detect(root)
     assert "states no version" in v.describe("jax") and "`jax`" in v.describe("jax")
+
+
+def test_the_oldest_jax_allowed_follows_what_the_flax_pin_requires(tmp_path, monkeypatch):
+    """`jax>=0.6` beside `flax>=0.12.5`: flax 0.12.5 requires jax >= 0.8.1, so no install of
+    the project has a jax older than that (jax.set_mesh, added in 0.7.1, is always there)."""
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    root = project(tmp_path, {"pyproject.toml": """
+        [project]
+        name = "x"
+        dependencies = ["jax>=0.6.0,<0.11.1", "flax>=0.12.5"]
+     """})
+    v = V.detect(root)
+    assert v.oldest("jax") == "0.8.1" and not v.may_be_below("jax", "0.7.1")
+    (root / "pyproject.toml").write_text(
+        '[project]\nname = "x"\ndependencies = ["jax>=0.6.0", "flax>=0.10.0"]\n')
+    assert V.detect(root).oldest("jax") == "0.6.0"  # (flax 0.10.0 needs only jax 0.4.27)

@@ -343,8 +343,10 @@ class ProjectIndex:
     def legacy_env_readers(self) -> list[str]:
         """The modules that read the legacy resource environment (``pxla.thread_resources``),
         sorted: it is set only by ``with mesh:``, so replacing that with ``jax.set_mesh``
-        changes what they read."""
-        return sorted(m for m, s in self.summaries.items() if s.legacy_env)
+        changes what they read. The library's and application's own first."""
+        # (the library's own readers first: a test that reads it says less about the program)
+        return sorted((m for m, s in self.summaries.items() if s.legacy_env),
+                      key=lambda m: (own_program(m), m))
 
     def _compute_contexts(self) -> None:
         """ctx(F) = AND over the calls of F of (context at the call | ctx(caller)).

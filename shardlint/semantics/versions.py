@@ -59,6 +59,11 @@ RELEASES = {
              "0.12.7", "0.12.8", "0.12.9", "0.12.10", "0.12.12"),
 }
 CURRENT = {pkg: releases[-1] for pkg, releases in RELEASES.items()}
+# The oldest jax each flax release requires (`Requires-Dist: jax>=...` of the flax wheels on
+# PyPI, read 2026-12): pins that allow an old jax beside a newer flax do not allow it in fact.
+FLAX_NEEDS_JAX = (("0.12.7", "0.10.0"), ("0.12.1", "0.8.1"), ("0.12.0", "0.7.1"),
+                  ("0.11.0", "0.6.0"), ("0.10.5", "0.5.1"), ("0.9.0", "0.4.27"),
+                  ("0.8.3", "0.4.19"))
 PACKAGES = ("jax", "flax")
 
 
@@ -507,6 +512,17 @@ def _versions(env: dict[str, tuple[str, str]], chain: list[Stated],
         else:
             values[pkg] = CURRENT[pkg]
             source[pkg] = "assumed: the newest release (the project states no version)"
+    # (`jax>=0.6` beside `flax>=0.12.5` means jax >= 0.8.1; an unversioned flax bounds nothing)
+    flax_floor = low.get("flax") or (values["flax"] if "flax" not in env and source["flax"]
+                                     .startswith(("pinned", "locked")) else None)
+    if "jax" in low and flax_floor:
+        oldest_flax = parse(flax_floor)
+        need = next((j for f, j in FLAX_NEEDS_JAX if oldest_flax >= parse(f)), None)
+        if need is not None and parse(low["jax"]) < parse(need):
+            if parse(need) < parse(values["jax"]):
+                low["jax"] = need
+            else:
+                del low["jax"]
     return Versions(values["jax"], values["flax"], source, low)
 
 
