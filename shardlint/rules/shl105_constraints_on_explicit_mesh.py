@@ -22,6 +22,7 @@ from shardlint.semantics.usage import (
     LINEN_PARTITIONING,
     SHARDING_CONSTRAINT,
     mesh_kinds,
+    program_calls,
     project_calls,
 )
 from shardlint.source import Span
@@ -52,7 +53,10 @@ Not flagged: meshes with Auto (or mixed) axes, `Mesh(devices, names)` (still Aut
 written Explicit beside Auto meshes or in a project that uses Explicit-mode APIs
 (`jax.sharding.reshard`, `auto_axes`, `explicit_axes`): a deliberate special-purpose mesh; and
 projects that use `with_sharding_constraint` together with those APIs but no Linen partitioning
-(Explicit sharding chosen on purpose, constraints used as checks).
+(Explicit sharding chosen on purpose, constraints used as checks); a mesh of one device
+(`jax.make_mesh((1, 1), ...)`: every sharding already holds there, nothing can assert); a mesh
+of a test, a benchmark or an example whose own files use no constraint (it is judged by its
+program, not by the library beside it).
 """
     why = """
 On a mesh whose axes are all Explicit, `with_sharding_constraint` no longer moves data: it
@@ -86,6 +90,32 @@ display-only suggestion: it was chosen on purpose.
 """
     versions = "`jax.make_mesh` defaults to Explicit axes from jax 0.9.0 (0.8.1-0.8.2 warned); an explicit `AxisType.Explicit` mesh is flagged on any version."
     VALID = [
+        example({
+            "model.py": """
+                import flax.linen as nn
+
+                class MLP(nn.Module):
+                    @nn.compact
+                    def __call__(self, x):
+                        return nn.with_logical_constraint(nn.Dense(8)(x), ("batch", "mlp"))
+            """,
+            "tests/attention_test.py": """
+                import jax
+
+                def test_forward():
+                    mesh = jax.make_mesh((1, 1, 1, 1), ("data", "fsdp", "tensor", "expert"))
+                    with jax.set_mesh(mesh):
+                        pass
+            """,
+            "examples/nnx_gemma/train.py": """
+                import jax
+                from flax import nnx
+
+                mesh = jax.make_mesh((2, 4), ("data", "model"))   # Explicit on purpose: NNX
+                w = nnx.Param(jax.numpy.zeros((8, 8)), out_sharding=("data", "model"))
+            """,
+        }, title="a one-device test mesh; an example whose own code uses no Linen constraint",
+           jax="0.10.2"),
         example("""
             import jax
             import flax.linen as nn
@@ -195,8 +225,9 @@ display-only suggestion: it was chosen on purpose.
 
     def check(self) -> Iterator[Finding]:
         p = self.project
-        linen = project_calls(p, *LINEN_PARTITIONING)
-        if not linen and (not project_calls(p, SHARDING_CONSTRAINT) or
+        # (a test's, a benchmark's or an example's mesh is judged by what that program calls)
+        linen = program_calls(p, self.facts.module, *LINEN_PARTITIONING)
+        if not linen and (not program_calls(p, self.facts.module, SHARDING_CONSTRAINT) or
                           project_calls(p, *_EXPLICIT_MODE)):
             return
         explicit_default = self.ctx.versions.at_least("jax", EXPLICIT_DEFAULT_FROM)
@@ -212,6 +243,8 @@ display-only suggestion: it was chosen on purpose.
         for m in self.facts.meshes:
             if m.call is None or m.api_name not in (MAKE_MESH, MESH):
                 continue
+            if self._one_device(m):
+                continue  # one device: every constraint already holds, nothing can assert
             kind = axis_kind(self.facts, m)
             if kind == DEFAULT and m.api_name == MAKE_MESH and explicit_default:
                 what = (f"`{self.text(m.call.func)}` without `axis_types` makes Explicit axes "
@@ -227,6 +260,15 @@ display-only suggestion: it was chosen on purpose.
                    f"assert when all axes of mesh are of type Explicit\"), so {fails}; give it "
                    f"`axis_types=(AxisType.Auto,) * n`")
             yield self.finding(m.call, msg, fix=fix, related=self._related(p, linen))
+
+    def _one_device(self, m: MeshBinding) -> bool:
+        """``jax.make_mesh((1, 1, 1), names)``: a literal shape of ones."""
+        if m.api_name != MAKE_MESH or m.call is None:
+            return False
+        node = m.call.args[0] if m.call.args else next(
+            (k.value for k in m.call.keywords if k.arg == "axis_shapes"), None)
+        shape = literal_shape(self.facts, node, m.scope) if node is not None else None
+        return shape is not None and all(n == 1 for n in shape)
 
     def _related(self, p: ProjectIndex, linen: bool) -> tuple[Related, ...]:
         wanted = set(LINEN_PARTITIONING) if linen else {SHARDING_CONSTRAINT}

@@ -47,7 +47,9 @@ devices are all the devices. Not flagged: shapes that also count processes or al
 helper as a size, a one-device mesh (`jax.local_devices()[:1]`), and a mesh of the local
 devices in a function that stacks one copy of a value per local device (`[x] * len(devices)`):
 the per-device layout `pmap` takes, what `jax.device_put_replicated` made, where each process
-feeding its own devices is the intent.
+feeding its own devices is the intent; and a mesh of the local devices built where the code
+also asks `jax.process_index()` (the same function, or the module's top level): a program that
+runs a different computation on each process on purpose.
 """
     why = """
 In a multi-process run (several hosts, or several processes on one) `jax.local_devices()` is
@@ -68,6 +70,19 @@ per_host_batch = global_batch // jax.process_count()               # local count
 """
     versions = "All versions."
     VALID = [
+        example("""
+            import jax
+            import numpy as np
+            from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+            # each process runs a program of its own on its own devices
+            mesh = Mesh(np.array(jax.local_devices()), ["data"])
+            sharding = NamedSharding(mesh, PartitionSpec(None))
+            idx = jax.process_index()
+
+            def step():
+                return idx * jax.numpy.ones((idx + 1,))
+        """, title="a per-process program on purpose: it asks which process it is"),
         example("""
             import jax
             import numpy as np
@@ -247,6 +262,8 @@ per_host_batch = global_batch // jax.process_count()               # local count
                 found = None
             if found is not None and self._per_device_copies(con, local, stop):
                 continue
+            if found is not None and self._per_process_program(con):
+                continue
             kind = "devices"
             if found is None and con.shape is not None and \
                     reaches(facts, con.shape, con.scope, is_global, stop) is None:
@@ -256,6 +273,13 @@ per_host_batch = global_batch // jax.process_count()               # local count
                 continue
             yield self.finding(con.call, self._message(found, kind, severity, con.api_name),
                                severity=severity, related=self._related(con.call, found))
+
+    def _per_process_program(self, con: Construction) -> bool:
+        """The code that builds the mesh also asks which process it is (``jax.process_index()``
+        in the same scope): a program that runs a different computation on each process, on
+        purpose, with a mesh of its own devices."""
+        return any(c.scope is con.scope and c.qualified == "jax.process_index"
+                   for c in self.facts.calls)
 
     def _one_device(self, con: Construction) -> bool:
         """A mesh of one device: a shape of ones, or devices `jax.local_devices()[:1]` / `[0]`."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from shardlint.semantics.facts import MESH
 from shardlint.semantics.meshes import AUTO, resolve_kind
-from shardlint.semantics.project import ProjectIndex, project_cached
+from shardlint.semantics.project import ProjectIndex, program_of, project_cached
 
 # Linen partitioning whose boxes and constraints lower to `lax.with_sharding_constraint`.
 LINEN_PARTITIONING = ("flax.linen.with_logical_constraint", "flax.linen.with_logical_partitioning",
@@ -25,6 +25,18 @@ def project_calls(project: ProjectIndex, *names: str) -> bool:
     """Some file of the project calls one of these APIs (canonical names)."""
     wanted = set(names)
     return any(wanted.intersection(s.apis) for s in project.summaries.values())
+
+
+def program_calls(project: ProjectIndex, module: str, *names: str) -> bool:
+    """Some file of the program ``module`` belongs to calls one of these APIs: the whole
+    project for the library or application itself, only the test's, benchmark's or example's
+    own files for one of those (:func:`program_of`)."""
+    program = program_of(module)
+    if not program:
+        return project_calls(project, *names)
+    wanted = set(names)
+    return any(wanted.intersection(s.apis) for s in project.summaries.values()
+               if program_of(s.module) == program)
 
 
 def multi_process(project: ProjectIndex) -> bool:
