@@ -35,6 +35,8 @@ def _config(args: argparse.Namespace, paths: list[Path], stdin: bool,
             raise UsageError(f"no rule matches {code!r}; see `shardlint rules`")
     cfg = cfg.with_overrides(select=args.select, ignore=args.ignore,
                              extend_select=args.extend_select)
+    if getattr(args, "preview", False):
+        cfg = replace(cfg, preview=True)
     if args.jax_version or args.flax_version:
         cfg = replace(cfg, jax_version=args.jax_version or cfg.jax_version,
                       flax_version=args.flax_version or cfg.flax_version)

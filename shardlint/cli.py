@@ -40,6 +40,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     check.add_argument("--extend-select", type=_codes, help="add codes to the selection")
     check.add_argument("--ignore", type=_codes, help="comma-separated codes or prefixes to skip")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
+    check.add_argument("--preview", action="store_true",
+                       help="also run the rules and behaviours in preview (see `shardlint rules`)")
     check.add_argument("--statistics", action="store_true", help="count findings per rule")
     check.add_argument("--stdin-filename", help="the path of the text read from stdin")
     check.add_argument("--config", type=Path, help="a pyproject.toml to read [tool.shardlint] from")
@@ -125,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _rule_json(cls) -> dict:
     return {"code": cls.code, "name": cls.name, "severity": cls.severity,
-            "enabled_by_default": cls.enabled_by_default, "summary": cls.summary,
+            "enabled_by_default": cls.enabled_by_default, "preview": bool(cls.preview),
+            "summary": cls.summary,
             "versions": cls.versions, "fix_safety": cls.fix_safety,
             "explanation": cls.docs_markdown()}
 
@@ -163,7 +166,8 @@ def _rules(args: argparse.Namespace) -> int:
         sys.stdout.write(reference_markdown())
         return 0
     for cls in rules:
-        off = "" if cls.enabled_by_default else "  (off by default)"
+        off = "  (preview)" if cls.preview else "" if cls.enabled_by_default \
+            else "  (off by default)"
         print(f"{cls.code}  {cls.name:<36} {cls.severity:<8} {cls.summary}{off}")
     return 0
 

@@ -20,7 +20,7 @@ CODE_OR_PREFIX = re.compile(r"^SHL[0-9]{0,3}$")
 _LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "jit-wrappers",
               "constraint-wrappers", "rules-contexts", "mesh-contexts")
 KNOWN_KEYS = (*_LIST_KEYS, "per-file-ignores", "test-files", "test-ignore", "severity",
-              "jax-version", "flax-version", "memory")
+              "jax-version", "flax-version", "preview", "memory")
 
 # Test code runs on one device with toy sizes: what a test file is (pytest's and unittest's
 # conventions, test folders) and the rules quiet there by default -- memory and placement
@@ -50,6 +50,8 @@ class Config:
     constraint_wrappers: tuple[str, ...] = ()
     rules_contexts: tuple[str, ...] = ()
     mesh_contexts: tuple[str, ...] = ()
+    # Rules and behaviours in preview (not yet right often enough on real code) run only here.
+    preview: bool = False
     memory: dict = field(default_factory=dict, hash=False, compare=False)
 
     def with_overrides(self, select: list[str] | None = None, ignore: list[str] | None = None,
@@ -68,7 +70,11 @@ class Config:
             out = replace(out, severity=tuple(sorted(merged.items())))
         return out
 
-    def is_selected(self, code: str, enabled_by_default: bool, path: str | None = None) -> bool:
+    def is_selected(self, code: str, enabled_by_default: bool, path: str | None = None,
+                    preview: bool = False) -> bool:
+        """Whether the rule ``code`` runs (on ``path``): a rule in preview only in preview mode."""
+        if preview and not self.preview:
+            return False
         chosen = _best(code, self.select + self.extend_select)
         dropped = _best(code, self.ignore)
         if path is not None:
@@ -195,6 +201,10 @@ def from_table(table: dict, root: Path, path: Path | None = None) -> Config:
         kw["test_ignore"] = _codes("test-ignore", table["test-ignore"])
     if "severity" in table:
         kw["severity"] = _severity(table["severity"])
+    if "preview" in table:
+        if not isinstance(table["preview"], bool):
+            raise ConfigError("`preview` must be true or false")
+        kw["preview"] = table["preview"]
     for key in ("jax-version", "flax-version"):
         if key in table:
             kw[key.replace("-", "_")] = _version(key, table[key])

@@ -698,7 +698,7 @@ class Engine:
     # ---- linting ----------------------------------------------------------------------------------
     def selected_rules(self, path: str | None = None) -> list[type[Rule]]:
         return [r for r in all_rules()
-                if self.config.is_selected(r.code, r.enabled_by_default, path)]
+                if self.config.is_selected(r.code, r.enabled_by_default, path, bool(r.preview))]
 
     def lint_text(self, path: Path | str, text: str, parser: IncrementalParser | None = None,
                   source: SourceText | None = None) -> list[Finding]:
@@ -775,7 +775,7 @@ class Engine:
         if facts is None:
             return self._filter([error], text, spath)
         versions = self.version_map.for_path(spath, self.root)  # type: ignore[union-attr]
-        ctx = RuleContext(facts, self.index, versions, source)
+        ctx = RuleContext(facts, self.index, versions, source, preview=self.config.preview)
         findings: list[Finding] = []
         for cls in self.selected_rules(spath):
             if not cls.applies(versions) or not cls.relevant(facts, self.index):  # type: ignore[arg-type]
@@ -985,7 +985,8 @@ class Engine:
         ``Cache.project_token``). Read the files and put their summaries first."""
         settings = hashlib.sha1(repr((
             self.cache.key, self.version_map, self.config.select, self.config.ignore,
-            self.config.extend_select, self.config.per_file_ignores, self.config.test_files,
+            self.config.extend_select, self.config.preview, self.config.per_file_ignores,
+            self.config.test_files,
             self.config.test_ignore, self.config.severity
         )).encode()).hexdigest()
         return self.cache.project_token(settings, self._digests)

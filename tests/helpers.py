@@ -17,6 +17,8 @@ def lint_files(root: Path, files: dict[str, str], select: tuple[str, ...] = (),
         p = root / name
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text, encoding="utf-8")
+    # (rules and behaviours in preview run here: these helpers test what a rule does)
+    config.setdefault("preview", True)
     cfg = Config(root=root, select=select, **config)
     engine = Engine(cfg, versions=assume(**(versions or {})), use_cache=False)
     findings = engine.lint_paths([root / n for n in files])

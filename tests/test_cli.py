@@ -218,6 +218,29 @@ def test_test_files_and_their_quiet_rules_are_settings(tmp_path, capsys):
     assert [Path(i["path"]).parent.name for i in items] == ["tests"]
 
 
+OLD_JAX_RANDOM = """\
+import jax
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+mesh = jax.make_mesh((8,), ("model",))
+init = jax.jit(lambda k: jax.random.normal(k, (8192, 4096)),
+               out_shardings=NamedSharding(mesh, P("model")))
+"""
+
+
+def test_behaviours_in_preview_run_only_in_preview_mode(tmp_path, capsys):
+    """SHL502's version case (jax < 0.5.0 leaves the flag off) is in preview: not reported by
+    default, nor when the rule is selected; `--preview` or `preview = true` reports it."""
+    (tmp_path / "requirements.txt").write_text("jax==0.4.30\n")
+    f = tmp_path / "train.py"
+    f.write_text(OLD_JAX_RANDOM)
+    assert [i["code"] for i in as_json(["check", str(f)], capsys)[1]] == []
+    assert [i["code"] for i in as_json(["check", str(f), "--select", "SHL502"], capsys)[1]] == []
+    assert [i["code"] for i in as_json(["check", str(f), "--preview"], capsys)[1]] == ["SHL502"]
+    (tmp_path / "pyproject.toml").write_text("[tool.shardlint]\npreview = true\n")
+    assert [i["code"] for i in as_json(["check", str(f)], capsys)[1]] == ["SHL502"]
+
+
 @pytest.mark.parametrize("table,key", [
     ('unknown-key = 1', "unknown-key"),
     ('select = "SHL1"', "select"),
@@ -226,6 +249,7 @@ def test_test_files_and_their_quiet_rules_are_settings(tmp_path, capsys):
     ('jax-version = "latest"', "jax-version"),
     ('test-ignore = ["tests"]', "test-ignore"),
     ('test-files = "tests/*"', "test-files"),
+    ('preview = "yes"', "preview"),
 ])
 def test_bad_config_is_a_clear_error(tmp_path, capsys, table, key):
     (tmp_path / "pyproject.toml").write_text(f"[tool.shardlint]\n{table}\n")

@@ -77,7 +77,8 @@ def to_sarif(located: list[Located], sources: dict[str, SourceText], rules: list
             "fullDescription": {"text": r.what.strip() or r.summary},
             "helpUri": rule_url(r),
             "help": {"text": r.summary, "markdown": r.docs_markdown()},
-            "defaultConfiguration": {"level": _LEVEL[r.severity], "enabled": r.enabled_by_default},
+            "defaultConfiguration": {"level": _LEVEL[r.severity],
+                                     "enabled": r.enabled_by_default and not r.preview},
         } for r in rules],
     }
     doc = {

@@ -76,6 +76,33 @@ with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
 """
     versions = "All versions of jax and flax."
     VALID = [
+        example({
+            "examples/wmt/train.py": """
+                import jax
+                import flax.linen as nn
+                from flax import jax_utils
+
+                class Transformer(nn.Module):
+                    @nn.compact
+                    def __call__(self, x):
+                        return nn.Dense(512)(x)
+
+                def main():
+                    params = jax.jit(Transformer().init)(jax.random.key(0), jax.numpy.ones((8, 512)))
+                    params = jax_utils.replicate(params)   # one copy per device, for pmap
+                    return jax.pmap(lambda p, x: x)(params, params)
+            """,
+            "lib/layers.py": """
+                import jax
+                import flax.linen as nn
+
+                def make_mesh():
+                    return jax.make_mesh((8,), ("data",))
+
+                def dense(x):
+                    return nn.with_logical_constraint(nn.Dense(8)(x), ("batch", "mlp"))
+            """,
+        }, title="an example that never shards: replicated on purpose for pmap"),
         example(_MODEL + """
 model = MLP()
 rules = (("embed", None), ("mlp", "data"))
@@ -246,6 +273,7 @@ from functools import partial
 
 Ensemble = nn.vmap(MLP, variable_axes={"params": 0}, split_rngs={"params": True},
                    in_axes=None, axis_size=8, metadata_params={nn.PARTITION_NAME: "ensemble"})
+mesh = jax.make_mesh((8,), ("ensemble",))
 init = partial(jax.jit, keep_unused=True)(Ensemble().init)  # expect: SHL302
 """, title="functools.partial form over an nn.vmap ensemble"),
     ]
@@ -257,10 +285,15 @@ init = partial(jax.jit, keep_unused=True)(Ensemble().init)  # expect: SHL302
     def check(self):
         if not (project_uses_mesh(self.project) or project_uses_partitioning(self.project)):
             return
+        # A program that never shards (a pmap example, a one-device tool): its jitted inits are
+        # meant for one device (or replicated on purpose) -- where its code runs only from it.
+        single = not self.project.program_shards(self.facts.module)
         placed = self._placed_functions()
         for site in unplaced_jit_sites(self.facts):
             if compiled_function(self.facts, site) in placed:
                 continue  # compiled again with out_shardings: that is the one that allocates
+            if single and self.project.runs_only_from(self.facts.module, site.scope.qualname):
+                continue
             message = self._direct(site) or self._through_function(site)
             if message is not None:
                 yield self.finding(site.node, message)

@@ -497,8 +497,18 @@ class ProjectIndex:
         """Whether ``module`` or a project module it imports (transitively) builds, enters or
         sets a mesh, reads the legacy mesh environment, or enters or sets axis rules: a program
         that does none of that (a conversion or export script, a single-device tool) runs on
-        one device by design."""
+        one device by design. For a test, a benchmark or an example (:func:`program_of`), its
+        own files must: a pmap example beside a library that builds meshes does not shard."""
+        program = program_of(module)
+        if program:
+            return any(program_of(m) == program and self._shards_itself(s)
+                       for m, s in self.summaries.items())
         return module in self._sharding_programs()
+
+    @staticmethod
+    def _shards_itself(s: ModuleSummary) -> bool:
+        return bool(s.mesh_axes or s.mesh_provider or s.mesh_setter or s.legacy_env
+                    or s.rules_provider or s.rules_setter)
 
     @project_cached
     def _sharding_programs(self) -> frozenset[str]:
@@ -510,8 +520,7 @@ class ProjectIndex:
         for m, s in self.summaries.items():
             for imported in self.module_imports(m):
                 importers.setdefault(imported, []).append(m)
-            if s.mesh_axes or s.mesh_provider or s.mesh_setter or s.legacy_env \
-                    or s.rules_provider or s.rules_setter:
+            if self._shards_itself(s):
                 todo.append(m)
         seen = set(todo)
         while todo:
