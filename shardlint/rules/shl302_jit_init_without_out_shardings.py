@@ -10,6 +10,7 @@ from shardlint.semantics.dataflow import LocalFlow, own_nodes
 from shardlint.semantics.donation import PLACEMENT_KEYWORDS, jit_keywords, unplaced_jit_sites
 from shardlint.semantics.execution import compiled_function
 from shardlint.semantics.facts import JitSite, Scope
+from shardlint.semantics.project import program_of
 from shardlint.semantics.models import (
     is_train_state_create,
     linen_instance,
@@ -77,6 +78,11 @@ with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
     versions = "All versions of jax and flax."
     VALID = [
         example({
+            "examples/wmt/main.py": """
+                from train import main
+
+                main()
+            """,
             "examples/wmt/train.py": """
                 import jax
                 import flax.linen as nn
@@ -288,11 +294,14 @@ init = partial(jax.jit, keep_unused=True)(Ensemble().init)  # expect: SHL302
         # A program that never shards (a pmap example, a one-device tool): its jitted inits are
         # meant for one device (or replicated on purpose) -- where its code runs only from it.
         single = not self.project.program_shards(self.facts.module)
+        # (a test's, benchmark's or example's code runs only in that program)
+        own = single and bool(program_of(self.facts.module))
         placed = self._placed_functions()
         for site in unplaced_jit_sites(self.facts):
             if compiled_function(self.facts, site) in placed:
                 continue  # compiled again with out_shardings: that is the one that allocates
-            if single and self.project.runs_only_from(self.facts.module, site.scope.qualname):
+            if own or single and self.project.runs_only_from(self.facts.module,
+                                                             site.scope.qualname):
                 continue
             message = self._direct(site) or self._through_function(site)
             if message is not None:
