@@ -38,7 +38,11 @@ OWN_LABELS = HERE / "corpus_labels.tsv"
 COLUMNS = ["repo", "path", "line", "code", "severity", "verdict", "drawn", "reason", "message"]
 KINDS = ("TP", "TP-minor", "FP", "OVERCLAIM")
 WRONG = ("FP", "OVERCLAIM")
-PREFIX = 100  # characters of the message a label keeps
+
+
+def flat(message: str) -> str:
+    """A message on one line (a quoted multi-line expression), as a TSV cell keeps it."""
+    return " ".join(message.replace("\t", " ").split())
 
 
 def read_labels(path: Path) -> list[dict]:
@@ -63,8 +67,8 @@ def holds(label: dict, finding: dict) -> bool:
     sev = label.get("severity", "").strip()
     if sev and sev != finding["severity"]:
         return False
-    msg = label.get("message", "").strip()
-    return not msg or finding["message"].startswith(msg[:PREFIX])
+    msg = flat(label.get("message", ""))
+    return not msg or flat(finding["message"]).startswith(msg)
 
 
 def verdict_of(f: dict, own: dict, shared: dict) -> str | None:
@@ -194,7 +198,7 @@ def main() -> int:
                 rows.append({"repo": f["project"], "path": f["path"], "line": f["line"],
                              "code": f["code"], "severity": f["severity"], "verdict": "",
                              "drawn": "random", "reason": "",
-                             "message": f["message"][:PREFIX].replace("\t", " ")})
+                             "message": flat(f["message"])})
         out = args.write_sample
         if out is None:
             w = csv.DictWriter(sys.stdout, COLUMNS, delimiter="\t", lineterminator="\n")
