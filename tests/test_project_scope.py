@@ -424,3 +424,45 @@ def test_a_call_edge_keeps_what_each_argument_may_be(call, expected):
     summary = summarise(build_facts("m.py", "m", ast.parse(src), False, Wrappers()))
     (edge,) = [e for e in summary.calls if e.caller == "Model.run"]
     assert edge.args == expected
+
+
+NNX_BLOCK = """
+    import flax.linen as nn
+    from flax import nnx
+
+    class Block(nnx.Module):
+        def __init__(self, dim, *, rngs):
+            self.proj = nnx.Linear(dim, dim, rngs=rngs)
+
+        def __call__(self, x):
+            return nn.with_logical_constraint(self.proj(x), ("batch", "embed"))
+"""
+
+
+def test_shl101_building_an_nnx_model_does_not_run_its_forward_pass(tmp_path):
+    """Under the legacy mesh, building the module (directly, or in a helper through
+    nnx.eval_shape) runs `__init__` only: only the deprecation holds. Built and called there,
+    its Linen constraint runs and is a no-op: the error."""
+    found = _lint(tmp_path, {"block.py": NNX_BLOCK, "train.py": """
+        import jax
+        from flax import nnx
+        from block import Block
+
+        def create_sharded(rngs):
+            abstract = nnx.eval_shape(lambda: Block(8, rngs=rngs))
+            return nnx.split(abstract)
+
+        def main():
+            mesh = jax.make_mesh((8,), ("data",))
+            with mesh:
+                graphdef, state = create_sharded(nnx.Rngs(0))
+            with mesh:
+                block = Block(8, rngs=nnx.Rngs(0))
+            y = block(jax.numpy.ones((2, 8)))
+            with mesh:
+                block = Block(8, rngs=nnx.Rngs(0))
+                y = block(jax.numpy.ones((2, 8)))
+            return y
+    """}, "SHL101")
+    assert [(f.span.line, f.severity) for f in found] == [(11, "warning"), (13, "warning"),
+                                                          (16, "error")]

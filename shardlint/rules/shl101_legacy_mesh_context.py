@@ -37,7 +37,10 @@ from a mesh, or a name the same function also hands to `NamedSharding`/`jax.set_
 
 Severity says what happens. **Error** (flax >= 0.12.2) when a Linen logical constraint or a
 logically partitioned parameter is traced under the `with` -- the model initialised or applied
-there, or a function called there, reaches one: each is then a no-op. **Warning** otherwise: the
+there, or a function called there, reaches one: each is then a no-op. Building an NNX module
+there (directly, or through `nnx.eval_shape` in a helper) runs its `__init__`, not its forward
+pass: only what `__init__` reaches counts, unless the module built is called under the `with`
+too. **Warning** otherwise: the
 statement is only deprecated (jax 0.10.1), and `pjit` and `lax.with_sharding_constraint` with a
 bare `PartitionSpec` still read it. A legacy mesh entered next to `jax.set_mesh(mesh)` in the
 same `with` (`with jax.set_mesh(m), m:`) only sets the legacy resource environment for code that
@@ -351,7 +354,12 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
         for e in self.project.entries(module):
             if e.scope == item.scope.qualname and first <= e.line <= last:
                 model = self.project.resolve(e.model, module)
-                if model is not None and self.project.needs(model) & RULES:
+                # (an NNX module built there runs its __init__, not its forward pass -- unless
+                # the module built is called there too)
+                needs = 0 if model is None else self.project.needs_running(model) \
+                    if e.kind == "nnx" and not self._called_in(e, item.scope, first, last) \
+                    else self.project.needs(model)
+                if model is not None and needs & RULES:
                     return f"`{model.partition(':')[2]}`"
         for c in self.facts.calls:
             if c.scope is not item.scope or not (first <= c.node.lineno <= last):
@@ -361,9 +369,32 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
             if c.api is None and isinstance(c.node.func, (ast.Name, ast.Attribute)):
                 ref = reference(self.facts, c.node.func, c.scope)
                 key = self.project.resolve(ref, module) if ref is not None else None
-                if key is not None and self.project.needs(key) & RULES:
+                if key is None:
+                    continue
+                needs = self.project.needs(key) if self._built_and_called(c, first, last) \
+                    else self.project.needs_running(key)
+                if needs & RULES:
                     return f"`{self.text(c.node.func)}`"
         return None
+
+    def _called_in(self, entry, scope, first: int, last: int) -> bool:
+        """The NNX module built at ``entry`` is called in the same function between ``first``
+        and ``last``."""
+        return any(self._built_and_called(c, first, last) for c in self.facts.calls
+                   if c.scope is scope and c.node.lineno == entry.line
+                   and c.node.col_offset == entry.col)
+
+    def _built_and_called(self, c, first: int, last: int) -> bool:
+        """``block = Block(rngs=...)`` and ``block(x)`` in the same function between ``first``
+        and ``last``: the module's forward pass runs there."""
+        stmt = c.stmt
+        if not isinstance(stmt, ast.Assign) or stmt.value is not c.node:
+            return False
+        names = {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+        return bool(names) and any(
+            o.scope is c.scope and first <= o.node.lineno <= last
+            and isinstance(o.node.func, ast.Name) and o.node.func.id in names
+            for o in self.facts.calls)
 
     def _fix(self, item, text: str) -> Fix | None:
         expr = item.expr

@@ -255,6 +255,29 @@ class ProjectIndex:
         t = self.resolve(ref, from_module)
         return self._needs.get(t, 0) if t else 0
 
+    @project_cached
+    def needs_running(self, ref: str, from_module: str | None = None) -> int:
+        """What running ``ref`` needs, where building an NNX module runs its ``__init__`` and
+        not its ``__call__`` (``nnx.eval_shape(lambda: Model(rngs=...))`` applies none of the
+        constraints of its forward pass). :meth:`needs` counts every method of a class a
+        function names."""
+        self._ensure()
+        start = self.resolve(ref, from_module)
+        out = 0
+        for key in self._walk(start, self._run_edges):
+            sym = self.symbol(key)
+            if sym is not None:
+                out |= sym.needs
+        return out
+
+    def _run_edges(self, key: str) -> list[str]:
+        sym = self.symbol(key)
+        if sym is not None and sym.kind == "class" and self.is_subclass(key, NNX_MODULE):
+            init = next((f"{c}.__init__" for c in self.class_chain(key)
+                         if self.symbol(f"{c}.__init__") is not None), None)
+            return [init] if init else []
+        return list(self._edges.get(key, ()))
+
     def constraint_sites(self, ref: str, from_module: str | None = None,
                          limit: int = 3) -> list[tuple[str, Site]]:
         """A few constraint call sites reached from a symbol, for related locations."""
