@@ -181,7 +181,10 @@ def run(state, batches):
         state = train_step(state, batch)
     return state
 
-step = jax.jit(lambda s, b: s + b, donate_argnums=0)
+def update(state, batch):
+    return jax.tree_util.tree_map(lambda p, g: p - 0.1 * g, state, batch)
+
+step = jax.jit(update, donate_argnums=0)
 
 def reuse(state, batch):
     new = step(state, batch)
