@@ -148,7 +148,7 @@ axis now raises). No fix is offered when the unboxed tree comes through a name o
             reader = self.text(c.node.func)
             msg = (f"`{reader}` reads the partition names from the boxes, but this tree lost them "
                    f"in {found.how}: every leaf gets `P()` and the arrays placed with it are "
-                   f"fully replicated (measured: 16 MiB on each of 8 devices instead of 2 MiB); "
+                   f"fully replicated, a whole copy on every device; "
                    f"read the specs from the boxed tree and unbox only the values")
             related = () if found.direct else \
                 (self.related(found.call, "the partitioning metadata is dropped here"),)

@@ -305,11 +305,9 @@ layer = build(jax.make_mesh((8,), ("data",)))
     def _linen_message(self, c: CallSite, func: ast.Attribute, cls: str) -> str:
         call = f"{self.text(func)}(...)"
         if self._under_mesh(c):
-            where = ("under `jax.set_mesh` every array it creates is fully replicated: measured "
-                     "16 MiB on each of 8 devices for a 16 MiB model")
+            where = "under `jax.set_mesh` every array it creates is fully replicated"
         else:
-            where = ("every parameter lands on one device before it can be sharded: measured "
-                     "16 MiB on device 0 for a 16 MiB model")
+            where = "every parameter lands on one device before it can be sharded"
         return (f"`{call}` initialises the Linen `{cls}` eagerly, op by op: {where}; initialise "
                 f"it with `jax.jit({self.text(func)}, out_shardings=...)` (shardings from "
                 f"`jax.eval_shape`)")

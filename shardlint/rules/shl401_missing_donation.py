@@ -977,12 +977,10 @@ jax >= 0.8.1 (no fix is offered on older jax).
         why = "; ".join(t.format(", ".join(ps), code) for (t, code), ps in grouped.items())
         if nnx:
             return (f"`{name}` {why} but does not donate {names}: the old and the new "
-                    f"arrays are both alive during the step (measured: an NNX step peaks at "
-                    f"192.6 MiB instead of 96.6 MiB); add `{keyword}` (nnx.jit writes the new "
+                    f"arrays are both alive during the step; add `{keyword}` (nnx.jit writes the new "
                     f"state back into the objects passed)")
         return (f"`{name}` {why} but does not donate {names}: the old and the new values are "
-                f"both alive during the step (measured: a 64 MiB update peaks at 192 MiB instead "
-                f"of 128 MiB, an Adam step at 384 MiB instead of 192 MiB); add `{keyword}` and "
+                f"both alive during the step; add `{keyword}` and "
                 f"rebind the result at every call")
 
     # ---- fix ---------------------------------------------------------------------------------------

@@ -187,8 +187,7 @@ applies to projects on older jax. The explicit `False` is reported on every vers
             yield self.finding(
                 s.value_node,
                 f"`{FLAG}` is switched off: under jit every device generates the random bits "
-                f"of the whole array and keeps its slice (8 devices, 128 MiB `normal()`: "
-                f"136 MiB temporary per device instead of 48 MiB); it is `True` by default "
+                f"of the whole array and keeps its slice; it is `True` by default "
                 f"since jax {DEFAULT_TRUE}",
                 fix=Fix(f"Replace `{text}` with `True` (changes the random streams)", "unsafe",
                         (Edit(self.span(s.value_node), "True"),)))
