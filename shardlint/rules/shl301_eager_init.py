@@ -282,9 +282,8 @@ layer = build(jax.make_mesh((8,), ("data",)))
             return
         # A program that never shards (a conversion or export script of a sharded project):
         # its eager inits are meant for one device.
-        single = not self.project.program_shards(self.facts.module)
         for c in execution_of(self.facts).eager_calls():
-            if single and self.project.runs_only_from(self.facts.module, c.scope.qualname):
+            if self.project.runs_on_one_device(self.facts.module, c.scope.qualname):
                 continue
             func = c.node.func
             linen = isinstance(func, ast.Attribute) and func.attr in INIT_METHODS

@@ -10,7 +10,6 @@ from shardlint.semantics.dataflow import LocalFlow, own_nodes
 from shardlint.semantics.donation import PLACEMENT_KEYWORDS, jit_keywords, unplaced_jit_sites
 from shardlint.semantics.execution import compiled_function
 from shardlint.semantics.facts import JitSite, Scope
-from shardlint.semantics.project import program_of
 from shardlint.semantics.models import (
     is_train_state_create,
     linen_instance,
@@ -51,7 +50,10 @@ Flags, in a project that uses a mesh or Flax partitioning, a jit site (`jax.jit`
 x))`), or a function whose returned value comes from `model.init(...)` or `TrainState.create(...)`
 (flax's or a project subclass).
 
-Not flagged: `jax.eval_shape(model.init, ...)`; a function that places its outputs itself with
+Not flagged: code of a program that never shards (a conversion script, a one-device benchmark, a
+pmap example: neither it nor what it imports builds or enters a mesh or rules; for a test, a
+benchmark or an example, its own files); `jax.eval_shape(model.init, ...)`; a function that
+places its outputs itself with
 `jax.lax.with_sharding_constraint` / `nn.with_logical_constraint` / `jax.device_put(x,
 sharding)`; a function that another jit site of the file compiles with `out_shardings` (the
 Flax guide's pattern: a decorated `init_fn` feeds `jax.eval_shape`, then `jax.jit(init_fn,
@@ -291,17 +293,13 @@ init = partial(jax.jit, keep_unused=True)(Ensemble().init)  # expect: SHL302
     def check(self):
         if not (project_uses_mesh(self.project) or project_uses_partitioning(self.project)):
             return
-        # A program that never shards (a pmap example, a one-device tool): its jitted inits are
-        # meant for one device (or replicated on purpose) -- where its code runs only from it.
-        single = not self.project.program_shards(self.facts.module)
-        # (a test's, benchmark's or example's code runs only in that program)
-        own = single and bool(program_of(self.facts.module))
         placed = self._placed_functions()
         for site in unplaced_jit_sites(self.facts):
             if compiled_function(self.facts, site) in placed:
                 continue  # compiled again with out_shardings: that is the one that allocates
-            if own or single and self.project.runs_only_from(self.facts.module,
-                                                             site.scope.qualname):
+            # A program that never shards (a pmap example, a one-device tool): its jitted
+            # inits are meant for one device, or replicated on purpose.
+            if self.project.runs_on_one_device(self.facts.module, site.scope.qualname):
                 continue
             message = self._direct(site) or self._through_function(site)
             if message is not None:

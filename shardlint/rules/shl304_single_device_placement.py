@@ -47,7 +47,10 @@ function module-level code calls), placements that ignore the mesh:
   `jnp.asarray/array(np_array)` of such a host array, with no `device=` or `out_sharding=`.
 
 Sizes count the dtype (`float32` when none is given, the smallest dtype when it cannot be read).
-Not flagged: smaller or unknown sizes, placements with a `Sharding`, device lists of a named
+Not flagged: code of a program that never shards (a conversion script, a one-device benchmark, a
+pmap example: neither it nor what it imports builds or enters a mesh or rules; for a test, a
+benchmark or an example, its own files); smaller or unknown sizes, placements with a `Sharding`,
+device lists of a named
 backend (`jax.devices("cpu")`: host offload on purpose), code inside `jit` or `eval_shape`,
 functions whose execution shardlint cannot see, and projects without a mesh.
 """
@@ -71,6 +74,24 @@ zeros = jnp.zeros((32768, 4096), out_sharding=P("data"))                  # Expl
     fix_safety = "No automatic fix: the sharding to use is a design decision."
     versions = "All versions (`out_sharding=` on array constructors needs an Explicit mesh)."
     VALID = [
+        example({
+            "lib/parallel.py": """
+                import jax
+
+                def make_mesh():
+                    return jax.make_mesh((8,), ("data",))
+            """,
+            "tools/convert_checkpoint.py": """
+                import jax.numpy as jnp
+
+                def convert(weights):
+                    return {k: jnp.asarray(v) for k, v in weights.items()}
+
+                if __name__ == "__main__":
+                    big = jnp.zeros((8192, 8192))
+                    print(convert({"w": big}))
+            """,
+        }, title="a conversion script that never shards: one device is its design"),
         example("""
             import jax
             import jax.numpy as jnp
@@ -203,6 +224,8 @@ zeros = jnp.zeros((32768, 4096), out_sharding=P("data"))                  # Expl
         for c in candidates:
             if not execution.runs_eagerly(c) or c.node in in_loops:
                 continue  # a conversion feeding a jitted step in a loop is SHL305's
+            if self.project.runs_on_one_device(self.facts.module, c.scope.qualname):
+                continue  # a program that never shards: one device is the design
             msg = self._device_put(c) if c.api.name == DEVICE_PUT else self._jnp(c)  # type: ignore[union-attr]
             if msg is not None:
                 yield self.finding(c.node, msg)

@@ -23,7 +23,10 @@ function in the same loop: directly (`step(state, jnp.asarray(batch))`) or throu
 assigned in between (`x = jnp.asarray(batch); state = step(state, x)`). The jitted function may
 be defined in this file or imported from another project file where it is jitted at top level.
 
-Not flagged: `jax.device_put(x, sharding)`, `jnp.asarray(x, device=sharding)`,
+Not flagged: code of a program that never shards (a conversion script, a one-device benchmark, a
+pmap example: neither it nor what it imports builds or enters a mesh or rules; for a test, a
+benchmark or an example, its own files); `jax.device_put(x, sharding)`, `jnp.asarray(x,
+device=sharding)`,
 `jax.make_array_from_process_local_data(...)`; NumPy arrays passed straight to the jitted call;
 literals and scalars (`jnp.asarray(0.1)`, `jnp.array(step)` of an `int(...)`); values that are
 already device arrays (results of `jax`/`jnp` calls or of jitted calls, arithmetic on them,
@@ -58,6 +61,29 @@ for batch in loader:
     fix_safety = "No automatic fix: which sharding the batch should have is the project's choice."
     versions = "All versions of jax."
     VALID = [
+        example({
+            "lib/parallel.py": """
+                import jax
+
+                def make_mesh():
+                    return jax.make_mesh((8,), ("data",))
+            """,
+            "benchmarks/bench_step.py": """
+                import jax
+                import jax.numpy as jnp
+                import numpy as np
+
+                @jax.jit
+                def step(state, batch):
+                    return state + batch.mean()
+
+                def main():
+                    state = jnp.zeros(())
+                    for _ in range(100):
+                        state = step(state, jnp.asarray(np.ones((256, 1024), np.float32)))
+                    return state
+            """,
+        }, title="a benchmark on one device: the project shards elsewhere, this program never"),
         example("""
             import jax
             from jax.sharding import NamedSharding, PartitionSpec as P
@@ -321,6 +347,8 @@ for batch in loader:
         if not project_uses_mesh(self.project):
             return
         for t in loop_transfers(self.facts, self.project):
+            if self.project.runs_on_one_device(self.facts.module, t.convert.scope.qualname):
+                continue  # a program that never shards: one device is the design
             conv = self.text(t.convert.node)
             if len(conv) > 48:
                 conv = conv[:45] + "..."

@@ -528,6 +528,14 @@ class ProjectIndex:
                        for m, s in self.summaries.items())
         return module in self._sharding_programs()
 
+    def runs_on_one_device(self, module: str, qualname: str) -> bool:
+        """Code of ``module:qualname`` runs only in a program that never shards: the module's
+        program does not (:meth:`program_shards`), and the code is a test's, benchmark's or
+        example's (it runs in that program only) or runs only from its own module."""
+        if self.program_shards(module):
+            return False
+        return bool(program_of(module)) or self.runs_only_from(module, qualname)
+
     @staticmethod
     def _shards_itself(s: ModuleSummary) -> bool:
         return bool(s.mesh_axes or s.mesh_provider or s.mesh_setter or s.legacy_env
