@@ -40,6 +40,11 @@ context.
 Not flagged: a program that never shards -- its module and the project modules it imports build,
 enter or set no mesh and no axis rules -- running a model another module defines (a checkpoint
 conversion or export script of a sharded project: one device by design).
+
+A constraint the code around it guards (`if nn.get_logical_axis_rules():`, `if not
+jax.sharding.get_abstract_mesh().empty:`, a `..._mesh_defined()` check) or enters its contexts
+for (`with nn.logical_axis_rules(...):` inside the function) needs nothing from its callers: a
+library that applies its constraints only where its caller brings them.
 """
     why = """
 `with_logical_constraint` returns its input unchanged when no rules are active, and logically
@@ -60,6 +65,45 @@ check that the table is the one this model was written for.
 """
     versions = "All Flax Linen versions (Linen and NNX share the same rules context)."
     VALID = [
+        example({
+            "layers.py": """
+                import flax.linen as nn
+                import jax
+
+                class MLP(nn.Module):
+                    @nn.compact
+                    def __call__(self, x):
+                        y = nn.Dense(8)(x)
+                        if nn.get_logical_axis_rules():   # the caller's rules, where it brings any
+                            y = nn.with_logical_constraint(y, ("batch", "hidden_mlp"))
+                        return y
+
+                class Head(nn.Module):
+                    @nn.compact
+                    def __call__(self, x):
+                        y = nn.Dense(8)(x)
+                        if not jax.sharding.get_abstract_mesh().empty:
+                            y = jax.lax.with_sharding_constraint(y, jax.sharding.PartitionSpec("data"))
+                        return y
+
+                class Scoped(nn.Module):
+                    @nn.compact
+                    def __call__(self, x):
+                        with nn.logical_axis_rules((("batch", "data"),)):
+                            return nn.with_logical_constraint(nn.Dense(8)(x), ("batch", None))
+            """,
+            "run.py": """
+                import jax
+                from layers import MLP, Head, Scoped
+
+                x = jax.numpy.ones((2, 4))
+                with jax.set_mesh(jax.make_mesh((1,), ("data",))):
+                    MLP().init(jax.random.key(0), x)
+                    Scoped().init(jax.random.key(0), x)
+                MLP().init(jax.random.key(0), x)
+                Head().init(jax.random.key(0), x)
+            """,
+        }, title="a library that applies its constraints only where its caller brings the contexts"),
         example({
             "model.py": _MODEL,
             "train.py": """

@@ -63,6 +63,11 @@ The finding is an error where the call certainly runs without a mesh (module-lev
 function whose every caller in the project lacks one). Inside a function whose callers are not
 in the project it is an info, and only when the project never enters a mesh anywhere. Sites in
 methods (model code) are left to SHL103, which judges them where the model runs.
+
+A constraint the code around it guards (`if nn.get_logical_axis_rules():`, `if not
+jax.sharding.get_abstract_mesh().empty:`, a `..._mesh_defined()` check) or enters its contexts
+for (`with nn.logical_axis_rules(...):` inside the function) needs nothing from its callers: a
+library that applies its constraints only where its caller brings them.
 """
     why = """
 A `PartitionSpec` names mesh axes but not the mesh; jax takes the mesh from the context and
@@ -87,6 +92,45 @@ with jax.set_mesh(mesh):
     versions = ("All versions: a bare PartitionSpec always needs a context mesh. From jax 0.10.2 "
                 "a legacy `with mesh:` no longer provides it to `jax.jit` and `device_put`.")
     VALID = [
+        example({
+            "layers.py": """
+                import flax.linen as nn
+                import jax
+
+                class MLP(nn.Module):
+                    @nn.compact
+                    def __call__(self, x):
+                        y = nn.Dense(8)(x)
+                        if nn.get_logical_axis_rules():   # the caller's rules, where it brings any
+                            y = nn.with_logical_constraint(y, ("batch", "hidden_mlp"))
+                        return y
+
+                class Head(nn.Module):
+                    @nn.compact
+                    def __call__(self, x):
+                        y = nn.Dense(8)(x)
+                        if not jax.sharding.get_abstract_mesh().empty:
+                            y = jax.lax.with_sharding_constraint(y, jax.sharding.PartitionSpec("data"))
+                        return y
+
+                class Scoped(nn.Module):
+                    @nn.compact
+                    def __call__(self, x):
+                        with nn.logical_axis_rules((("batch", "data"),)):
+                            return nn.with_logical_constraint(nn.Dense(8)(x), ("batch", None))
+            """,
+            "run.py": """
+                import jax
+                from layers import MLP, Head, Scoped
+
+                x = jax.numpy.ones((2, 4))
+                with jax.set_mesh(jax.make_mesh((1,), ("data",))):
+                    MLP().init(jax.random.key(0), x)
+                    Scoped().init(jax.random.key(0), x)
+                MLP().init(jax.random.key(0), x)
+                Head().init(jax.random.key(0), x)
+            """,
+        }, title="a library that applies its constraints only where its caller brings the contexts"),
         example("""
             import jax
             from jax.sharding import PartitionSpec as P

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from shardlint.rules.base import Finding, Rule, example, register
 from shardlint.semantics.api import Role
 from shardlint.semantics.axis_names import LINEN, names_argument
-from shardlint.semantics.facts import CallSite
+from shardlint.semantics.facts import RULES, CallSite
 from shardlint.semantics.lifts import lifted_ref, lifts
 from shardlint.semantics.partitioning import (
     LINEN_LOGICAL_BOXES,
@@ -150,6 +150,11 @@ it names are counted once each. The consequence follows the context: where a mes
 the dimension is replicated (a warning); in a project that enters its meshes only with a legacy
 `with mesh:`, under flax >= 0.12.2 the constraint does nothing at all -- the finding says so and
 points at SHL101 (an info: replication is what follows once the mesh is entered right).
+
+A constraint the code around it guards (`if nn.get_logical_axis_rules():`, `if not
+jax.sharding.get_abstract_mesh().empty:`, a `..._mesh_defined()` check) or enters its contexts
+for (`with nn.logical_axis_rules(...):` inside the function) needs nothing from its callers: a
+library that applies its constraints only where its caller brings them.
 """
     why = """
 Linen maps logical names through the rules and treats a name with no rule as unsharded
@@ -168,6 +173,45 @@ A name that should stay replicated gets an explicit `("name", None)` rule.
     fix_safety = "No automatic fix: which mesh axis a name should map to is a design decision."
     versions = "All Flax versions with logical partitioning (Linen) and NNX `out_sharding` metadata."
     VALID = [
+        example({
+            "layers.py": """
+                import flax.linen as nn
+                import jax
+
+                class MLP(nn.Module):
+                    @nn.compact
+                    def __call__(self, x):
+                        y = nn.Dense(8)(x)
+                        if nn.get_logical_axis_rules():   # the caller's rules, where it brings any
+                            y = nn.with_logical_constraint(y, ("batch", "hidden_mlp"))
+                        return y
+
+                class Head(nn.Module):
+                    @nn.compact
+                    def __call__(self, x):
+                        y = nn.Dense(8)(x)
+                        if not jax.sharding.get_abstract_mesh().empty:
+                            y = jax.lax.with_sharding_constraint(y, jax.sharding.PartitionSpec("data"))
+                        return y
+
+                class Scoped(nn.Module):
+                    @nn.compact
+                    def __call__(self, x):
+                        with nn.logical_axis_rules((("batch", "data"),)):
+                            return nn.with_logical_constraint(nn.Dense(8)(x), ("batch", None))
+            """,
+            "run.py": """
+                import jax
+                from layers import MLP, Head, Scoped
+
+                x = jax.numpy.ones((2, 4))
+                with jax.set_mesh(jax.make_mesh((1,), ("data",))):
+                    MLP().init(jax.random.key(0), x)
+                    Scoped().init(jax.random.key(0), x)
+                MLP().init(jax.random.key(0), x)
+                Head().init(jax.random.key(0), x)
+            """,
+        }, title="a library that applies its constraints only where its caller brings the contexts"),
         example({
             "model.py": """
                 import flax.linen as nn
@@ -813,6 +857,8 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
         judge_nnx = bool(mesh_complete and mesh_axes)
         # The names of each call are the file's alone: reused across keystrokes (reuse.py).
         for c, (kind, names) in each_call(self.facts, "shl201", self._names):
+            if self._left_to_callers(c):
+                continue
             yield from self._judged(kind, names, known, seen, judge_nnx, mesh_axes)
         # Names written where a project layer is built, which it hands to an annotation call
         # (`DenseGeneral(kernel_axes=("embed", "mlp"))`; any depth of helpers, any file).
@@ -884,6 +930,14 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
                    f"add {'a rule' if one else 'rules'}, or `{explicit}` to make the replication "
                    f"explicit")
         yield self.finding(node, msg, severity=severity)
+
+    def _left_to_callers(self, c: CallSite) -> bool:
+        """A constraint applied only where its caller brings rules (``if
+        nn.get_logical_axis_rules():`` around it, no rules table entered around it here): a
+        library's, whose names its callers' tables map."""
+        return bool(c.ctx & RULES) and "rules" not in {
+            w.kind for w in self.facts.with_items
+            if w.scope is c.scope and w.stmt.lineno <= c.node.lineno <= (w.stmt.end_lineno or 0)}
 
     def _read_from(self) -> str:
         """`` (read from `configs/base.yml` key `logical_axis_rules`, and 2 more tables)``:

@@ -58,6 +58,8 @@ def lexical_contexts(facts: FileFacts, node: ast.AST, scope: Scope,
 
 
 def mesh_at(facts: FileFacts, project: ProjectIndex, call: CallSite, legacy_counts: bool) -> MeshAt:
+    if call.ctx & MESH and "legacy_mesh" not in lexical_contexts(facts, call.node, call.scope):
+        return MeshAt(PROVIDED)  # (entered around it, or asked for: `if not mesh.empty:`)
     kinds = lexical_contexts(facts, call.node, call.scope, project)
     if "mesh" in kinds or ("legacy_mesh" in kinds and legacy_counts):
         return MeshAt(PROVIDED)

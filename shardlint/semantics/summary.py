@@ -221,7 +221,8 @@ def without_positions(data: dict) -> dict:
 
 
 def site_needs(facts: FileFacts, c: CallSite) -> int:
-    """What context a constraint call needs at trace time, after its own ``rules=``/``mesh=``."""
+    """What context a constraint call needs at trace time from its callers, after its own
+    ``rules=``/``mesh=`` and the contexts the code around it enters or tests for."""
     if c.api is None:
         return 0
     needs = _NEEDS.get(c.api.role, 0)
@@ -235,7 +236,9 @@ def site_needs(facts: FileFacts, c: CallSite) -> int:
         needs &= ~RULES
     if c.has_kwarg("mesh"):
         needs &= ~MESH
-    return needs
+    # What the code around it enters or asks for itself (`with nn.logical_axis_rules(...):`,
+    # `if nn.get_logical_axis_rules():`) is not needed from its callers.
+    return needs & ~c.ctx
 
 
 def _is_bare_spec(facts: FileFacts, node: ast.expr, scope: Scope) -> bool:

@@ -485,6 +485,62 @@ class FactsBuilder:
         elif tp is ast.Attribute or tp is ast.Subscript:
             self.scope.stores.append((t, node))  # type: ignore[arg-type]
 
+    def v_if(self, node: ast.If) -> None:
+        """``if nn.get_logical_axis_rules():`` / ``if not get_abstract_mesh().empty:``: the body
+        runs only where the rules (the mesh) are there -- code that asks is a library that
+        leaves them to its callers, and its constraints inside need nothing of them; the
+        ``else`` of the negated test alike. (Statements keep the ``if`` as theirs, as before.)"""
+        self.visit(node.test)
+        flag, positive = self._guard(node.test)
+        saved = self.ctx
+        if flag and positive:
+            self.ctx |= flag
+        for s in node.body:
+            self.visit(s)
+        self.ctx = saved | flag if flag and not positive else saved
+        for s in node.orelse:
+            self.visit(s)
+        self.ctx = saved
+
+    def _guard(self, test: ast.expr) -> tuple[int, bool]:
+        """(RULES and MESH, or MESH, and whether the test holds when they are there) for a
+        test that asks whether axis rules (a library applying its constraints only where its
+        caller brings its contexts) or a mesh are in context; (0, True) for any other test."""
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            flag, positive = self._guard(test.operand)
+            return flag, not positive
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            for value in test.values:
+                flag, positive = self._guard(value)
+                if flag and positive:
+                    return flag, True
+            return 0, True
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 \
+                and isinstance(test.comparators[0], ast.Constant) \
+                and test.comparators[0].value is None:
+            flag, positive = self._guard(test.left)
+            if isinstance(test.ops[0], ast.IsNot):
+                return flag, positive
+            if isinstance(test.ops[0], ast.Is):
+                return flag, not positive
+            return 0, True
+        if isinstance(test, ast.Attribute) and test.attr == "empty":
+            flag, _ = self._guard(test.value)
+            return (MESH, False) if flag == MESH else (0, True)  # (`mesh.empty`: none there)
+        if isinstance(test, ast.Call) and isinstance(test.func, (ast.Name, ast.Attribute)):
+            q, _ = self.resolve(test.func)
+            name = (q or "").rpartition(".")[2] or \
+                (test.func.id if isinstance(test.func, ast.Name) else test.func.attr)
+            if name in _RULES_QUERIES:  # (a library that leaves its contexts to its callers)
+                return RULES | MESH, True
+            if q in _MESH_QUERIES:
+                return MESH, True  # (its `.empty` says whether one is there: above)
+            if name.endswith(("mesh_defined", "mesh_is_defined")) or name == "has_mesh":
+                return MESH, True
+        if isinstance(test, ast.Attribute) and test.attr == "physical_mesh":
+            return MESH, True
+        return 0, True
+
     def v_while(self, node: ast.While) -> None:
         self.visit(node.test)
         self._loop_body(node, node.body)
@@ -775,6 +831,10 @@ class FactsBuilder:
         if known is not None and (known.deprecated or known.removed):
             self.facts.references.append(Reference(node, q, known, self.scope))
 
+# Tests asking whether axis rules (a mesh) are in context: `if nn.get_logical_axis_rules():`.
+_RULES_QUERIES = frozenset({"get_logical_axis_rules", "get_axis_rules"})
+_MESH_QUERIES = frozenset({"jax.sharding.get_abstract_mesh", "jax.sharding.get_mesh"})
+
 _DISPATCH = {
     ast.Import: FactsBuilder.v_import,
     ast.ImportFrom: FactsBuilder.v_import,
@@ -788,6 +848,7 @@ _DISPATCH = {
     ast.For: FactsBuilder.v_for,
     ast.AsyncFor: FactsBuilder.v_for,
     ast.While: FactsBuilder.v_while,
+    ast.If: FactsBuilder.v_if,
     ast.Return: FactsBuilder.v_return,
     ast.Expr: FactsBuilder.v_expr,
     ast.With: FactsBuilder.v_with,
