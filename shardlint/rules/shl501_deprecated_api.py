@@ -100,6 +100,20 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
         example("""
             import jax
 
+            # a compatibility shim: each jax gets the spelling it has
+            if hasattr(jax.sharding, "use_mesh"):
+                set_mesh = jax.sharding.use_mesh
+            else:
+                set_mesh = jax.set_mesh
+
+            try:
+                from jax.experimental.shard_map import shard_map
+            except ImportError:
+                from jax import shard_map
+        """, title="used only where this jax has it: hasattr and try/except ImportError"),
+        example("""
+            import jax
+
             if jax.__version_info__ >= (0, 6, 3):
                 from jax.experimental.layout import Layout as DLL
             else:

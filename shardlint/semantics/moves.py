@@ -35,6 +35,47 @@ class MoveUse:
     call: ast.Call | None = None  # for keyword uses: the owner's call
 
 
+_GUARD_ERRORS = frozenset({"AttributeError", "ImportError", "ModuleNotFoundError"})
+
+
+def _feature_guards(facts: FileFacts) -> list[tuple[int, int, str | None]]:
+    """(first line, last line, attribute) of the code that runs only where an API exists:
+    the body of ``if hasattr(jax.sharding, "use_mesh"):`` (that attribute) and of a ``try:``
+    whose ``except`` catches ``AttributeError`` or ``ImportError`` (any attribute)."""
+    found = facts.derived.get("feature_guards")
+    if found is not None:
+        return found
+    out: list[tuple[int, int, str | None]] = []
+    for node in ast.walk(facts.tree):
+        if isinstance(node, ast.If) and node.body:
+            tests = node.test.values if isinstance(node.test, ast.BoolOp) else [node.test]
+            for t in tests:
+                if isinstance(t, ast.Call) and isinstance(t.func, ast.Name) \
+                        and t.func.id == "hasattr" and len(t.args) == 2 \
+                        and isinstance(t.args[1], ast.Constant) and isinstance(t.args[1].value, str):
+                    out.append((node.body[0].lineno, node.body[-1].end_lineno or node.lineno,
+                                t.args[1].value))
+        elif isinstance(node, ast.Try) and node.body:
+            caught = set()
+            for h in node.handlers:
+                types = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]
+                caught.update(t.id if isinstance(t, ast.Name) else
+                              t.attr if isinstance(t, ast.Attribute) else "" for t in types if t)
+            if caught & _GUARD_ERRORS:
+                out.append((node.body[0].lineno, node.body[-1].end_lineno or node.lineno, None))
+    facts.derived["feature_guards"] = out
+    return out
+
+
+def _feature_guarded(facts: FileFacts, node: ast.AST, name: str) -> bool:
+    line = getattr(node, "lineno", None)
+    if line is None:
+        return False
+    last = name.rpartition(".")[2]
+    return any(first <= line <= end and (attr is None or attr == last)
+               for first, end, attr in _feature_guards(facts))
+
+
 def api_moves(facts: FileFacts, versions: Versions, attribute_reads: bool = False) -> list[MoveUse]:
     out: list[MoveUse] = []
     for ref in facts.references:
@@ -46,6 +87,8 @@ def api_moves(facts: FileFacts, versions: Versions, attribute_reads: bool = Fals
             version, removed = a.deprecated, False
         else:
             continue
+        if _feature_guarded(facts, ref.node, a.name):
+            continue  # a compatibility shim: used only where this jax has it
         kind = "import" if isinstance(ref.node, ast.alias) else "attribute"
         out.append(MoveUse(ref.node, kind, a.name, a.replacement, pkg, version, removed, a.note,
                            ref.scope, api=a))
