@@ -499,6 +499,31 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
     ]
     INVALID = [
         example({
+            "model.py": """
+                import flax.linen as nn
+
+                class MLP(nn.Module):
+                    @nn.compact
+                    def __call__(self, x):
+                        return nn.with_logical_constraint(x, ("batch", "hidden"))  # expect: SHL201
+            """,
+            "train.py": """
+                import jax
+                import yaml
+                import flax.linen as nn
+                from model import MLP
+
+                def train(path, x):
+                    cfg = yaml.safe_load(open(path))
+                    rules = [tuple(r) for r in cfg["logical_axis_rules"]]
+                    with jax.set_mesh(jax.make_mesh((8,), ("data",))), nn.logical_axis_rules(rules):
+                        return MLP().init(jax.random.key(0), x)
+            """,
+            "configs/base.yml": """
+                logical_axis_rules: [['batch', 'data'], ['mlp', 'model']]
+            """,
+        }, title="a table read from YAML through a comprehension keeps its names"),
+        example({
             "layers/attention.py": """
                 import flax.linen as nn
 
@@ -943,7 +968,15 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
         """`` (read from `configs/base.yml` key `logical_axis_rules`, and 2 more tables)``:
         tables counted once each, wherever they are read from."""
         read = self.project.rule_table_sources(self.project.judging(self.facts.module))[2]
-        sources = sorted(set(read), key=read.index)
+        # (one table read under two keys -- `logical_axis_rules_for_train` standing for
+        # `logical_axis_rules` -- is one table, named by its shorter key)
+        first: dict[tuple[str, int], tuple[str, str, int]] = {}
+        for path, key, line in read:
+            have = first.get((path, line))
+            if have is None or len(key) < len(have[1]):
+                first[(path, line)] = (path, key, line)
+        sources = sorted(first.values(), key=lambda t: min(
+            i for i, r in enumerate(read) if (r[0], r[2]) == (t[0], t[2])))
         if not sources:
             return ""
         path, key, line = sources[0]

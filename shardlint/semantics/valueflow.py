@@ -304,7 +304,15 @@ def kind_terms(facts: FileFacts, scope: Scope, expr: ast.expr | None, ref: RefFn
         return [*kind_terms(facts, scope, expr.body, ref, flow, index, depth + 1, assigned, seen),
                 *kind_terms(facts, scope, expr.orelse, ref, flow, index, depth + 1, assigned,
                             seen)]
+    if (tp is ast.ListComp or tp is ast.GeneratorExp) and not index:
+        inner = _rewritten(expr)
+        if inner is not None:  # `[tuple(r) for r in cfg["logical_axis_rules"]]`: what `x` is
+            return kind_terms(facts, scope, inner, ref, flow, (), depth + 1, assigned, seen)
+        return []
     if tp is ast.Call:
+        inner = _sequence_of(expr) if not index else None
+        if inner is not None:  # `list(x)`, `tuple(x)`, `map(tuple, x)`: what `x` is
+            return kind_terms(facts, scope, inner, ref, flow, (), depth + 1, assigned, seen)
         if index:
             c = Resolver(facts, scope, ref)(expr)
             return [["c", c.ref, c.bound, c.via_attr, list(index)]] if c is not None else []
@@ -347,6 +355,49 @@ def kind_terms(facts: FileFacts, scope: Scope, expr: ast.expr | None, ref: RefFn
                                        assigned, seen) if t[0] in _CLASS_KINDS]
         return [["sub", inner]] if inner else []
     return []
+
+
+_SEQUENCE_TYPES = frozenset({"list", "tuple"})
+
+
+def _sequence_of(call: ast.Call) -> ast.expr | None:
+    """The sequence a call copies item by item, keeping its entries: ``list(x)``, ``tuple(x)``,
+    ``map(tuple, x)``, ``list(map(list, x))`` -> ``x`` (the entries of a rules table read from
+    YAML are lists; these make them tuples and keep their names)."""
+    f = call.func
+    if not isinstance(f, ast.Name) or call.keywords:
+        return None
+    if f.id in _SEQUENCE_TYPES and len(call.args) == 1:
+        arg = call.args[0]
+        if isinstance(arg, ast.Call):
+            return _sequence_of(arg) or arg
+        if isinstance(arg, (ast.ListComp, ast.GeneratorExp)):
+            return _rewritten(arg) or None
+        return arg
+    if f.id == "map" and len(call.args) == 2 and isinstance(call.args[0], ast.Name) \
+            and call.args[0].id in _SEQUENCE_TYPES:
+        return call.args[1]
+    return None
+
+
+def _rewritten(comp: ast.ListComp | ast.GeneratorExp) -> ast.expr | None:
+    """``[tuple(r) for r in x]``, ``(list(r) for r in x)``, ``[(k, v) for k, v in x]``,
+    ``[r for r in x]``: the entries of ``x``, each kept whole -> ``x``."""
+    if len(comp.generators) != 1 or comp.generators[0].ifs or comp.generators[0].is_async:
+        return None
+    gen = comp.generators[0]
+    elt, target = comp.elt, gen.target
+    if isinstance(elt, ast.Call) and isinstance(elt.func, ast.Name) \
+            and elt.func.id in _SEQUENCE_TYPES and len(elt.args) == 1 and not elt.keywords:
+        elt = elt.args[0]
+    if isinstance(target, ast.Name) and isinstance(elt, ast.Name) and elt.id == target.id:
+        return gen.iter
+    if isinstance(target, ast.Tuple) and isinstance(elt, ast.Tuple) \
+            and len(target.elts) == len(elt.elts) \
+            and all(isinstance(a, ast.Name) and isinstance(b, ast.Name) and a.id == b.id
+                    for a, b in zip(target.elts, elt.elts)):
+        return gen.iter
+    return None
 
 
 def _name_kinds(facts: FileFacts, scope: Scope, expr: ast.Name, ref: RefFn,
