@@ -123,20 +123,29 @@ def _best(code: str, prefixes: tuple[str, ...]) -> int | None:
     return best
 
 
-def _path_matches(path: str, pattern: str, root: Path) -> bool:
+def _relative(path: str, root: Path) -> str:
     p = Path(path)
     try:
-        rel = p.resolve().relative_to(root.resolve()).as_posix()
+        return p.resolve().relative_to(root.resolve()).as_posix()
     except (ValueError, OSError):
-        rel = p.as_posix()
+        return p.as_posix()
+
+
+def _rel_matches(rel: str, name: str, pattern: str) -> bool:
     pattern = pattern.rstrip("/")
     return (fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(rel, pattern + "/*")
-            or rel.startswith(pattern + "/") or fnmatch.fnmatch(p.name, pattern))
+            or rel.startswith(pattern + "/") or fnmatch.fnmatch(name, pattern))
+
+
+def _path_matches(path: str, pattern: str, root: Path) -> bool:
+    return _rel_matches(_relative(path, root), Path(path).name, pattern)
 
 
 @functools.lru_cache(maxsize=8192)
 def _matches_any(path: str, patterns: tuple[str, ...], root: Path) -> bool:
-    return any(_path_matches(path, p, root) for p in patterns)
+    rel = _relative(path, root)  # (resolved once for all patterns: a few syscalls each)
+    name = Path(path).name
+    return any(_rel_matches(rel, name, p) for p in patterns)
 
 
 def _codes(key: str, values) -> tuple[str, ...]:

@@ -30,6 +30,7 @@ def own_program(module: str) -> bool:
     return program_of(module) != ""
 
 
+@functools.lru_cache(maxsize=65536)
 def program_of(module: str) -> str:
     """The program a module belongs to: ``""`` for the library or application itself, else
     the test, benchmark or example it is part of (``examples.lm1b`` for every module of
@@ -524,9 +525,13 @@ class ProjectIndex:
         own files must: a pmap example beside a library that builds meshes does not shard."""
         program = program_of(module)
         if program:
-            return any(program_of(m) == program and self._shards_itself(s)
-                       for m, s in self.summaries.items())
+            return program in self._own_sharding_programs()
         return module in self._sharding_programs()
+
+    @project_cached
+    def _own_sharding_programs(self) -> frozenset[str]:
+        return frozenset(p for p, summaries in self.programs().items()
+                         if p and any(self._shards_itself(s) for s in summaries))
 
     def runs_on_one_device(self, module: str, qualname: str) -> bool:
         """Code of ``module:qualname`` runs only in a program that never shards: the module's
@@ -615,14 +620,27 @@ class ProjectIndex:
         return self._callers.get(f"{module}:{qualname}", [])
 
     # ---- rules tables and meshes ---------------------------------------------------------------
+    @project_cached
+    def programs(self) -> dict[str, list[ModuleSummary]]:
+        """Program (:func:`program_of`; ``""`` the library or application) -> its modules'
+        summaries, in the project's order."""
+        out: dict[str, list[ModuleSummary]] = {}
+        for m, s in self.summaries.items():
+            out.setdefault(program_of(m), []).append(s)
+        return out
+
     def judging(self, module: str | None) -> str | None:
         """Whose tables and meshes judge ``module``: those of the library or application
         itself and of the program ``module`` belongs to (:func:`program_of`), not those of the
         other tests, benchmarks and examples (None: every module's)."""
         return None if module is None else program_of(module)
 
-    def _in(self, s: ModuleSummary, program: str | None) -> bool:
-        return program is None or program_of(s.module) in ("", program)
+    def _judging_summaries(self, program: str | None) -> list[ModuleSummary]:
+        """The summaries whose tables and meshes judge a module of ``program``."""
+        if program is None:
+            return list(self.summaries.values())
+        programs = self.programs()
+        return programs.get("", []) + (programs.get(program, []) if program else [])
 
     @project_cached
     def rule_tables(self, program: str | None = None) -> tuple[list[list], bool]:
@@ -637,13 +655,41 @@ class ProjectIndex:
         """:meth:`rule_tables`, with the configuration tables among them: (path, key, line)
         of each table read by key (``nn.logical_axis_rules(config.logical_axis_rules)`` reads
         every ``logical_axis_rules`` table of the project's YAML files and config builders)."""
+        if program is None:
+            parts = [self._tables_of(list(self.summaries.values()))]
+        else:  # (the library's, once for every program, and the program's own)
+            parts = [self._program_tables("")] + ([self._program_tables(program)] if program
+                                                  else [])
         tables: list[list] = []
         complete = True
         sources: list[tuple[str, str, int]] = []
         keys: set[str] = set()
-        for s in self.summaries.values():
-            if not self._in(s, program):
-                continue
+        for t, ok, src, k in parts:
+            tables.extend(t)
+            complete = complete and ok
+            sources.extend(src)
+            keys.update(k)
+        for key in sorted(keys):
+            found = self.config_tables(key)
+            if not found or any(entries is None for _, _, entries in found):
+                complete = False  # none written, or one written that is no literal table
+            for path, line, entries in found:
+                if entries is not None:
+                    tables.append(entries)
+                    sources.append((path, key, line))
+        return tables, complete, sources
+
+    @project_cached
+    def _program_tables(self, program: str):
+        return self._tables_of(self.programs().get(program, []))
+
+    def _tables_of(self, summaries: list[ModuleSummary]):
+        """(tables, complete, sources, keys read) of these modules' rules contexts."""
+        tables: list[list] = []
+        complete = True
+        sources: list[tuple[str, str, int]] = []
+        keys: set[str] = set()
+        for s in summaries:
             for t in s.rule_tables:
                 if t is None:
                     complete = False
@@ -665,15 +711,7 @@ class ProjectIndex:
                     tables.append(entries)
                     if source is not None:
                         sources.append(source)
-        for key in sorted(keys):
-            found = self.config_tables(key)
-            if not found or any(entries is None for _, _, entries in found):
-                complete = False  # none written, or one written that is no literal table
-            for path, line, entries in found:
-                if entries is not None:
-                    tables.append(entries)
-                    sources.append((path, key, line))
-        return tables, complete, sources
+        return tables, complete, sources, keys
 
     @project_cached
     def config_tables(self, key: str, hops: int = 0) -> list[tuple[str, int, list | None]]:
@@ -711,8 +749,7 @@ class ProjectIndex:
     @project_cached
     def mesh_axis_keys(self, program: str | None = None) -> list[str]:
         """The configuration keys meshes read their axis names by, sorted."""
-        return sorted({k for s in self.summaries.values() if self._in(s, program)
-                       for k in s.mesh_axis_keys})
+        return sorted({k for s in self._judging_summaries(program) for k in s.mesh_axis_keys})
 
     @project_cached
     def mesh_axes(self, closed: bool = False, program: str | None = None
@@ -727,7 +764,7 @@ class ProjectIndex:
         takes its rules tables to be all there are)."""
         names: set[str] = set()
         complete = True
-        programs = [s for s in self.summaries.values() if self._in(s, program)]
+        programs = self._judging_summaries(program)
         for s in programs:
             for axes in s.mesh_axes:
                 if axes is None:

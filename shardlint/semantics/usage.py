@@ -34,9 +34,13 @@ def program_calls(project: ProjectIndex, module: str, *names: str) -> bool:
     program = program_of(module)
     if not program:
         return project_calls(project, *names)
-    wanted = set(names)
-    return any(wanted.intersection(s.apis) for s in project.summaries.values()
-               if program_of(s.module) == program)
+    return bool(set(names) & _program_apis(project, program))
+
+
+@project_cached
+def _program_apis(project: ProjectIndex, program: str) -> frozenset[str]:
+    """Every API the modules of one test, benchmark or example call."""
+    return frozenset(a for s in project.programs().get(program, ()) for a in s.apis)
 
 
 def multi_process(project: ProjectIndex) -> bool:

@@ -67,6 +67,7 @@ FLAX_NEEDS_JAX = (("0.12.7", "0.10.0"), ("0.12.1", "0.8.1"), ("0.12.0", "0.7.1")
 PACKAGES = ("jax", "flax")
 
 
+@functools.lru_cache(maxsize=1024)
 def parse(version: str) -> tuple[int, ...]:
     out = []
     for part in version.split("."):
