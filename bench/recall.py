@@ -355,26 +355,59 @@ def load_reasons() -> dict[str, dict[str, dict]]:
         return tomllib.load(fh)
 
 
-def quiet_in_tests(sites: list[Site], src: Path) -> None:
+@dataclass
+class Project:
+    """One tree linted as its own project: a wheel's package (``src/<pkg>``) or a corpus
+    project (``~/.cache/shardlint-corpus/<owner+name>``, its own root, pyproject and pins)."""
+
+    name: str  # the first part of every site's ``rel``
+    root: Path
+    src: Path  # the folder ``rel`` is relative to (the root's parent)
+    corpus: bool  # config from the tree (config.load): its [tool.shardlint] and pins count
+
+    def config(self):
+        from shardlint import config as config_mod
+        from shardlint.config import Config
+
+        cached = self.__dict__.get("_config")
+        if cached is None:
+            cached = self.__dict__["_config"] = (
+                config_mod.load(self.root) if self.corpus else Config(root=self.root))
+        return cached
+
+    def engine(self, index: bool = True):
+        from shardlint.engine import Engine
+
+        engine = self.__dict__.get("_engine")
+        if engine is None:
+            engine = self.__dict__["_engine"] = Engine(self.config(), use_cache=False)
+        if index:
+            engine.build_index()
+        return engine
+
+    def python_files(self) -> list[Path]:
+        """The files ``shardlint check`` lints here: the corpus as the engine walks it
+        (excluded paths, hidden and tool folders left out); a wheel's every ``*.py``."""
+        if not self.corpus:
+            return sorted(self.root.rglob("*.py"))
+        return [p for p in self.engine(index=False).project_files() if p.suffix == ".py"]
+
+    def release(self) -> None:
+        self.__dict__.pop("_engine", None)
+
+
+def quiet_in_tests(sites: list[Site], project: Project) -> None:
     """Sites in test code whose rules are quiet there by default (``test-ignore``) are not
     counted: the project would have to turn them on to see them."""
-    from shardlint.config import Config
-
+    config = project.config()
     for site in sites:
-        root = src / site.rel.split("/", 1)[0]
-        config = Config(root=root)
-        if site.excluded is None and config.is_test_file(str(src / site.rel)) and all(
-                not config.is_selected(code, True, str(src / site.rel)) for code in site.codes):
+        full = str(project.src / site.rel)
+        if site.excluded is None and config.is_test_file(full) and all(
+                not config.is_selected(code, True, full) for code in site.codes):
             site.excluded = "test code, where its rules are quiet by default (test-ignore)"
-
-
-def engine_for(root: Path):
-    from shardlint.config import Config
-    from shardlint.engine import Engine
-
-    engine = Engine(Config(root=root), use_cache=False)
-    engine.build_index()
-    return engine
+        elif site.excluded is None and all(
+                not config.is_selected(code, True, full) for code in site.codes):
+            site.excluded = "its rules are turned off here by the project's configuration"
 
 
 def found_at(findings, site: Site) -> bool:
@@ -382,35 +415,32 @@ def found_at(findings, site: Site) -> bool:
                for f in findings)
 
 
-def run_removed_rules(src: Path, packages: list[str], reasons: dict, verbose: bool) -> dict:
+def run_removed_rules(project: Project, reasons: dict, verbose: bool) -> dict:
     """The removed-rule kind: the finding is looked for in every file that writes the name."""
     sites: list[Site] = []
     results: list[tuple[Site, bool]] = []
-    for pkg in packages:
-        engine = None
-        for site, name, users in removed_rule_sites(src / pkg, src):
-            sites.append(site)
-            quiet_in_tests([site], src)
-            if site.excluded is not None or site.key in reasons.get("not-a-site", {}):
-                continue
-            if engine is None:
-                engine = engine_for(src / pkg)
-            original = site.path.read_text(encoding="utf-8")
-            yaml_file = site.path.suffix in (".yml", ".yaml")
-            _replace(engine, site.path, site.mutated, yaml_file)
-            try:
-                hit = False
-                for p in users:
-                    text = site.mutated if p == site.path else p.read_text(encoding="utf-8")
-                    if any(f.code == "SHL201" and f"'{name}'" in f.message
-                           for f in engine.lint_text(p, text)):
-                        hit = True
-                        break
-            finally:
-                _replace(engine, site.path, original, yaml_file)
-            results.append((site, hit))
-            if verbose:
-                print(f"  {'found' if hit else 'MISS '} {site.rel}:{site.line} {site.what}")
+    for site, name, users in removed_rule_sites(project.root, project.src):
+        sites.append(site)
+        quiet_in_tests([site], project)
+        if site.excluded is not None or site.key in reasons.get("not-a-site", {}):
+            continue
+        engine = project.engine()
+        original = site.path.read_text(encoding="utf-8")
+        yaml_file = site.path.suffix in (".yml", ".yaml")
+        _replace(engine, site.path, site.mutated, yaml_file)
+        try:
+            hit = False
+            for p in users:
+                text = site.mutated if p == site.path else p.read_text(encoding="utf-8")
+                if any(f.code == "SHL201" and f"'{name}'" in f.message
+                       for f in engine.lint_text(p, text)):
+                    hit = True
+                    break
+        finally:
+            _replace(engine, site.path, original, yaml_file)
+        results.append((site, hit))
+        if verbose:
+            print(f"  {'found' if hit else 'MISS '} {site.rel}:{site.line} {site.what}", flush=True)
     return {"sites": sites, "results": results}
 
 
@@ -421,30 +451,25 @@ def _replace(engine, path: Path, text: str, yaml_file: bool) -> None:
         engine.update_file(path, text)
 
 
-def run_kind(kind: str, src: Path, packages: list[str], reasons: dict, verbose: bool) -> dict:
+def run_kind(kind: str, project: Project, reasons: dict, verbose: bool) -> dict:
+    """One kind's sites in one project, each undone alone and linted in the whole project."""
     if kind == "removed-rule":
-        return run_removed_rules(src, packages, reasons, verbose)
+        return run_removed_rules(project, reasons, verbose)
     finder = KINDS[kind]
     sites: list[Site] = []
-    engines = {}
-    for pkg in packages:
-        root = src / pkg
-        for path in sorted(root.rglob("*.py")):
-            text = path.read_text(encoding="utf-8", errors="replace")
-            try:
-                tree = ast.parse(text)
-            except SyntaxError:
-                continue
-            sites.extend(finder(path, path.relative_to(src).as_posix(), text, tree))
-    quiet_in_tests(sites, src)
+    for path in project.python_files():
+        text = path.read_text(encoding="utf-8", errors="replace")
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            continue
+        sites.extend(finder(path, path.relative_to(project.src).as_posix(), text, tree))
+    quiet_in_tests(sites, project)
     counted = [s for s in sites if s.excluded is None and s.key not in reasons.get("not-a-site", {})]
     results: list[tuple[Site, bool]] = []
     for site in counted:
-        pkg = site.rel.split("/", 1)[0]
-        engine = engines.get(pkg)
-        if engine is None:
-            engine = engines[pkg] = engine_for(src / pkg)
-        original = site.path.read_text(encoding="utf-8")
+        engine = project.engine()
+        original = site.path.read_text(encoding="utf-8", errors="replace")
         engine.update_file(site.path, site.mutated)
         try:
             findings = engine.lint_text(site.path, site.mutated)
@@ -453,16 +478,28 @@ def run_kind(kind: str, src: Path, packages: list[str], reasons: dict, verbose: 
         hit = found_at(findings, site)
         results.append((site, hit))
         if verbose:
-            print(f"  {'found' if hit else 'MISS '} {site.rel}:{site.line} {site.what}")
+            print(f"  {'found' if hit else 'MISS '} {site.rel}:{site.line} {site.what}", flush=True)
     return {"sites": sites, "results": results}
 
 
-def report(kind: str, out: dict, reasons: dict) -> int:
-    results = out["results"]
+def report(kind: str, outs: dict[str, dict], reasons: dict) -> int:
+    """The kind's figures over the projects in ``outs`` (name -> ``run_kind``'s answer): the
+    total, a line per project, the misses by reason class, the sites not counted and why."""
+    results = [r for out in outs.values() for r in out["results"]]
+    all_sites = [s for out in outs.values() for s in out["sites"]]
     found = sum(1 for _, hit in results if hit)
     total = len(results)
     pct = 100.0 * found / total if total else 0.0
-    print(f"\n== {kind}: {found} of {total} sites found ({pct:.0f}%)")
+    print(f"\n== {kind}: {found} of {total} sites found ({pct:.0f}%)", flush=True)
+    not_a_site = reasons.get("not-a-site", {})
+    width = max((len(name) for name in outs), default=0)
+    for name, out in outs.items():
+        n = len(out["results"])
+        hits = sum(1 for _, hit in out["results"] if hit)
+        skipped = sum(1 for s in out["sites"] if s.excluded is not None or s.key in not_a_site)
+        share = f"{100.0 * hits / n:3.0f}%" if n else "   -"
+        print(f"  {name:<{width}}  {hits:4d} of {n:4d} found  {share}"
+              + (f"  ({skipped} not counted)" if skipped else ""))
     kind_reasons = reasons.get(kind, {})
     by_reason: dict[str, list[Site]] = {}
     for site, hit in results:
@@ -475,51 +512,79 @@ def report(kind: str, out: dict, reasons: dict) -> int:
         for site in by_reason[label]:
             note = kind_reasons.get(site.key, {}).get("note", "")
             print(f"    {site.rel}:{site.line}  {site.what}  [{site.key}]" + (f"  -- {note}" if note else ""))
-    excluded = [s for s in out["sites"] if s.excluded is not None]
-    hand = [s for s in out["sites"] if s.excluded is None and s.key in reasons.get("not-a-site", {})]
+    excluded = [s for s in all_sites if s.excluded is not None]
+    hand = [s for s in all_sites if s.excluded is None and s.key in not_a_site]
     if excluded or hand:
         print(f"  not counted: {len(excluded) + len(hand)}")
         for s in excluded:
             print(f"    {s.rel}:{s.line}  {s.what}  ({s.excluded})")
         for s in hand:
-            print(f"    {s.rel}:{s.line}  {s.what}  ({reasons['not-a-site'][s.key].get('note', '')})")
+            print(f"    {s.rel}:{s.line}  {s.what}  (not a site: {not_a_site[s.key].get('note', '')})")
     return len(by_reason.get("UNEXPLAINED", []))
 
 
-def print_findings(kind: str, src: Path, packages: list[str]) -> None:
-    from shardlint.config import Config
-    from shardlint.engine import Engine
-
+def print_findings(kind: str, projects: list[Project]) -> None:
     codes = KIND_CODES[kind]
-    print(f"\n== {kind}: {', '.join(codes)} findings on the unmutated corpus")
+    print(f"\n== {kind}: {', '.join(codes)} findings on the unmutated projects")
     n = 0
-    for pkg in packages:
-        engine = Engine(Config(root=src / pkg), use_cache=False)
-        for f in engine.lint_paths([src / pkg]):
+    for project in projects:
+        engine = project.engine(index=False)
+        for f in engine.lint_paths([project.root]):
             if f.code in codes:
                 n += 1
-                rel = Path(f.path).resolve().relative_to(src.resolve()).as_posix()
+                rel = Path(f.path).resolve().relative_to(project.src.resolve()).as_posix()
                 print(f"  {rel}:{f.span.line}:{f.span.col + 1} {f.code} {f.message}")
+        project.release()
     print(f"  ({n} findings)")
+
+
+def select_projects(args: argparse.Namespace) -> list[Project]:
+    if args.corpus:
+        from corpus import corpus_dir, projects
+
+        trees = projects(args.projects or None)
+        return [Project(t.name, t, corpus_dir(), True) for t in trees]
+    packages = [p for p in args.packages
+                if not args.projects or any(o.lower() in p.lower() for o in args.projects)]
+    src = fetch(packages)
+    return [Project(p, src / p, src, False) for p in packages]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kinds", nargs="*", default=list(KINDS), choices=list(KINDS))
-    parser.add_argument("--packages", nargs="*", default=PACKAGES)
+    parser.add_argument("--packages", nargs="*", default=PACKAGES,
+                        help="the benchmark wheels to run on (without --corpus)")
+    parser.add_argument("--corpus", action="store_true",
+                        help="run on the 17 projects of the real-code corpus (bench/corpus.py), "
+                             "each linted in its own root with its own configuration and pins")
+    parser.add_argument("--projects", nargs="*", default=[],
+                        help="only the projects (or wheels) whose name contains one of these")
     parser.add_argument("--findings", action="store_true",
-                        help="also print the kind's findings on the unmutated corpus")
+                        help="also print the kind's findings on the unmutated projects")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args()
-    src = fetch(args.packages)
+    projects = select_projects(args)
+    if not projects:
+        print("no project to run on", file=sys.stderr)
+        return 2
     reasons = load_reasons()
     unexplained = 0
     start = time.perf_counter()
+    # Project by project (one project's index in memory at a time), every kind in each.
+    outs: dict[str, dict[str, dict]] = {kind: {} for kind in args.kinds}
+    for project in projects:
+        t0 = time.perf_counter()
+        for kind in args.kinds:
+            outs[kind][project.name] = run_kind(kind, project, reasons, args.verbose)
+        project.release()
+        n = sum(len(outs[k][project.name]["results"]) for k in args.kinds)
+        print(f"({project.name}: {n} sites linted, {time.perf_counter() - t0:.1f} s)",
+              file=sys.stderr, flush=True)
     for kind in args.kinds:
-        out = run_kind(kind, src, args.packages, reasons, args.verbose)
-        unexplained += report(kind, out, reasons)
+        unexplained += report(kind, outs[kind], reasons)
         if args.findings:
-            print_findings(kind, src, args.packages)
+            print_findings(kind, projects)
     print(f"\n({time.perf_counter() - start:.1f} s; {unexplained} misses without a reason)")
     return 0
 
