@@ -23,6 +23,7 @@ import ast
 import sys
 import time
 import tomllib
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -564,6 +565,7 @@ def main() -> int:
                         help="also print the kind's findings on the unmutated projects")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args()
+    warnings.simplefilter("ignore", SyntaxWarning)  # (a project's "\$" in ast.parse)
     projects = select_projects(args)
     if not projects:
         print("no project to run on", file=sys.stderr)
