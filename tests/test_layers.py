@@ -1,6 +1,7 @@
 """The layers of ``shardlint/semantics/`` hold (docs/architecture.md): no import points up a
 layer or across the two topic packages, no import closes a cycle anywhere in ``shardlint/``, and
-no folder of ``shardlint/semantics/`` grows past 15 modules.
+no folder of ``shardlint/`` grows past 15 modules (the rules, one file per rule, aside; two
+folders over it today may not grow).
 
 Imports are read with ``ast``, everywhere in a file: at the top, inside functions, under
 ``if TYPE_CHECKING:``. A function-level import hides a cycle from Python, not from this test.
@@ -143,12 +144,25 @@ def test_no_import_cycle():
     assert cycles(graph()) == []
 
 
-@pytest.mark.parametrize("folder", sorted(
-    [PACKAGE / "semantics", *[p for p in (PACKAGE / "semantics").iterdir() if p.is_dir()
-                              and p.name != "__pycache__"]], key=str), ids=lambda p: p.name)
+# Folders over the limit today, with their count: they may not grow (splitting them is open
+# work). rules/ is one file per rule by convention and has no limit.
+CEILINGS = {"shardlint": 17, "shardlint/memory": 21}
+UNLIMITED = {"shardlint/rules"}
+
+
+def folders() -> list[Path]:
+    return sorted([PACKAGE, *[p for p in PACKAGE.rglob("*") if p.is_dir()
+                             and (p / "__init__.py").exists()]], key=str)
+
+
+@pytest.mark.parametrize("folder", folders(), ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_folder_size(folder: Path):
+    where = folder.relative_to(ROOT).as_posix()
+    if where in UNLIMITED:
+        return
     count = len([p for p in folder.glob("*.py") if p.name != "__init__.py"])
-    assert count <= MAX_MODULES, f"{folder.relative_to(ROOT)} has {count} modules"
+    limit = CEILINGS.get(where, MAX_MODULES)
+    assert count <= limit, f"{where} has {count} modules (at most {limit})"
 
 
 def test_packages_say_what_they_hold_and_may_import():

@@ -11,9 +11,9 @@ import ast
 from dataclasses import dataclass, field
 from typing import ClassVar, Iterable, Iterator
 
+from shardlint.semantics.catalog.versions import Versions, parse
 from shardlint.semantics.file.facts import FileFacts
 from shardlint.semantics.flow.project import ProjectIndex
-from shardlint.semantics.catalog.versions import Versions, parse
 from shardlint.source import SourceText, Span
 
 SEVERITIES = ("error", "warning", "info")

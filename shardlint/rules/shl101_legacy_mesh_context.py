@@ -7,11 +7,11 @@ import dataclasses
 
 from shardlint.rules.base import Edit, Fix, Rule, example, register
 from shardlint.semantics.catalog.api import Role
-from shardlint.semantics.file.jit_sites import calls_of, jit_keywords
 from shardlint.semantics.file.facts import RULES
+from shardlint.semantics.file.jit_sites import calls_of, jit_keywords
+from shardlint.semantics.flow.summary import reference
 from shardlint.semantics.sharding.mesh_values import is_mesh
 from shardlint.semantics.sharding.placement import bare_specs
-from shardlint.semantics.flow.summary import reference
 
 PJIT = "jax.experimental.pjit.pjit"
 SET_MESH_ADDED = "0.7.1"  # the first jax with `jax.set_mesh`

@@ -7,9 +7,10 @@ from collections.abc import Iterator
 
 from shardlint.rules.base import Finding, Rule, example, register
 from shardlint.semantics.catalog.api import Role
-from shardlint.semantics.file.jit_sites import LINEN_JIT, calls_of, jit_keywords
 from shardlint.semantics.file.execution import compiled_function
 from shardlint.semantics.file.facts import CallSite, JitSite
+from shardlint.semantics.file.jit_sites import LINEN_JIT, calls_of, jit_keywords
+from shardlint.semantics.flow.project import ProjectIndex
 from shardlint.semantics.sharding.mesh_context import (
     MISSING,
     PROVIDED,
@@ -20,7 +21,6 @@ from shardlint.semantics.sharding.mesh_context import (
     mesh_at,
 )
 from shardlint.semantics.sharding.placement import bare_specs
-from shardlint.semantics.flow.project import ProjectIndex
 from shardlint.semantics.sharding.usage import has_mesh, plain_context
 from shardlint.source import Span
 

@@ -11,6 +11,8 @@ from shardlint.rules.base import Finding, Rule, example, register
 from shardlint.semantics.catalog.api import Role
 from shardlint.semantics.file.axis_names import LINEN, names_argument
 from shardlint.semantics.file.facts import RULES, CallSite
+from shardlint.semantics.file.reuse import each_call
+from shardlint.semantics.flow.project import ProjectIndex, project_cached
 from shardlint.semantics.sharding.lifts import lifted_ref, lifts
 from shardlint.semantics.sharding.partitioning import (
     LINEN_LOGICAL_BOXES,
@@ -25,8 +27,6 @@ from shardlint.semantics.sharding.partitioning import (
     self_attribute_values,
     spec_entries,
 )
-from shardlint.semantics.flow.project import ProjectIndex, project_cached
-from shardlint.semantics.file.reuse import each_call
 
 def _listed(names: list[str]) -> str:
     """``'a'``, ``'a' and 'b'``, ``'a', 'b' and 'c'``."""

@@ -7,8 +7,10 @@ import os
 from collections.abc import Iterator
 
 from shardlint.rules.base import Edit, Finding, Fix, Related, Rule, example, register
-from shardlint.semantics.catalog.api import Role
+from shardlint.semantics.catalog.api import NNX_MODULE, Role
 from shardlint.semantics.file.facts import Scope
+from shardlint.semantics.flow.summary import reference
+from shardlint.semantics.flow.valueflow import kind_terms
 from shardlint.semantics.sharding.lifts import (
     Lift,
     annotation_calls,
@@ -26,9 +28,6 @@ from shardlint.semantics.sharding.partitioning import (
     reached_apis,
     symbol_ref,
 )
-from shardlint.semantics.catalog.api import NNX_MODULE
-from shardlint.semantics.flow.summary import reference
-from shardlint.semantics.flow.valueflow import kind_terms
 from shardlint.source import Span
 
 _MAX_SITES = 200

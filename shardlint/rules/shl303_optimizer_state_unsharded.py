@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 from shardlint.rules.base import Finding, Rule, example, register
 from shardlint.semantics.file.dataflow import LocalFlow
-from shardlint.semantics.file.jit_sites import unplaced_jit_sites
 from shardlint.semantics.file.execution import compiled_function
 from shardlint.semantics.file.facts import JitSite, Scope
+from shardlint.semantics.file.jit_sites import unplaced_jit_sites
 from shardlint.semantics.file.meshes import EXPLICIT_DEFAULT_FROM
 from shardlint.semantics.flow.models import project_uses_mesh
 from shardlint.semantics.sharding.placement import optax_transform, places_outputs

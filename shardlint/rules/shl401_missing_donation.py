@@ -6,14 +6,11 @@ import ast
 from dataclasses import dataclass
 
 from shardlint.rules.base import Edit, Fix, Related, Rule, example, register
-from shardlint.semantics.flow.compiled import (
-    Compiled,
-    compiled,
-    flowing,
-    may_call_a_wrapper,
-    wrapper_sites,
-)
+from shardlint.semantics.buffers.liveness import chain, use_after
+from shardlint.semantics.buffers.lowering import inspected_only
 from shardlint.semantics.file.dataflow import UPDATED, LocalFlow
+from shardlint.semantics.file.execution import Execution, execution_of
+from shardlint.semantics.file.facts import CallSite, JitSite
 from shardlint.semantics.file.jit_sites import (
     DONATE,
     LINEN_JIT,
@@ -28,12 +25,15 @@ from shardlint.semantics.file.jit_sites import (
     resolve_positions,
     same_sharding,
 )
-from shardlint.semantics.file.execution import Execution, execution_of
-from shardlint.semantics.file.facts import CallSite, JitSite
-from shardlint.semantics.buffers.lowering import inspected_only
-from shardlint.semantics.sharding.placement import state_nbytes
+from shardlint.semantics.flow.compiled import (
+    Compiled,
+    compiled,
+    flowing,
+    may_call_a_wrapper,
+    wrapper_sites,
+)
 from shardlint.semantics.flow.valueflow import Flowing
-from shardlint.semantics.buffers.liveness import chain, use_after
+from shardlint.semantics.sharding.placement import state_nbytes
 from shardlint.source import Span
 
 

@@ -6,8 +6,10 @@ import ast
 
 from shardlint.rules.base import Rule, example, register
 from shardlint.semantics.buffers.captures import read_in_nested
+from shardlint.semantics.buffers.nnx_updates import NnxArguments, file_uses_nnx
 from shardlint.semantics.file.dataflow import LocalFlow, positional_params
-from shardlint.semantics.file.wrappers import named_jit_sites
+from shardlint.semantics.file.execution import compiled_function
+from shardlint.semantics.file.facts import JitSite
 from shardlint.semantics.file.jit_sites import (
     DONATE,
     LINEN_JIT,
@@ -17,9 +19,7 @@ from shardlint.semantics.file.jit_sites import (
     resolve_positions,
     signature,
 )
-from shardlint.semantics.file.execution import compiled_function
-from shardlint.semantics.file.facts import JitSite
-from shardlint.semantics.buffers.nnx_updates import NnxArguments, file_uses_nnx
+from shardlint.semantics.file.wrappers import named_jit_sites
 
 
 @register

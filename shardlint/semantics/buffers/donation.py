@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shardlint.semantics.flow.compiled import Compiled, compiled, compiled_at, flowing
 from shardlint.semantics.file.dataflow import SAME, UPDATED
 from shardlint.semantics.file.facts import CallSite, FileFacts, JitSite
 from shardlint.semantics.file.jit_sites import calls_of, donors
+from shardlint.semantics.flow.compiled import Compiled, compiled, compiled_at, flowing
 from shardlint.semantics.flow.project import ProjectIndex, project_callees
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import ast
 
-from shardlint.semantics.file.jit_sites import calls_of
 from shardlint.semantics.file.facts import CallSite, FileFacts
+from shardlint.semantics.file.jit_sites import calls_of
 
 from shardlint.semantics.flow.project import ProjectIndex, project_callees
 

@@ -19,11 +19,11 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from shardlint.semantics.buffers.jitted import jitted_calls
+from shardlint.semantics.catalog.names import is_unknown, literal_or_unknown
 from shardlint.semantics.file.dataflow import own_nodes
 from shardlint.semantics.file.execution import execution_of, function_named
 from shardlint.semantics.file.facts import CallSite, FileFacts, Opaque, Scope
-from shardlint.semantics.buffers.jitted import jitted_calls
-from shardlint.semantics.catalog.names import is_unknown, literal_or_unknown
 
 if TYPE_CHECKING:
     from shardlint.semantics.flow.project import ProjectIndex

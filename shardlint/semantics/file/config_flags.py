@@ -10,8 +10,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from shardlint.semantics.file.facts import CallSite, FileFacts
 from shardlint.semantics.catalog.names import is_unknown, literal_or_unknown
+from shardlint.semantics.file.facts import CallSite, FileFacts
 
 UPDATERS = ("jax.config.update", "flax.config.update")
 UNKNOWN = "<unknown>"

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import ast
 
-from shardlint.semantics.file.facts import FileFacts
 from shardlint.semantics.catalog.names import dotted, literal
+from shardlint.semantics.file.facts import FileFacts
 
 # YAML files are only parsed when their text could hold a rules table or mesh axis names.
 _HINTS = ("rules", "axes", "axis")

@@ -24,8 +24,8 @@ import ast
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from shardlint.semantics.file.facts import Assigned, FileFacts, Scope
 from shardlint.semantics.catalog.names import EXTERNAL_PACKAGES, dotted
+from shardlint.semantics.file.facts import Assigned, FileFacts, Scope
 from shardlint.syntax import nodes as walk_nodes
 
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)

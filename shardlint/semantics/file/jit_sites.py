@@ -19,11 +19,11 @@ import ast
 from dataclasses import dataclass, field
 
 from shardlint.semantics.catalog.api import Role
+from shardlint.semantics.catalog.names import call_arg
 from shardlint.semantics.file.dataflow import positional_params
 from shardlint.semantics.file.execution import compiled_function
-from shardlint.semantics.catalog.names import call_arg
-from shardlint.semantics.file.wrappers import named_jit_sites
 from shardlint.semantics.file.facts import CallSite, FileFacts, JitSite, Scope
+from shardlint.semantics.file.wrappers import named_jit_sites
 
 NNX_JIT = "flax.nnx.jit"
 LINEN_JIT = "flax.linen.jit"

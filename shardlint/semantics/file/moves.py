@@ -14,8 +14,8 @@ import ast
 from dataclasses import dataclass
 
 from shardlint.semantics.catalog import api
-from shardlint.semantics.file.facts import FileFacts, Scope
 from shardlint.semantics.catalog.versions import Versions
+from shardlint.semantics.file.facts import FileFacts, Scope
 
 
 @dataclass

@@ -7,8 +7,8 @@ from __future__ import annotations
 import ast
 
 from shardlint.semantics.catalog.api import Role
-from shardlint.semantics.file.facts import FileFacts, RulesTable, Scope
 from shardlint.semantics.catalog.names import is_unknown, literal_or_unknown
+from shardlint.semantics.file.facts import FileFacts, RulesTable, Scope
 
 
 def collect_rule_tables(facts: FileFacts) -> None:

@@ -7,6 +7,7 @@ import operator
 
 from shardlint.semantics.catalog import api
 from shardlint.semantics.catalog.api import Role
+from shardlint.semantics.catalog.names import ImportMap, dotted
 from shardlint.semantics.file.config_tables import copied_value, is_axes_key, table_key
 from shardlint.semantics.file.facts import (
     MESH,
@@ -21,7 +22,6 @@ from shardlint.semantics.file.facts import (
     Scope,
     WithItem,
 )
-from shardlint.semantics.catalog.names import ImportMap, dotted
 from shardlint.semantics.file.replay import (
     BodyLog,
     FactsMemo,

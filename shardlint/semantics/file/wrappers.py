@@ -8,8 +8,8 @@ import ast
 from collections.abc import Callable
 
 from shardlint.semantics.catalog import api
-from shardlint.semantics.file.facts import FileFacts, JitSite, Scope
 from shardlint.semantics.catalog.names import dotted
+from shardlint.semantics.file.facts import FileFacts, JitSite, Scope
 from shardlint.semantics.file.reuse import each_statement
 
 

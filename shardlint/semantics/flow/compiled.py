@@ -19,13 +19,13 @@ import ast
 from dataclasses import dataclass, field, replace
 
 from shardlint.semantics.catalog.api import Role
+from shardlint.semantics.catalog.names import dotted
 from shardlint.semantics.file.dataflow import LocalFlow, positional_params
 from shardlint.semantics.file.execution import function_named
 from shardlint.semantics.file.facts import FileFacts, JitSite, Scope
-from shardlint.semantics.catalog.names import dotted
+from shardlint.semantics.file.wrappers import jit_name, jit_wrapper_sites
 from shardlint.semantics.flow.summary import reference
 from shardlint.semantics.flow.valueflow import Flowing, Resolver, terms_json
-from shardlint.semantics.file.wrappers import jit_name, jit_wrapper_sites
 
 from shardlint.semantics.flow.project import ProjectIndex, project_cached
 

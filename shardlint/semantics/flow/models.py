@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import ast
 
-from shardlint.semantics.catalog.api import Role
-from shardlint.semantics.file.facts import FileFacts, Scope
+from shardlint.semantics.catalog.api import LINEN_MODULE, NNX_MODULE, Role
 from shardlint.semantics.catalog.names import dotted
-from shardlint.semantics.catalog.api import LINEN_MODULE, NNX_MODULE
+from shardlint.semantics.file.facts import FileFacts, Scope
 from shardlint.semantics.flow.project import ProjectIndex, project_cached
 
 TRAIN_STATE = "flax.training.train_state.TrainState"

@@ -13,14 +13,13 @@ import ast
 from dataclasses import dataclass, field, replace
 
 from shardlint.semantics.catalog.api import Role
+from shardlint.semantics.catalog.names import EXTERNAL_PACKAGES, dotted
 from shardlint.semantics.file.axis_names import exported_name_params
 from shardlint.semantics.file.config_flags import exported_flags
 from shardlint.semantics.file.config_tables import python_tables, table_key
-from shardlint.semantics.file.jit_sites import exported_donations
 from shardlint.semantics.file.facts import MESH, RULES, CallSite, FileFacts, Scope
-from shardlint.semantics.file.jit_sites import exported_jitted
+from shardlint.semantics.file.jit_sites import exported_donations, exported_jitted
 from shardlint.semantics.file.meshes import axis_kind
-from shardlint.semantics.catalog.names import EXTERNAL_PACKAGES, dotted
 from shardlint.semantics.file.reuse import Chunk, each_statement
 from shardlint.semantics.flow.valueflow import (
     MESH_ARGUMENTS,
@@ -28,9 +27,9 @@ from shardlint.semantics.flow.valueflow import (
     function_flow,
     interesting,
     kind_terms,
+    map_positions,
     method_attributes,
 )
-from shardlint.semantics.flow.valueflow import map_positions
 from shardlint.semantics.flow.valueflow import shift as shift_flow
 from shardlint.syntax import nodes as walk_nodes
 

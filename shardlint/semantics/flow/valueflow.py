@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from shardlint.semantics.catalog.api import LINEN_MODULE, NNX_MODULE, Role
+from shardlint.semantics.catalog.names import call_arg, dotted, literal
+from shardlint.semantics.file.config_tables import is_table, table_key
 from shardlint.semantics.file.dataflow import (
     MAPPED,
     SAME,
@@ -48,8 +50,6 @@ from shardlint.semantics.file.dataflow import (
     positional_params,
 )
 from shardlint.semantics.file.facts import FileFacts, Scope
-from shardlint.semantics.file.config_tables import is_table, table_key
-from shardlint.semantics.catalog.names import call_arg, dotted, literal
 
 
 

@@ -28,13 +28,12 @@ import ast
 import re
 from dataclasses import dataclass
 
-from shardlint.semantics.catalog.api import Role, names_with_role
+from shardlint.semantics.catalog.api import LINEN_MODULE, NNX_MODULE, Role, names_with_role
 from shardlint.semantics.file.dataflow import own_nodes
 from shardlint.semantics.file.facts import FileFacts, Scope
-from shardlint.semantics.sharding.lifts import lifts
 from shardlint.semantics.flow.models import class_ref, linen_class, nnx_class
-from shardlint.semantics.catalog.api import LINEN_MODULE, NNX_MODULE
 from shardlint.semantics.flow.project import ProjectIndex, project_cached
+from shardlint.semantics.sharding.lifts import lifts
 
 GRADIENTS = frozenset({"jax.grad", "jax.value_and_grad", "jax.vjp", "flax.nnx.grad",
                        "flax.nnx.value_and_grad"})

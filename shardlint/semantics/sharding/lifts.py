@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 from shardlint.semantics.catalog import api
 from shardlint.semantics.catalog.api import Role
-from shardlint.semantics.file.facts import CallSite, FileFacts, Scope
 from shardlint.semantics.file.axis_names import NNX_SHARDING_KWARGS
-from shardlint.semantics.sharding.partitioning import deref, symbol_ref
+from shardlint.semantics.file.facts import CallSite, FileFacts, Scope
 from shardlint.semantics.file.reuse import each_statement
+from shardlint.semantics.sharding.partitioning import deref, symbol_ref
 from shardlint.syntax import nodes as walk_nodes
 
 _MAX_UNWRAP = 8

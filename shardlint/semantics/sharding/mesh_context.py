@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from shardlint.semantics.file.bindings import enclosing
 from shardlint.semantics.file.execution import execution_of
 from shardlint.semantics.file.facts import MESH, CallSite, FileFacts, Scope
+from shardlint.semantics.flow.project import ProjectIndex
 from shardlint.semantics.sharding.mesh_values import is_mesh
 from shardlint.semantics.sharding.partitioning import symbol_ref
-from shardlint.semantics.flow.project import ProjectIndex
 from shardlint.semantics.sharding.usage import has_mesh, plain_context
 
 PROVIDED = "provided"

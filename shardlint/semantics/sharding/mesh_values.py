@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import ast
 
-from shardlint.semantics.file.facts import FileFacts, Scope
 from shardlint.semantics.catalog.names import call_arg, dotted
+from shardlint.semantics.file.facts import FileFacts, Scope
 from shardlint.semantics.flow.project import ProjectIndex
 from shardlint.semantics.flow.summary import reference
 from shardlint.semantics.flow.valueflow import MESH_ARGUMENTS, kind_terms

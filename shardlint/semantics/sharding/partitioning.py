@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from shardlint.semantics.catalog.api import Role
 from shardlint.semantics.file.axis_names import stricter
 from shardlint.semantics.file.facts import CallSite, FileFacts, MeshBinding, Opaque, Scope
-from shardlint.semantics.flow.project import ProjectIndex, project_cached
 from shardlint.semantics.file.reuse import each_call
+from shardlint.semantics.flow.project import ProjectIndex, project_cached
 from shardlint.semantics.flow.summary import reference
 from shardlint.syntax import nodes as walk_nodes
 

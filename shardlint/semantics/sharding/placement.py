@@ -18,11 +18,11 @@ from __future__ import annotations
 import ast
 
 from shardlint.semantics.catalog.api import Role
+from shardlint.semantics.catalog.names import call_arg
 from shardlint.semantics.file.bindings import follow
 from shardlint.semantics.file.facts import FileFacts, Scope
 from shardlint.semantics.file.meshes import literal_shape
 from shardlint.semantics.flow.models import is_train_state_create, linen_instance
-from shardlint.semantics.catalog.names import call_arg
 from shardlint.semantics.flow.project import ProjectIndex
 
 MIB = 1 << 20
