@@ -1,8 +1,8 @@
 """The language server's shortcuts against a lint from scratch, on random edits of real code.
 
 The server parses only the statements an edit touched (``incremental.py``), replays the facts of
-the others (``semantics/replay.py``) and reuses what the summary and the rules derived from them
-(``semantics/reuse.py``). Each shortcut must give exactly what a fresh lint gives. This types
+the others (``semantics/file/replay.py``) and reuses what the summary and the rules derived from them
+(``semantics/file/reuse.py``). Each shortcut must give exactly what a fresh lint gives. This types
 random snippets at random places in each file (kept when they parse, 7 times in 10) and after
 every edit compares, for the edited file, the findings and the module summary of the server's
 path with a fresh engine's; with ``--cross`` it also lints other files of the same folder through

@@ -158,7 +158,7 @@ def summary_digest(text: str) -> str:
 
 def shape_digest(value: dict | None) -> str:
     """The digest of a summary's JSON without its positions (see ``Cache.project_token``)."""
-    from shardlint.semantics.summary import without_positions
+    from shardlint.semantics.flow.summary import without_positions
 
     return _sha1(encode_json(without_positions(value) if value is not None else None))
 

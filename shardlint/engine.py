@@ -24,19 +24,19 @@ from shardlint import __version__
 from shardlint import cache as cache_mod
 from shardlint.config import Config
 from shardlint.errors import ShardlintError
+from shardlint.grammar import newer_syntax
 from shardlint.incremental import IncrementalParser
 from shardlint.rules.base import Finding, Rule, RuleContext, all_rules
-from shardlint.semantics.config_tables import might_hold_tables, yaml_tables
-from shardlint.semantics.project import ProjectIndex
-from shardlint.semantics.replay import FactsMemo
-from shardlint.semantics.summary import FORMAT as SUMMARY_FORMAT
-from shardlint.semantics.summary import ModuleSummary, summarise
-from shardlint.semantics.versions import VersionMap, Versions, detect_map
-from shardlint.semantics.visitor import build_facts, rebuild_facts
-from shardlint.semantics.wrappers import Wrappers
+from shardlint.semantics.catalog.versions import VersionMap, Versions, detect_map
+from shardlint.semantics.file.config_tables import might_hold_tables, yaml_tables
+from shardlint.semantics.file.replay import FactsMemo
+from shardlint.semantics.file.visitor import build_facts, rebuild_facts
+from shardlint.semantics.file.wrappers import Wrappers
+from shardlint.semantics.flow.project import ProjectIndex
+from shardlint.semantics.flow.summary import ModuleSummary, summarise
+from shardlint.semantics.flow.summary import FORMAT as SUMMARY_FORMAT
 from shardlint.source import SourceText, Span, decode_source
 from shardlint.suppress import parse as parse_suppressions
-from shardlint.grammar import newer_syntax
 from shardlint.syntax import parse as parse_module
 
 CACHE_DIR = cache_mod.DIR

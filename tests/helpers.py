@@ -8,7 +8,7 @@ from pathlib import Path
 from shardlint.config import Config
 from shardlint.engine import Engine
 from shardlint.rules.base import Example, Finding
-from shardlint.semantics.versions import assume
+from shardlint.semantics.catalog.versions import assume
 
 
 def lint_files(root: Path, files: dict[str, str], select: tuple[str, ...] = (),

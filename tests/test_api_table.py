@@ -9,8 +9,8 @@ from importlib import metadata
 
 import pytest
 
-from shardlint.semantics import api
-from shardlint.semantics.versions import parse
+from shardlint.semantics.catalog import api
+from shardlint.semantics.catalog.versions import parse
 
 pytestmark = pytest.mark.memory  # needs jax and flax in the test interpreter
 

@@ -219,7 +219,7 @@ def test_a_parallel_warm_run_reuses_the_cache(tmp_path, capsys, monkeypatch):
 
     cold = run()  # (the rules ran in worker processes)
     monkeypatch.setattr(Engine, "_run_rules", counting)
-    from shardlint.semantics.summary import ModuleSummary
+    from shardlint.semantics.flow.summary import ModuleSummary
 
     decoded: list[str] = []
     real_decode = ModuleSummary.from_json.__func__

@@ -12,7 +12,7 @@ from shardlint.incremental import IncrementalParser
 from shardlint.syntax import parse
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = sorted([*ROOT.glob("examples/**/*.py"), *ROOT.glob("shardlint/semantics/*.py"),
+SOURCES = sorted([*ROOT.glob("examples/**/*.py"), *ROOT.glob("shardlint/semantics/**/*.py"),
                   *ROOT.glob("shardlint/rules/shl1*.py")])
 SNIPPETS = ["#", "x", "\n", "\n\n", "(", ")", "'", '"""', "    ", "\n    y = 1\n", "def f(:",
             ":", "@dec\n", "\\\n", "; z = 2", "class C:\n    pass\n", "",
@@ -373,7 +373,7 @@ def _live(tmp_path: Path, base: str, warm: str | None = None):
 ])
 def test_reused_results_match_a_full_build(tmp_path: Path, old: str, new: str,
                                            changed: set[str] | None) -> None:
-    """Results carried from the previous keystroke (semantics/reuse.py) give the findings and
+    """Results carried from the previous keystroke (semantics/file/reuse.py) give the findings and
     summary of a build from scratch; the module-level names found changed are those the edit
     rebinds (None: every result is made again)."""
     import json
@@ -767,7 +767,7 @@ def test_nested_functions_of_an_edited_method_are_reused_unless_what_they_read_c
     method when the values they read from it are bound as before; the summary and findings are
     a fresh build's either way."""
 
-    from shardlint.semantics import summary as summary_mod
+    from shardlint.semantics.flow import summary as summary_mod
 
     made: list[str] = []
     real = summary_mod.function_flow
@@ -873,7 +873,7 @@ def test_statements_of_an_edited_function_are_replayed(tmp_path: Path, monkeypat
     the method's other statements are replayed into its reused scope, and findings and summary
     equal a fresh build's."""
 
-    from shardlint.semantics import visitor
+    from shardlint.semantics.file import visitor
 
     seen: list[str] = []
     real = visitor.record_body
@@ -934,7 +934,7 @@ def test_the_flow_of_an_edited_function_is_reused_unless_what_it_reads_changed(
     hands on) is the last build's, positions moved, unless the statement is one it reads; the
     summary and findings equal a fresh build's either way."""
 
-    from shardlint.semantics import summary as summary_mod
+    from shardlint.semantics.flow import summary as summary_mod
 
     seen: list[str] = []
     real = summary_mod.function_flow

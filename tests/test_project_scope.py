@@ -301,9 +301,9 @@ def test_a_long_rebinding_chain_keeps_summaries_small():
     import ast
     import json
 
-    from shardlint.semantics.summary import summarise
-    from shardlint.semantics.visitor import build_facts
-    from shardlint.semantics.wrappers import Wrappers
+    from shardlint.semantics.flow.summary import summarise
+    from shardlint.semantics.file.visitor import build_facts
+    from shardlint.semantics.file.wrappers import Wrappers
 
     layers = "".join(f"def layer{i}(x):\n    return x\n\n\n" for i in range(6))
     chain = "".join(f"    x = layer{i}(x)\n" for i in range(6))
@@ -322,11 +322,11 @@ def test_contexts_reach_the_end_of_a_long_call_chain_whatever_the_order_of_defin
     context"). What each function needs goes up the same chain."""
     import ast
 
-    from shardlint.semantics.facts import ALL, MESH
-    from shardlint.semantics.project import ProjectIndex
-    from shardlint.semantics.summary import summarise
-    from shardlint.semantics.visitor import build_facts
-    from shardlint.semantics.wrappers import Wrappers
+    from shardlint.semantics.file.facts import ALL, MESH
+    from shardlint.semantics.flow.project import ProjectIndex
+    from shardlint.semantics.flow.summary import summarise
+    from shardlint.semantics.file.visitor import build_facts
+    from shardlint.semantics.file.wrappers import Wrappers
 
     depth = 120
     defs = "".join(f"def f{i}(x):\n    return f{i + 1}(x)\n\n\n" for i in reversed(range(depth)))
@@ -351,10 +351,10 @@ def test_a_re_export_changed_in_place_resolves_to_its_new_source():
     the package follow the edit, not what was resolved before it."""
     import ast
 
-    from shardlint.semantics.project import ProjectIndex
-    from shardlint.semantics.summary import summarise
-    from shardlint.semantics.visitor import build_facts
-    from shardlint.semantics.wrappers import Wrappers
+    from shardlint.semantics.flow.project import ProjectIndex
+    from shardlint.semantics.flow.summary import summarise
+    from shardlint.semantics.file.visitor import build_facts
+    from shardlint.semantics.file.wrappers import Wrappers
 
     def summary(module: str, src: str, package: bool = False):
         return summarise(build_facts(f"{module}.py", module, ast.parse(src), package, Wrappers()))
@@ -375,11 +375,11 @@ def test_a_call_through_a_wrapper_defined_in_a_later_module_reaches_what_it_wrap
     seen through, and what it wraps kept an unknown context.)"""
     import ast
 
-    from shardlint.semantics.facts import MESH
-    from shardlint.semantics.project import ProjectIndex
-    from shardlint.semantics.summary import summarise
-    from shardlint.semantics.visitor import build_facts
-    from shardlint.semantics.wrappers import Wrappers
+    from shardlint.semantics.file.facts import MESH
+    from shardlint.semantics.flow.project import ProjectIndex
+    from shardlint.semantics.flow.summary import summarise
+    from shardlint.semantics.file.visitor import build_facts
+    from shardlint.semantics.file.wrappers import Wrappers
 
     caller = ("import jax\nfrom b_model import step\n\n"
               "with jax.set_mesh(jax.make_mesh((1,), ('data',))):\n    step(None)\n")
@@ -414,9 +414,9 @@ def test_a_call_through_a_wrapper_defined_in_a_later_module_reaches_what_it_wrap
 def test_a_call_edge_keeps_what_each_argument_may_be(call, expected):
     import ast
 
-    from shardlint.semantics.summary import summarise
-    from shardlint.semantics.visitor import build_facts
-    from shardlint.semantics.wrappers import Wrappers
+    from shardlint.semantics.flow.summary import summarise
+    from shardlint.semantics.file.visitor import build_facts
+    from shardlint.semantics.file.wrappers import Wrappers
 
     src = ("from pkg.lib import helper\n\n\n"
            "class Model:\n"

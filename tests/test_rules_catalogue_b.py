@@ -15,7 +15,7 @@ from helpers import expected_markers, lint_files
 
 from shardlint.fixes import apply_fixes, fixable
 from shardlint.rules.base import Finding, get_rule
-from shardlint.semantics.summary import ModuleSummary
+from shardlint.semantics.flow.summary import ModuleSummary
 
 _counter = itertools.count()
 
@@ -409,8 +409,8 @@ def test_shl502_quiet_in_test_modules(tmp_path):
 
 # ---- the project index ---------------------------------------------------------------------------------
 def test_summary_keeps_jitted_names_and_flags():
-    from shardlint.semantics.summary import summarise
-    from shardlint.semantics.visitor import build_facts
+    from shardlint.semantics.flow.summary import summarise
+    from shardlint.semantics.file.visitor import build_facts
 
     src = _dedent("""
         import jax

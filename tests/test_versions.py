@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from shardlint.semantics import versions as V
+from shardlint.semantics.catalog import versions as V
 
 
 def project(root: Path, files: dict[str, str]) -> Path:
@@ -138,7 +138,7 @@ def test_installed_versions_are_importlib_metadata_s(tmp_path, monkeypatch):
     zip on ``sys.path``), importlib.metadata answers itself."""
     from importlib import metadata
 
-    from shardlint.semantics import versions as V
+    from shardlint.semantics.catalog import versions as V
 
     def expected(name):
         try:

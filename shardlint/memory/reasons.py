@@ -28,15 +28,16 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from shardlint.memory.own_call import CONTEXT_CODES, own_call_findings
 from shardlint.memory.probes import Probe, relative_path
 from shardlint.memory.reach import Reach, probe_reach
 from shardlint.memory.report import MemoryReport, build_report
+from shardlint.memory.whatif import attach
 
 if TYPE_CHECKING:
     from shardlint.memory.runner import ProbeRun
     from shardlint.memory.settings import MemorySettings
 
-CONTEXT_CODES = {"SHL101": "a mesh", "SHL102": "axis rules", "SHL103": "a mesh"}
 CODES = frozenset({*CONTEXT_CODES, "SHL201", "SHL203", "SHL204", "SHL302", "SHL303"})
 LINK = "likely cause"
 _AXIS = re.compile(r"axis name '([^']+)'")
@@ -86,28 +87,6 @@ def _record(finding: Any, root: Path, message: str | None = None) -> dict[str, A
         "column": finding.span.col,
         "link": LINK,
     }
-
-
-def own_call_findings(engine: Any, probe: Probe) -> list[tuple[Any, str]]:
-    """Context findings that exist because the worker calls the probe with no context, each
-    with the message that says so."""
-    try:
-        text = probe.path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return []
-    body = text if text.endswith("\n") else text + "\n"
-    call_line = body.count("\n") + 2
-    said = re.compile(rf" \(`[^`]+` is called at [^\s()]+:{call_line} without it\)")
-    try:
-        found = engine.lint_text(probe.path, f"{body}\n{probe.function}()\n")
-    finally:
-        engine.update_file(probe.path, text)  # the index holds the file as it is on disk again
-    own = []
-    for f in found:
-        if f.code in CONTEXT_CODES and any(r.span.line == call_line for r in f.related):
-            message = said.sub("", f.message) + " (the memory worker calls the probe with none)"
-            own.append((f, message))
-    return own
 
 
 def _own_call(engine: Any, probe: Probe, root: Path) -> list[dict[str, Any]]:
@@ -176,8 +155,6 @@ def explained_report(runs: list[ProbeRun], probes: list[Probe], counts: tuple[in
                           replicated_threshold=settings.replicated_threshold, root=root)
     report.static_note = attach_reasons(report)
     if plans:
-        from shardlint.memory.whatif import attach
-
         attach(report, plans)
     return report
 

@@ -2,7 +2,7 @@
 
 Before the workers start, the static engine (in shardlint's own process: it only reads source)
 lists the findings the probe reaches (the code it runs, `reach.py`, and the findings that exist
-because the worker calls the probe with no context, `reasons._own_call`), and turns each into a
+because the worker calls the probe with no context, `own_call.py`), and turns each into a
 remedy the worker can apply without touching the user's files (`remedies.py`):
 
 =========  ===========================================================  ===================
@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from shardlint.memory.own_call import own_call_findings
 from shardlint.memory.probes import Probe, relative_path
 from shardlint.memory.reach import Reach
 from shardlint.memory.units import format_bytes
@@ -162,8 +163,6 @@ def _rules_tables(engine: Any, reach: Reach) -> list[tuple[list, str]]:
 
 def plan(probe: Probe, engine: Any, reach: Reach, root: Path) -> list[Step]:
     """The findings the probe reaches, each with its remedy, in the order they are applied."""
-    from shardlint.memory.reasons import own_call_findings
-
     findings = [
         (f, f.message) for f in engine.lint_paths(reach.files)
         if f.code in CODES and reach.contains(Path(f.path).resolve(), f.span.line)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Callable, Iterator
 
 from shardlint.rules.base import Finding, Fix, Related, Rule
-from shardlint.semantics.lifts import stacking_factories
-from shardlint.semantics.project import MissingContext
+from shardlint.semantics.flow.project import MissingContext
+from shardlint.semantics.sharding.lifts import stacking_factories
 from shardlint.source import Span
 
 

@@ -11,9 +11,9 @@ import ast
 from dataclasses import dataclass, field
 from typing import ClassVar, Iterable, Iterator
 
-from shardlint.semantics.facts import FileFacts
-from shardlint.semantics.project import ProjectIndex
-from shardlint.semantics.versions import Versions, parse
+from shardlint.semantics.catalog.versions import Versions, parse
+from shardlint.semantics.file.facts import FileFacts
+from shardlint.semantics.flow.project import ProjectIndex
 from shardlint.source import SourceText, Span
 
 SEVERITIES = ("error", "warning", "info")

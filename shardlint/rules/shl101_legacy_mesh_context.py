@@ -6,12 +6,12 @@ import ast
 import dataclasses
 
 from shardlint.rules.base import Edit, Fix, Rule, example, register
-from shardlint.semantics.api import Role
-from shardlint.semantics.donation import calls_of, jit_keywords
-from shardlint.semantics.facts import RULES
-from shardlint.semantics.mesh_values import is_mesh
-from shardlint.semantics.placement import bare_specs
-from shardlint.semantics.summary import reference
+from shardlint.semantics.catalog.api import Role
+from shardlint.semantics.file.facts import RULES
+from shardlint.semantics.file.jit_sites import calls_of, jit_keywords
+from shardlint.semantics.flow.summary import reference
+from shardlint.semantics.sharding.mesh_values import is_mesh
+from shardlint.semantics.sharding.placement import bare_specs
 
 PJIT = "jax.experimental.pjit.pjit"
 SET_MESH_ADDED = "0.7.1"  # the first jax with `jax.set_mesh`

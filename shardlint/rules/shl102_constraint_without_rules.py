@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 from shardlint.rules._context import missing_context_findings
 from shardlint.rules.base import Fix, Rule, example, register
-from shardlint.semantics.facts import RULES
+from shardlint.semantics.file.facts import RULES
 
 _MODEL = """
 import jax

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from shardlint.rules._context import missing_context_findings
 from shardlint.rules.base import Rule, example, register
-from shardlint.semantics.facts import MESH
+from shardlint.semantics.file.facts import MESH
 
 _MODEL = """
 import jax

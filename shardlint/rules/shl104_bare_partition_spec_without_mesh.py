@@ -6,11 +6,12 @@ import ast
 from collections.abc import Iterator
 
 from shardlint.rules.base import Finding, Rule, example, register
-from shardlint.semantics.api import Role
-from shardlint.semantics.donation import LINEN_JIT, calls_of, jit_keywords
-from shardlint.semantics.execution import compiled_function
-from shardlint.semantics.facts import CallSite, JitSite
-from shardlint.semantics.mesh_context import (
+from shardlint.semantics.catalog.api import Role
+from shardlint.semantics.file.execution import compiled_function
+from shardlint.semantics.file.facts import CallSite, JitSite
+from shardlint.semantics.file.jit_sites import LINEN_JIT, calls_of, jit_keywords
+from shardlint.semantics.flow.project import ProjectIndex
+from shardlint.semantics.sharding.mesh_context import (
     MISSING,
     PROVIDED,
     UNKNOWN,
@@ -19,9 +20,8 @@ from shardlint.semantics.mesh_context import (
     combine,
     mesh_at,
 )
-from shardlint.semantics.placement import bare_specs
-from shardlint.semantics.project import ProjectIndex
-from shardlint.semantics.usage import has_mesh, plain_context
+from shardlint.semantics.sharding.placement import bare_specs
+from shardlint.semantics.sharding.usage import has_mesh, plain_context
 from shardlint.source import Span
 
 PJIT = "jax.experimental.pjit.pjit"

@@ -6,8 +6,8 @@ import ast
 from collections.abc import Iterator
 
 from shardlint.rules.base import Edit, Finding, Fix, Related, Rule, example, register
-from shardlint.semantics.facts import MeshBinding
-from shardlint.semantics.meshes import (
+from shardlint.semantics.file.facts import MeshBinding
+from shardlint.semantics.file.meshes import (
     DEFAULT,
     EXPLICIT,
     EXPLICIT_DEFAULT_FROM,
@@ -17,8 +17,8 @@ from shardlint.semantics.meshes import (
     axis_types_node,
     literal_shape,
 )
-from shardlint.semantics.project import ProjectIndex
-from shardlint.semantics.usage import (
+from shardlint.semantics.flow.project import ProjectIndex
+from shardlint.semantics.sharding.usage import (
     LINEN_PARTITIONING,
     SHARDING_CONSTRAINT,
     mesh_kinds,

@@ -8,11 +8,13 @@ import os
 from collections.abc import Iterator
 
 from shardlint.rules.base import Finding, Rule, example, register
-from shardlint.semantics.api import Role
-from shardlint.semantics.axis_names import LINEN, names_argument
-from shardlint.semantics.facts import RULES, CallSite
-from shardlint.semantics.lifts import lifted_ref, lifts
-from shardlint.semantics.partitioning import (
+from shardlint.semantics.catalog.api import Role
+from shardlint.semantics.file.axis_names import LINEN, names_argument
+from shardlint.semantics.file.facts import RULES, CallSite
+from shardlint.semantics.file.reuse import each_call
+from shardlint.semantics.flow.project import ProjectIndex, project_cached
+from shardlint.semantics.sharding.lifts import lifted_ref, lifts
+from shardlint.semantics.sharding.partitioning import (
     LINEN_LOGICAL_BOXES,
     call_names,
     carrier_calls,
@@ -25,8 +27,6 @@ from shardlint.semantics.partitioning import (
     self_attribute_values,
     spec_entries,
 )
-from shardlint.semantics.project import ProjectIndex, project_cached
-from shardlint.semantics.reuse import each_call
 
 def _listed(names: list[str]) -> str:
     """``'a'``, ``'a' and 'b'``, ``'a', 'b' and 'c'``."""

@@ -6,9 +6,9 @@ import difflib
 from collections.abc import Iterator
 
 from shardlint.rules.base import Finding, Rule, example, register
-from shardlint.semantics.api import Role
-from shardlint.semantics.facts import CallSite, MeshBinding
-from shardlint.semantics.partitioning import (
+from shardlint.semantics.catalog.api import Role
+from shardlint.semantics.file.facts import CallSite, MeshBinding
+from shardlint.semantics.sharding.partitioning import (
     context_mesh,
     logical_names_with_rules,
     logical_specs,

@@ -7,9 +7,11 @@ import os
 from collections.abc import Iterator
 
 from shardlint.rules.base import Edit, Finding, Fix, Related, Rule, example, register
-from shardlint.semantics.api import Role
-from shardlint.semantics.facts import Scope
-from shardlint.semantics.lifts import (
+from shardlint.semantics.catalog.api import NNX_MODULE, Role
+from shardlint.semantics.file.facts import Scope
+from shardlint.semantics.flow.summary import reference
+from shardlint.semantics.flow.valueflow import kind_terms
+from shardlint.semantics.sharding.lifts import (
     Lift,
     annotation_calls,
     is_nnx_annotation,
@@ -17,7 +19,7 @@ from shardlint.semantics.lifts import (
     lifts,
     returned_calls,
 )
-from shardlint.semantics.partitioning import (
+from shardlint.semantics.sharding.partitioning import (
     LINEN_BOXES,
     NNX_ANNOTATIONS,
     deref,
@@ -26,9 +28,6 @@ from shardlint.semantics.partitioning import (
     reached_apis,
     symbol_ref,
 )
-from shardlint.semantics.project import NNX_MODULE
-from shardlint.semantics.summary import reference
-from shardlint.semantics.valueflow import kind_terms
 from shardlint.source import Span
 
 _MAX_SITES = 200

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from shardlint.rules.base import Edit, Fix, Rule, example, register
-from shardlint.semantics.api import Role
-from shardlint.semantics.boxes import spec_readers, unboxed
+from shardlint.semantics.catalog.api import Role
+from shardlint.semantics.sharding.boxes import spec_readers, unboxed
 
 
 @register

@@ -6,8 +6,8 @@ import ast
 from collections.abc import Iterator
 
 from shardlint.rules.base import Finding, Related, Rule, example, register
-from shardlint.semantics.api import Role
-from shardlint.semantics.meshes import (
+from shardlint.semantics.catalog.api import Role
+from shardlint.semantics.file.meshes import (
     MAKE_MESH,
     Construction,
     calls_api,
@@ -17,7 +17,7 @@ from shardlint.semantics.meshes import (
     literal_shape,
     reaches,
 )
-from shardlint.semantics.usage import multi_process
+from shardlint.semantics.sharding.usage import multi_process
 
 LOCAL = ("jax.local_devices", "jax.local_device_count")
 # A shape that also counts processes or all devices is global: `(jax.process_count(),

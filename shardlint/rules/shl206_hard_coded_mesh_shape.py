@@ -7,10 +7,10 @@ import math
 from collections.abc import Iterator
 
 from shardlint.rules.base import Finding, Rule, example, register
-from shardlint.semantics.api import Role
-from shardlint.semantics.bindings import follow
-from shardlint.semantics.facts import Scope
-from shardlint.semantics.meshes import (
+from shardlint.semantics.catalog.api import Role
+from shardlint.semantics.file.bindings import follow
+from shardlint.semantics.file.facts import Scope
+from shardlint.semantics.file.meshes import (
     CREATE_DEVICE_MESH,
     MAKE_MESH,
     constructions,
@@ -19,7 +19,7 @@ from shardlint.semantics.meshes import (
     literal_shape,
     reaches,
 )
-from shardlint.semantics.placement import DEVICE_LISTS
+from shardlint.semantics.sharding.placement import DEVICE_LISTS
 
 # A file that checks the device count has made the shape a stated assumption.
 _COUNTS = ("jax.device_count", "jax.devices", "jax.local_device_count", "jax.local_devices")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 
 from shardlint.rules.base import Rule, example, register
-from shardlint.semantics.execution import execution_of
-from shardlint.semantics.facts import MESH, CallSite
-from shardlint.semantics.models import linen_instance, nnx_class, project_uses_mesh
+from shardlint.semantics.file.execution import execution_of
+from shardlint.semantics.file.facts import MESH, CallSite
+from shardlint.semantics.flow.models import linen_instance, nnx_class, project_uses_mesh
 
 INIT_METHODS = ("init", "init_with_output")
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import ast
 
 from shardlint.rules.base import Rule, example, register
-from shardlint.semantics.api import Role
-from shardlint.semantics.dataflow import LocalFlow, own_nodes
-from shardlint.semantics.donation import PLACEMENT_KEYWORDS, jit_keywords, unplaced_jit_sites
-from shardlint.semantics.execution import compiled_function
-from shardlint.semantics.facts import JitSite, Scope
-from shardlint.semantics.models import (
+from shardlint.semantics.catalog.api import Role
+from shardlint.semantics.file.dataflow import LocalFlow, own_nodes
+from shardlint.semantics.file.execution import compiled_function
+from shardlint.semantics.file.facts import JitSite, Scope
+from shardlint.semantics.file.jit_sites import PLACEMENT_KEYWORDS, jit_keywords, unplaced_jit_sites
+from shardlint.semantics.flow.models import (
     is_train_state_create,
     linen_instance,
     project_uses_mesh,

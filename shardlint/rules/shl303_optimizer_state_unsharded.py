@@ -6,14 +6,14 @@ import ast
 from collections.abc import Iterator
 
 from shardlint.rules.base import Finding, Rule, example, register
-from shardlint.semantics.dataflow import LocalFlow
-from shardlint.semantics.donation import unplaced_jit_sites
-from shardlint.semantics.execution import compiled_function
-from shardlint.semantics.facts import JitSite, Scope
-from shardlint.semantics.meshes import EXPLICIT_DEFAULT_FROM
-from shardlint.semantics.models import project_uses_mesh
-from shardlint.semantics.placement import optax_transform, places_outputs
-from shardlint.semantics.usage import only_auto_meshes
+from shardlint.semantics.file.dataflow import LocalFlow
+from shardlint.semantics.file.execution import compiled_function
+from shardlint.semantics.file.facts import JitSite, Scope
+from shardlint.semantics.file.jit_sites import unplaced_jit_sites
+from shardlint.semantics.file.meshes import EXPLICIT_DEFAULT_FROM
+from shardlint.semantics.flow.models import project_uses_mesh
+from shardlint.semantics.sharding.placement import optax_transform, places_outputs
+from shardlint.semantics.sharding.usage import only_auto_meshes
 
 # Keywords that place the outputs (`out_axis_resources`: pjit before jax 0.4.x).
 

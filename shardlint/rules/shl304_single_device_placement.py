@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from shardlint.rules.base import Finding, Rule, example, register
-from shardlint.semantics.api import Role
-from shardlint.semantics.execution import execution_of
-from shardlint.semantics.facts import CallSite
-from shardlint.semantics.mesh_context import lexical_contexts
-from shardlint.semantics.models import project_uses_mesh
-from shardlint.semantics.placement import (
+from shardlint.semantics.buffers.transfers import loop_transfers
+from shardlint.semantics.catalog.api import Role
+from shardlint.semantics.file.execution import execution_of
+from shardlint.semantics.file.facts import CallSite
+from shardlint.semantics.flow.models import project_uses_mesh
+from shardlint.semantics.sharding.mesh_context import lexical_contexts
+from shardlint.semantics.sharding.placement import (
     JNP_CONVERTERS,
     JNP_CREATORS,
     MIB,
@@ -21,7 +22,6 @@ from shardlint.semantics.placement import (
     model_state,
     single_device,
 )
-from shardlint.semantics.transfers import loop_transfers
 
 THRESHOLD = 64 * MIB
 DEVICE_PUT = "jax.device_put"

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from shardlint.rules.base import Rule, example, register
-from shardlint.semantics.mesh_context import lexical_contexts
-from shardlint.semantics.models import project_uses_mesh
-from shardlint.semantics.transfers import ARRAY_CONVERTERS, loop_transfers
+from shardlint.semantics.buffers.transfers import ARRAY_CONVERTERS, loop_transfers
+from shardlint.semantics.flow.models import project_uses_mesh
+from shardlint.semantics.sharding.mesh_context import lexical_contexts
 
 
 @register

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from shardlint.rules.base import Rule, example, register
-from shardlint.semantics.captures import Capture, captured_arrays
-from shardlint.semantics.donation import LINEN_JIT
+from shardlint.semantics.buffers.captures import Capture, captured_arrays
+from shardlint.semantics.file.jit_sites import LINEN_JIT
 
 # Below this many elements (1 MiB as float32) a captured constant costs nothing worth a warning.
 SMALL_ELEMENTS = 1 << 18

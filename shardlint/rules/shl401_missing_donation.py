@@ -6,15 +6,12 @@ import ast
 from dataclasses import dataclass
 
 from shardlint.rules.base import Edit, Fix, Related, Rule, example, register
-from shardlint.semantics.compiled import (
-    Compiled,
-    compiled,
-    flowing,
-    may_call_a_wrapper,
-    wrapper_sites,
-)
-from shardlint.semantics.dataflow import UPDATED, LocalFlow
-from shardlint.semantics.donation import (
+from shardlint.semantics.buffers.liveness import chain, use_after
+from shardlint.semantics.buffers.lowering import inspected_only
+from shardlint.semantics.file.dataflow import UPDATED, LocalFlow
+from shardlint.semantics.file.execution import Execution, execution_of
+from shardlint.semantics.file.facts import CallSite, JitSite
+from shardlint.semantics.file.jit_sites import (
     DONATE,
     LINEN_JIT,
     NNX_JIT,
@@ -28,12 +25,15 @@ from shardlint.semantics.donation import (
     resolve_positions,
     same_sharding,
 )
-from shardlint.semantics.execution import Execution, execution_of
-from shardlint.semantics.facts import CallSite, JitSite
-from shardlint.semantics.lowering import inspected_only
-from shardlint.semantics.placement import state_nbytes
-from shardlint.semantics.valueflow import Flowing
-from shardlint.semantics.liveness import chain, use_after
+from shardlint.semantics.flow.compiled import (
+    Compiled,
+    compiled,
+    flowing,
+    may_call_a_wrapper,
+    wrapper_sites,
+)
+from shardlint.semantics.flow.valueflow import Flowing
+from shardlint.semantics.sharding.placement import state_nbytes
 from shardlint.source import Span
 
 

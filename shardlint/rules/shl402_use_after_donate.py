@@ -5,9 +5,10 @@ from __future__ import annotations
 import ast
 
 from shardlint.rules.base import Rule, example, register
-from shardlint.semantics.donation import DonatingCall, donating_calls, handed_back, passed
-from shardlint.semantics.execution import execution_of
-from shardlint.semantics.liveness import Use, use_after
+from shardlint.semantics.buffers.donation import DonatingCall, donating_calls, handed_back
+from shardlint.semantics.buffers.liveness import Use, use_after
+from shardlint.semantics.file.execution import execution_of
+from shardlint.semantics.file.jit_sites import passed
 
 
 @register

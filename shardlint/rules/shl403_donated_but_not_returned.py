@@ -5,10 +5,12 @@ from __future__ import annotations
 import ast
 
 from shardlint.rules.base import Rule, example, register
-from shardlint.semantics.captures import read_in_nested
-from shardlint.semantics.dataflow import LocalFlow, positional_params
-from shardlint.semantics.wrappers import named_jit_sites
-from shardlint.semantics.donation import (
+from shardlint.semantics.buffers.captures import read_in_nested
+from shardlint.semantics.buffers.nnx_updates import NnxArguments, file_uses_nnx
+from shardlint.semantics.file.dataflow import LocalFlow, positional_params
+from shardlint.semantics.file.execution import compiled_function
+from shardlint.semantics.file.facts import JitSite
+from shardlint.semantics.file.jit_sites import (
     DONATE,
     LINEN_JIT,
     NNX_JIT,
@@ -17,9 +19,7 @@ from shardlint.semantics.donation import (
     resolve_positions,
     signature,
 )
-from shardlint.semantics.execution import compiled_function
-from shardlint.semantics.facts import JitSite
-from shardlint.semantics.nnx_updates import NnxArguments, file_uses_nnx
+from shardlint.semantics.file.wrappers import named_jit_sites
 
 
 @register

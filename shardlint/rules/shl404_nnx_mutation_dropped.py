@@ -5,7 +5,15 @@ from __future__ import annotations
 import ast
 
 from shardlint.rules.base import Edit, Fix, Rule, example, register
-from shardlint.semantics.donation import (
+from shardlint.semantics.buffers.nnx_updates import (
+    Mutation,
+    NnxArguments,
+    file_uses_nnx,
+    uses_hijax,
+)
+from shardlint.semantics.file.execution import compiled_function
+from shardlint.semantics.file.facts import JitSite
+from shardlint.semantics.file.jit_sites import (
     LINEN_JIT,
     NNX_JIT,
     PMAP,
@@ -13,10 +21,7 @@ from shardlint.semantics.donation import (
     resolve_positions,
     signature,
 )
-from shardlint.semantics.execution import compiled_function
-from shardlint.semantics.facts import JitSite
-from shardlint.semantics.moves import spell
-from shardlint.semantics.nnx_updates import Mutation, NnxArguments, file_uses_nnx, uses_hijax
+from shardlint.semantics.file.moves import spell
 
 # Keywords nnx.jit takes as jax.jit does: other keywords leave the site without a fix.
 NNX_JIT_KEYWORDS = frozenset({"in_shardings", "out_shardings", "static_argnums", "static_argnames",

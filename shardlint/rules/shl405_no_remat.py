@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 
 from shardlint.rules.base import Edit, Fix, Rule, example, register
-from shardlint.semantics.api import Role
-from shardlint.semantics.layers import LayerStack, layer_stacks, project_differentiates
-from shardlint.semantics.moves import spell
+from shardlint.semantics.catalog.api import Role
+from shardlint.semantics.file.moves import spell
+from shardlint.semantics.sharding.layers import LayerStack, layer_stacks, project_differentiates
 
 # Fewer layers than this are not "deep": their activations rarely decide whether a step fits.
 MIN_LAYERS = 8

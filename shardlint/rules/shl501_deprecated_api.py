@@ -6,8 +6,8 @@ import ast
 import bisect
 
 from shardlint.rules.base import Edit, Fix, Rule, example, register
-from shardlint.semantics.api import KEYWORD_MOVES, MOVE_FIXES, MoveFix
-from shardlint.semantics.moves import (
+from shardlint.semantics.catalog.api import KEYWORD_MOVES, MOVE_FIXES, MoveFix
+from shardlint.semantics.file.moves import (
     MoveUse,
     api_moves,
     import_line,
@@ -27,8 +27,8 @@ class DeprecatedApi(Rule):
     what = """
 Reports each use of an API that moved, judged against the jax and flax versions the project
 runs on: one finding per use, naming the replacement and the version the move happened in. The
-moves live in one data table (`shardlint/semantics/api.py`, read through
-`shardlint/semantics/moves.py`):
+moves live in one data table (`shardlint/semantics/catalog/api.py`, read through
+`shardlint/semantics/file/moves.py`):
 
 | use | replacement | changed in |
 |---|---|---|

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from shardlint.rules.base import Edit, Fix, Rule, example, register
-from shardlint.semantics.config_flags import UNKNOWN, flag_settings
-from shardlint.semantics.facts import CallSite
-from shardlint.semantics.models import project_uses_mesh
-from shardlint.semantics.project import ProjectIndex, project_cached
+from shardlint.semantics.file.config_flags import UNKNOWN, flag_settings
+from shardlint.semantics.file.facts import CallSite
+from shardlint.semantics.flow.models import project_uses_mesh
+from shardlint.semantics.flow.project import ProjectIndex, project_cached
 
 FLAG = "jax_threefry_partitionable"
 DEFAULT_TRUE = "0.5.0"  # jax release that made the flag default to True

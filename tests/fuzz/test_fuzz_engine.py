@@ -27,7 +27,7 @@ from shardlint.engine import Engine, mentions_jax
 from shardlint.incremental import IncrementalParser
 from shardlint.lsp.convert import to_range
 from shardlint.rules.base import Finding, all_rules
-from shardlint.semantics.versions import assume
+from shardlint.semantics.catalog.versions import assume
 from shardlint.source import SourceText
 
 pytestmark = pytest.mark.fuzz

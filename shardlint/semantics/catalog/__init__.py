@@ -1,0 +1,7 @@
+"""What shardlint knows of JAX and Flax as data, before reading any file.
+
+Holds: the API table (``api``: which qualified name plays which role, what moved where), the
+version parsing and assumptions (``versions``) and dotted names resolved through a file's
+imports (``names``). May import: nothing of ``shardlint.semantics`` outside this package (the
+standard library and ``shardlint.syntax`` only).
+"""

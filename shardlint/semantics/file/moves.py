@@ -1,0 +1,200 @@
+"""Uses of moved or removed APIs, and how a file can spell a replacement.
+
+* :func:`api_moves`: every use of an API the project's jax/flax deprecated or removed, with the
+  version it changed in: an attribute chain (``jax.tree_map``), a ``from x import y`` alias, a
+  keyword of ``api.KEYWORD_MOVES`` in a call of its owner (``nnx.Param(..., sharding=...)``),
+  and -- when asked, it walks the tree -- reads of a moved attribute (``v.sharding_names``).
+* :func:`spell`: how this file can name a dotted API at a place (``jax.tree.map`` is
+  ``j.tree.map`` after ``import jax as j``), or the ``import`` to add when nothing names it.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from shardlint.semantics.catalog import api
+from shardlint.semantics.catalog.versions import Versions
+from shardlint.semantics.file.facts import FileFacts, Scope
+
+
+@dataclass
+class MoveUse:
+    """One use of a moved API."""
+
+    node: ast.AST  # the attribute chain, import alias, keyword or attribute read
+    kind: str  # "attribute" | "import" | "keyword" | "attribute-read"
+    old: str  # "jax.tree_map", or the keyword / attribute name
+    new: str | None  # the replacement (dotted name, keyword or attribute name)
+    package: str
+    version: str  # the version it changed in
+    removed: bool  # removed (it fails) rather than deprecated (it warns)
+    note: str
+    scope: Scope
+    api: api.Api | None = None  # for attribute / import uses
+    call: ast.Call | None = None  # for keyword uses: the owner's call
+
+
+_GUARD_ERRORS = frozenset({"AttributeError", "ImportError", "ModuleNotFoundError"})
+
+
+def _feature_guards(facts: FileFacts) -> list[tuple[int, int, str | None]]:
+    """(first line, last line, attribute) of the code that runs only where an API exists:
+    the body of ``if hasattr(jax.sharding, "use_mesh"):`` (that attribute) and of a ``try:``
+    whose ``except`` catches ``AttributeError`` or ``ImportError`` (any attribute)."""
+    found = facts.derived.get("feature_guards")
+    if found is not None:
+        return found
+    out: list[tuple[int, int, str | None]] = []
+    for node in ast.walk(facts.tree):
+        if isinstance(node, ast.If) and node.body:
+            tests = node.test.values if isinstance(node.test, ast.BoolOp) else [node.test]
+            for t in tests:
+                if isinstance(t, ast.Call) and isinstance(t.func, ast.Name) \
+                        and t.func.id == "hasattr" and len(t.args) == 2 \
+                        and isinstance(t.args[1], ast.Constant) and isinstance(t.args[1].value, str):
+                    out.append((node.body[0].lineno, node.body[-1].end_lineno or node.lineno,
+                                t.args[1].value))
+        elif isinstance(node, ast.Try) and node.body:
+            caught = set()
+            for h in node.handlers:
+                types = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]
+                caught.update(t.id if isinstance(t, ast.Name) else
+                              t.attr if isinstance(t, ast.Attribute) else "" for t in types if t)
+            if caught & _GUARD_ERRORS:
+                out.append((node.body[0].lineno, node.body[-1].end_lineno or node.lineno, None))
+    facts.derived["feature_guards"] = out
+    return out
+
+
+def _feature_guarded(facts: FileFacts, node: ast.AST, name: str) -> bool:
+    line = getattr(node, "lineno", None)
+    if line is None:
+        return False
+    last = name.rpartition(".")[2]
+    return any(first <= line <= end and (attr is None or attr == last)
+               for first, end, attr in _feature_guards(facts))
+
+
+def api_moves(facts: FileFacts, versions: Versions, attribute_reads: bool = False) -> list[MoveUse]:
+    out: list[MoveUse] = []
+    for ref in facts.references:
+        a = ref.api
+        pkg = a.package
+        if a.removed and versions.at_least(pkg, a.removed):
+            version, removed = a.removed, True
+        elif a.deprecated and versions.at_least(pkg, a.deprecated):
+            version, removed = a.deprecated, False
+        else:
+            continue
+        if _feature_guarded(facts, ref.node, a.name):
+            continue  # a compatibility shim: used only where this jax has it
+        kind = "import" if isinstance(ref.node, ast.alias) else "attribute"
+        out.append(MoveUse(ref.node, kind, a.name, a.replacement, pkg, version, removed, a.note,
+                           ref.scope, api=a))
+    moves = [m for m in api.KEYWORD_MOVES if versions.at_least(m.owners[0].split(".")[0],
+                                                               m.deprecated)]
+    if not moves:
+        return out
+    owners = {o for m in moves for o in m.owners}
+    for c in facts.calls:
+        if c.api is None or c.api.name not in owners:
+            continue
+        for kw in c.node.keywords:
+            for m in moves:
+                if kw.arg == m.keyword and c.api.name in m.owners:
+                    out.append(MoveUse(kw, "keyword", m.keyword, m.replacement,
+                                       m.owners[0].split(".")[0], m.deprecated, False, "",
+                                       c.scope, call=c.node))
+    if attribute_reads and facts.uses_flax:
+        watched = {m.keyword: m for m in moves if m.attribute}
+        for node in ast.walk(facts.tree):
+            if isinstance(node, ast.Attribute) and node.attr in watched \
+                    and isinstance(node.ctx, ast.Load):
+                m = watched[node.attr]
+                out.append(MoveUse(node, "attribute-read", m.keyword, m.replacement,
+                                   m.owners[0].split(".")[0], m.deprecated, False, "",
+                                   facts.module_scope))
+    return out
+
+
+# ---- spelling a name in this file ----------------------------------------------------------------
+def module_imports(facts: FileFacts) -> dict[str, str]:
+    """Local names bound by import statements of the module body (not inside functions)."""
+    found = facts.derived.get("module_imports")
+    if found is None:
+        names: dict[str, str] = {}
+        todo: list[ast.stmt] = list(facts.tree.body)
+        while todo:
+            s = todo.pop()
+            if isinstance(s, (ast.Import, ast.ImportFrom)):
+                for alias in s.names:
+                    local = alias.asname or alias.name.split(".", 1)[0]
+                    q = facts.imports.names.get(local)
+                    if q is not None:
+                        names[local] = q
+            elif isinstance(s, (ast.If, ast.Try)):
+                todo.extend(s.body)
+                todo.extend(s.orelse)
+                todo.extend(getattr(s, "finalbody", []))
+                for h in getattr(s, "handlers", []):
+                    todo.extend(h.body)
+        found = facts.derived["module_imports"] = names
+    return found  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class Spelling:
+    text: str  # the expression naming the API here
+    add_import: str | None  # "import jax" when the file must import it first
+
+
+def spell(facts: FileFacts, dotted: str, scope: Scope) -> Spelling | None:
+    """How code in ``scope`` names ``dotted``: through the longest imported prefix that nothing
+    shadows there; else through a new ``import <package>``; None when that name is taken."""
+    best: tuple[int, int, str, str] | None = None
+    for local, q in module_imports(facts).items():
+        if q != dotted and not dotted.startswith(q + "."):
+            continue
+        if scope.lookup(local) is not None or local in facts.module_scope.bindings:
+            continue  # rebound or shadowed: not the module
+        key = (len(q), -len(local), local, q)
+        if best is None or key > best:
+            best = key
+    if best is not None:
+        _, _, local, q = best
+        return Spelling(local + dotted[len(q):], None)
+    root = dotted.split(".", 1)[0]
+    if root in facts.imports.names or root in facts.module_scope.bindings \
+            or scope.lookup(root) is not None:
+        return None
+    return Spelling(dotted, f"import {root}")
+
+
+def import_line(facts: FileFacts) -> int | None:
+    """The line before which a new top-level ``import`` goes: the first import of the module
+    body after any ``from __future__`` import; None when the module body has no import."""
+    for s in facts.tree.body:
+        if isinstance(s, ast.ImportFrom) and s.module == "__future__":
+            continue
+        if isinstance(s, (ast.Import, ast.ImportFrom)):
+            return s.lineno
+    return None
+
+
+def import_statement(facts: FileFacts, alias: ast.alias) -> ast.ImportFrom | None:
+    """The ``from x import ...`` statement that holds ``alias``."""
+    for node in ast.walk(facts.tree):
+        if isinstance(node, ast.ImportFrom) and any(a is alias for a in node.names):
+            return node
+    return None
+
+
+def uses_of_name(facts: FileFacts, name: str) -> list[ast.Name]:
+    """Loads of a name anywhere in the file (a local of the same name counts too: callers use
+    this to require that *every* use fits, which a shadowing local only makes stricter)."""
+    out: list[ast.Name] = []
+    for node in ast.walk(facts.tree):
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load):
+            out.append(node)
+    return out

@@ -1,0 +1,890 @@
+"""Facts that cross files: which symbols apply constraints and under which contexts they run.
+
+Built from one :class:`ModuleSummary` per Python file of the project root (not just the files
+being linted), so a constraint in ``model.py`` is judged by how ``train.py`` runs it.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+from shardlint.semantics.catalog.api import LINEN_MODULE, NNX_MODULE
+from shardlint.semantics.file.facts import ALL, MESH, RULES, CallSite, FileFacts
+from shardlint.semantics.file.reuse import each_call
+from shardlint.semantics.flow.summary import Entry, ModuleSummary, Site
+from shardlint.semantics.flow.valueflow import FlowIndex
+
+
+# A test, a benchmark or an example is a program of its own: the rules tables and meshes it
+# writes judge that program, not the library it exercises (a layer library's tests map only the
+# names they use; an example's config is that example's).
+_OWN_PROGRAM_FOLDERS = frozenset({"tests", "test", "testing", "benchmarks", "benchmark", "bench",
+                                  "examples", "example"})
+
+
+def own_program(module: str) -> bool:
+    """Whether a module (dotted, from the project root) is a test, a benchmark or an example by
+    the usual conventions: under ``tests/``, ``benchmarks/``, ``examples/`` ..., or named
+    ``test_*``, ``*_test``, ``conftest``, ``bench_*``, ``*_benchmark``, ``benchmark_*``."""
+    return program_of(module) != ""
+
+
+@functools.lru_cache(maxsize=65536)
+def program_of(module: str) -> str:
+    """The program a module belongs to: ``""`` for the library or application itself, else
+    the test, benchmark or example it is part of (``examples.lm1b`` for every module of
+    ``examples/lm1b/``; a test file of its own)."""
+    parts = module.split(".")
+    for i, p in enumerate(parts[:-1]):
+        if p in _OWN_PROGRAM_FOLDERS:
+            return ".".join(parts[:i + 2])
+    last = parts[-1]
+    if last == "conftest" or last.startswith(("test_", "bench_", "benchmark_")) \
+            or last.endswith(("_test", "_tests", "_benchmark", "_bench")):
+        return module
+    return ""
+
+
+def project_cached(fn):
+    """Memoise a project-wide query until the index changes (rules ask per file, the answer
+    is the same for every file of the run)."""
+    name = fn.__qualname__
+
+    @functools.wraps(fn)
+    def wrapper(project, *args):
+        key = (name, *args)
+        memo = project._memo
+        if key not in memo:
+            memo[key] = fn(project, *args)
+        return memo[key]
+
+    return wrapper
+
+
+_UNSEEN = object()  # (a memo's "not asked yet": None is an answer)
+
+
+def _same_symbols(a: ModuleSummary, b: ModuleSummary) -> bool:
+    """The same symbols with the same needs, references and bases, and the same imports (what
+    resolving references and the needs closure read); their positions and sites may differ."""
+    if a.symbols.keys() != b.symbols.keys() or a.imports != b.imports:
+        return False  # (a name re-exported from elsewhere resolves elsewhere)
+    for qual, x in a.symbols.items():
+        y = b.symbols[qual]
+        if x is not y and (x.kind != y.kind or x.needs != y.needs or x.refs != y.refs
+                           or x.bases != y.bases):
+            return False
+    return True
+
+
+@dataclass
+class ProjectIndex:
+    summaries: dict[str, ModuleSummary] = field(default_factory=dict)  # by module name
+    _needs: dict[str, int] = field(default_factory=dict, repr=False)
+    _ctx: dict[str, int | None] = field(default_factory=dict, repr=False)
+    _callers: dict[str, list[tuple[str, int, str, int]]] = field(default_factory=dict, repr=False)
+    _done: bool = False  # _needs and _edges are computed
+    _ctx_done: bool = False  # _ctx and _callers are computed
+    _resolved: dict[tuple[str, str | None], str | None] = field(default_factory=dict, repr=False)
+    _dotted: dict[str, str | None] = field(default_factory=dict, repr=False)  # _resolve_dotted's
+    _tops: set[str] | None = field(default=None, repr=False)  # (with _dotted: see there)
+    _memo: dict[tuple, object] = field(default_factory=dict, repr=False)
+    _edges: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    _flows: FlowIndex | None = field(default=None, repr=False)
+
+    # ---- building ----------------------------------------------------------------------------
+    def add(self, summary: ModuleSummary) -> None:
+        old = self.summaries.get(summary.module)
+        if old == summary:
+            return  # most keystrokes change nothing the project depends on: keep what is computed
+        self.summaries[summary.module] = summary
+        self._memo.clear()
+        self._flows = None
+        self._ctx_done = False
+        if old is None or not _same_symbols(old, summary):
+            self._done = False
+            self._resolved.clear()
+            self._dotted.clear()
+            self._tops = None
+        # (else only positions, calls or contexts changed, as when lines are added above:
+        # references resolve as before and the needs closure holds)
+
+    def remove(self, module: str) -> None:
+        self.summaries.pop(module, None)
+        self._done = self._ctx_done = False
+        self._resolved.clear()
+        self._dotted.clear()
+        self._tops = None
+        self._memo.clear()
+        self._flows = None
+
+    @property
+    def flows(self) -> FlowIndex:
+        """What the project's functions do with their arguments, joined across files."""
+        if self._flows is None:
+            self._flows = FlowIndex(self)
+        return self._flows
+
+    def _ensure(self) -> None:
+        if not self._done:
+            self._compute_needs()
+            self._done = True
+        if not self._ctx_done:
+            self._compute_contexts()
+            self._ctx_done = True
+
+    # ---- references ----------------------------------------------------------------------------
+    def resolve(self, ref: str, from_module: str | None = None) -> str | None:
+        """``ext:pkg.mod.Name`` or ``mod:Qual`` -> ``mod:Qual`` of a project symbol, else None.
+
+        ``from_module`` lets script-style imports resolve: ``from model import MLP`` in
+        ``examples/seed/train.py`` finds ``examples.seed.model``.
+        """
+        if not ref.startswith("ext:"):  # (two lookups: no cheaper from a memo)
+            mod, _, qual = ref.partition(":")
+            s = self.summaries.get(mod)
+            return ref if s is not None and qual in s.symbols else None
+        key = (ref, from_module)
+        found = self._resolved.get(key, _UNSEEN)
+        if found is _UNSEEN:
+            found = self._resolved[key] = self._resolve_ext(ref[4:], from_module)
+        return found  # type: ignore[return-value]
+
+    def _resolve_ext(self, dotted: str, from_module: str | None) -> str | None:
+        """The project symbol a dotted name imported from ``from_module`` is: as it is
+        spelled, else under the module's enclosing packages, the nearest first."""
+        found = self._resolve_dotted(dotted)
+        if found is not None or not from_module:
+            return found
+        pkg = from_module.split(".")[:-1]
+        for i in range(len(pkg), 0, -1):
+            found = self._resolve_dotted(".".join(pkg[:i]) + "." + dotted)
+            if found is not None:
+                return found
+        return None
+
+    def _resolve_dotted(self, dotted: str, hops: int = 0) -> str | None:
+        if hops == 0:  # (the same dotted name is looked up from many modules)
+            found = self._dotted.get(dotted, _UNSEEN)
+            if found is _UNSEEN:
+                tops = self._tops
+                if tops is None:  # (the first part of every module's name)
+                    tops = self._tops = {m.partition(".")[0] for m in self.summaries}
+                found = self._dotted[dotted] = self._resolve_dotted(dotted, 1) \
+                    if dotted.partition(".")[0] in tops else None
+            return found  # type: ignore[return-value]
+        parts = dotted.split(".")
+        for i in range(len(parts) - 1, 0, -1):
+            mod = ".".join(parts[:i])
+            s = self.summaries.get(mod)
+            if s is None:
+                continue
+            qual = ".".join(parts[i:])
+            if qual in s.symbols:
+                return f"{mod}:{qual}"
+            # A name the module imports from another one (`from .training_utils import
+            # update_state`; a package's `__init__` re-exporting its submodules' names).
+            target = s.imports.get(parts[i])
+            if target is not None and hops < 9:
+                return self._resolve_dotted(".".join([target, *parts[i + 1:]]), hops + 1)
+            return None
+        return None
+
+    def symbol(self, ref: str):
+        mod, _, qual = ref.partition(":")
+        s = self.summaries.get(mod)
+        return s.symbols.get(qual) if s else None
+
+    # ---- constraint needs (transitive) ---------------------------------------------------------
+    def _compute_needs(self) -> None:
+        needs: dict[str, int] = {}
+        edges: dict[str, list[str]] = {}
+        resolve = self.resolve
+        for mod, s in self.summaries.items():
+            prefix = mod + ":"
+            for qual, sym in s.symbols.items():
+                key = prefix + qual
+                needs[key] = sym.needs
+                targets = [t for r in sym.refs if (t := resolve(r, mod)) is not None and t != key]
+                if sym.bases:  # (a class inherits what its project base classes need)
+                    targets += self.base_classes(key, sym.bases)
+                edges[key] = targets
+        self._edges = edges
+        # What a symbol needs flows to the symbols that reach it: a worklist over the reverse
+        # edges, each symbol taken again only when what it needs grew.
+        users: dict[str, list[str]] = {}
+        for key, targets in edges.items():
+            for t in targets:
+                if t in needs:
+                    users.setdefault(t, []).append(key)
+        todo = [key for key, n in needs.items() if n and key in users]
+        while todo:
+            key = todo.pop()
+            n = needs[key]
+            for u in users.get(key, ()):
+                have = needs[u]
+                if have | n != have:
+                    needs[u] = have | n
+                    todo.append(u)
+        self._needs = needs
+
+    def reachable(self, ref: str, from_module: str | None = None) -> list[str]:
+        """Project symbols a symbol's code reaches: itself, what it references (calls,
+        instantiates, aliases) and its project base classes, transitively."""
+        self._ensure()
+        return list(self._walk(self.resolve(ref, from_module), lambda k: self._edges.get(k, ())))
+
+    @staticmethod
+    def _walk(start: str | None, neighbours: Callable[[str], Iterable[str]],
+              breadth_first: bool = False) -> Iterator[str]:
+        """``start`` and the keys reachable from it through ``neighbours``, each once, depth
+        first (or breadth first); neighbours are asked for once the caller has the key."""
+        seen: set[str] = set()
+        todo = [start] if start else []
+        while todo:
+            key = todo.pop(0) if breadth_first else todo.pop()
+            if key in seen:
+                continue
+            seen.add(key)
+            yield key
+            todo.extend(neighbours(key))
+
+    def needs(self, ref: str, from_module: str | None = None) -> int:
+        self._ensure()
+        t = self.resolve(ref, from_module)
+        return self._needs.get(t, 0) if t else 0
+
+    @project_cached
+    def needs_running(self, ref: str, from_module: str | None = None) -> int:
+        """What running ``ref`` needs, where building an NNX module runs its ``__init__`` and
+        not its ``__call__`` (``nnx.eval_shape(lambda: Model(rngs=...))`` applies none of the
+        constraints of its forward pass). :meth:`needs` counts every method of a class a
+        function names."""
+        self._ensure()
+        start = self.resolve(ref, from_module)
+        out = 0
+        for key in self._walk(start, self._run_edges):
+            sym = self.symbol(key)
+            if sym is not None:
+                out |= sym.needs
+        return out
+
+    def _run_edges(self, key: str) -> list[str]:
+        sym = self.symbol(key)
+        if sym is not None and sym.kind == "class" and self.is_subclass(key, NNX_MODULE):
+            init = next((f"{c}.__init__" for c in self.class_chain(key)
+                         if self.symbol(f"{c}.__init__") is not None), None)
+            return [init] if init else []
+        return list(self._edges.get(key, ()))
+
+    def constraint_sites(self, ref: str, from_module: str | None = None,
+                         limit: int = 3) -> list[tuple[str, Site]]:
+        """A few constraint call sites reached from a symbol, for related locations."""
+        self._ensure()
+
+        def constrained(key: str) -> list[str]:
+            sym, mod = self.symbol(key), key.partition(":")[0]
+            return [t for r in sorted(sym.refs) if (t := self.resolve(r, mod))
+                    and self._needs.get(t)] if sym is not None else []
+
+        out: list[tuple[str, Site]] = []
+        for key in self._walk(self.resolve(ref, from_module), constrained, breadth_first=True):
+            sym = self.symbol(key)
+            if sym is not None:
+                path = self.summaries[key.partition(":")[0]].path
+                out.extend((path, site) for site in sym.sites)
+            if len(out) >= limit:
+                break
+        return out[:limit]
+
+    def base_classes(self, key: str, bases: list[str] | None = None) -> list[str]:
+        """The project classes the class ``key`` names as its bases (``bases``: its symbol's,
+        when the caller has them), in order; bases outside the project are left out."""
+        if bases is None:
+            sym = self.symbol(key)
+            bases = sym.bases if sym is not None and sym.kind == "class" else []
+        mod = key.partition(":")[0]
+        return [t for b in bases
+                if (t := self.resolve(f"ext:{b}", mod) or self.resolve(f"{mod}:{b}"))]
+
+    def class_chain(self, key: str) -> list[str]:
+        """The class ``key`` and its project base classes at any depth, nearest first (the
+        order their methods are found in)."""
+        return list(self._walk(key, self.base_classes, breadth_first=True))
+
+    @project_cached
+    def is_subclass(self, ref: str, base: str, from_module: str | None = None) -> bool:
+        def parents(key: str) -> list[str]:
+            """What a class inherits from: its project bases, or what an alias stands for."""
+            sym, mod = self.symbol(key), key.partition(":")[0]
+            if sym is None:
+                return []
+            if sym.kind == "alias":
+                return [t for r in sym.refs if (t := self.resolve(r, mod))]
+            return self.base_classes(key, sym.bases)
+
+        for key in self._walk(self.resolve(ref, from_module), parents):
+            sym = self.symbol(key)
+            if sym is not None and sym.kind != "alias" and base in sym.bases:
+                return True
+        return False
+
+    # ---- contexts -------------------------------------------------------------------------------
+    @property
+    @project_cached
+    def rules_setter(self) -> bool:
+        return any(s.rules_setter for s in self.summaries.values())
+
+    @property
+    @project_cached
+    def mesh_setter(self) -> bool:
+        return any(s.mesh_setter for s in self.summaries.values())
+
+    @property
+    @project_cached
+    def rules_provider(self) -> bool:
+        return any(s.rules_provider for s in self.summaries.values())
+
+    @property
+    @project_cached
+    def mesh_provider(self) -> bool:
+        return any(s.mesh_provider for s in self.summaries.values()) or self.mesh_setter \
+            or any(self.flows.terms_mesh(terms, where) for s in self.summaries.values()
+                   for where, terms in s.with_mesh_terms)
+
+    @property
+    @project_cached
+    def meshes_entered_only_legacy(self) -> bool:
+        """The project enters meshes only by a legacy ``with mesh:``, never by ``jax.set_mesh``
+        or ``use_mesh``: under it, flax >= 0.12.2 applies no logical constraint at all."""
+        return any(s.legacy_mesh for s in self.summaries.values()) \
+            and not any(s.mesh_context for s in self.summaries.values())
+
+    @property
+    @project_cached
+    def legacy_env_readers(self) -> list[str]:
+        """The modules that read the legacy resource environment (``pxla.thread_resources``),
+        sorted: it is set only by ``with mesh:``, so replacing that with ``jax.set_mesh``
+        changes what they read. The library's and application's own first."""
+        # (the library's own readers first: a test that reads it says less about the program)
+        return sorted((m for m, s in self.summaries.items() if s.legacy_env),
+                      key=lambda m: (own_program(m), m))
+
+    def _compute_contexts(self) -> None:
+        """ctx(F) = AND over the calls of F of (context at the call | ctx(caller)).
+
+        A function no project code calls has an unknown context (None): it may be called from
+        outside under any context, so nothing is reported inside it.
+        """
+        callers: dict[str, list[tuple[str, int, str, int]]] = {}
+        aliases: dict[str, list[str]] = {}
+        resolve = self.resolve
+        for mod, s in self.summaries.items():
+            for qual, sym in s.symbols.items():
+                if sym.kind == "alias":
+                    aliases[f"{mod}:{qual}"] = [t for t in (resolve(r, mod) for r in sym.refs)
+                                                if t]
+        for mod, s in self.summaries.items():
+            prefix, path = mod + ":", s.path
+            for edge in s.calls:
+                t = resolve(edge.target, mod)
+                if t is None:
+                    continue
+                site = (prefix + edge.caller, edge.ctx, path, edge.line)
+                if t not in aliases:
+                    callers.setdefault(t, []).append(site)
+                    continue
+                for target in self._through_aliases(t, aliases):
+                    callers.setdefault(target, []).append(site)
+        self._callers = callers
+        setters = self._setter_bases()
+        # Greatest fixed point: every function starts at "everything" and narrows. Each call
+        # site is (caller, what the site itself gives: its context and the caller's module's
+        # setters); a function is worked out again only when a caller of it narrowed.
+        ctx: dict[str, int | None] = dict.fromkeys(callers, ALL)
+        fixed: dict[str, list[tuple[str | None, int]]] = {}
+        dependents: dict[str, list[str]] = {}
+        for key, sites in callers.items():
+            terms = fixed[key] = []
+            for caller, site_ctx, _, _ in sites:
+                mod, _, qual = caller.partition(":")
+                base = setters.get(mod, 0)
+                if qual == "" or caller not in callers:  # (module level; or no project caller)
+                    terms.append((None, site_ctx | base | (ALL if qual else 0)))
+                else:
+                    terms.append((caller, site_ctx | base))
+                    dependents.setdefault(caller, []).append(key)
+        todo = list(callers)
+        queued = set(todo)
+        while todo:
+            key = todo.pop()
+            queued.discard(key)
+            value = ALL
+            for caller, given in fixed[key]:
+                value &= given if caller is None else given | ctx[caller]  # type: ignore[operator]
+            if value != ctx[key]:
+                ctx[key] = value
+                for d in dependents.get(key, ()):
+                    if d not in queued:
+                        queued.add(d)
+                        todo.append(d)
+        self._ctx = ctx
+
+    # ---- programs: what a module imports, what runs together ----------------------------------------
+    @project_cached
+    def module_imports(self, module: str) -> frozenset[str]:
+        """The project modules ``module`` imports (a name imported from one counts)."""
+        s = self.summaries.get(module)
+        out: set[str] = set()
+        if s is None:
+            return frozenset()
+        pkg = module.split(".")[:-1]
+        prefixes = [""] + [".".join(pkg[:i]) + "." for i in range(len(pkg), 0, -1)]
+        for dotted in s.imports.values():
+            for prefix in prefixes:  # (a script's `from model import X`: its sibling first)
+                found = self._module_of(prefix + dotted)
+                if found is not None:
+                    if found != module:
+                        out.add(found)
+                    break
+        return frozenset(out)
+
+    def _module_of(self, dotted: str) -> str | None:
+        parts = dotted.split(".")
+        for i in range(len(parts), 0, -1):
+            mod = ".".join(parts[:i])
+            if mod in self.summaries:
+                return mod
+        return None
+
+    @project_cached
+    def _setter_bases(self) -> dict[str, int]:
+        """The contexts global setters (``nn.set_logical_axis_rules(...)``, ``jax.set_mesh(m)``
+        as a statement) give each module: a setter counts for the program that executes it --
+        its module and what that imports, transitively -- not for unrelated scripts."""
+        out: dict[str, int] = {}
+        for mod, s in self.summaries.items():
+            flags = (RULES if s.rules_setter else 0) | (MESH if s.mesh_setter else 0)
+            if not flags:
+                continue
+            todo, seen = [mod], set()
+            while todo:
+                m = todo.pop()
+                if m in seen:
+                    continue
+                seen.add(m)
+                out[m] = out.get(m, 0) | flags
+                todo.extend(self.module_imports(m))
+        return out
+
+    @project_cached
+    def _components(self) -> dict[str, int]:
+        """Modules that import one another (in either direction, transitively) share a number:
+        one program, or one library. Two sibling example folders that never import each other
+        get two."""
+        neighbours: dict[str, set[str]] = {m: set() for m in self.summaries}
+        for m in self.summaries:
+            for t in self.module_imports(m):
+                neighbours[m].add(t)
+                neighbours.setdefault(t, set()).add(m)
+        out: dict[str, int] = {}
+        for start in sorted(neighbours):
+            if start in out:
+                continue
+            n = len(set(out.values()))
+            todo = [start]
+            while todo:
+                m = todo.pop()
+                if m in out:
+                    continue
+                out[m] = n
+                todo.extend(neighbours[m])
+        return out
+
+    def provided_in(self, module: str) -> int:
+        """The contexts some module of ``module``'s program (its import component) provides."""
+        return self._provided_by_component().get(self._components().get(module, -1), 0)
+
+    @project_cached
+    def _provided_by_component(self) -> dict[int, int]:
+        comps = self._components()
+        out: dict[int, int] = {}
+        for mod, s in self.summaries.items():
+            c = comps.get(mod, -1)
+            out[c] = out.get(c, 0) | (RULES if s.rules_provider or s.rules_setter else 0) | \
+                (MESH if s.mesh_provider or s.mesh_setter else 0)
+        return out
+
+    def program_shards(self, module: str) -> bool:
+        """Whether ``module`` or a project module it imports (transitively) builds, enters or
+        sets a mesh, reads the legacy mesh environment, or enters or sets axis rules: a program
+        that does none of that (a conversion or export script, a single-device tool) runs on
+        one device by design. For a test, a benchmark or an example (:func:`program_of`), its
+        own files must: a pmap example beside a library that builds meshes does not shard."""
+        program = program_of(module)
+        if program:
+            return program in self._own_sharding_programs()
+        return module in self._sharding_programs()
+
+    @project_cached
+    def _own_sharding_programs(self) -> frozenset[str]:
+        return frozenset(p for p, summaries in self.programs().items()
+                         if p and any(self._shards_itself(s) for s in summaries))
+
+    def runs_on_one_device(self, module: str, qualname: str) -> bool:
+        """Code of ``module:qualname`` runs only in a program that never shards: the module's
+        program does not (:meth:`program_shards`), and the code is a test's, benchmark's or
+        example's (it runs in that program only) or runs only from its own module."""
+        if self.program_shards(module):
+            return False
+        return bool(program_of(module)) or self.runs_only_from(module, qualname)
+
+    @staticmethod
+    def _shards_itself(s: ModuleSummary) -> bool:
+        return bool(s.mesh_axes or s.mesh_provider or s.mesh_setter or s.legacy_env
+                    or s.rules_provider or s.rules_setter)
+
+    @project_cached
+    def _sharding_programs(self) -> frozenset[str]:
+        """The modules for which :meth:`program_shards` holds: those that shard themselves and
+        every module that imports one of them, transitively (one walk of the reversed imports
+        for the project, not one walk of each module's imports per module asked)."""
+        importers: dict[str, list[str]] = {}
+        todo = []
+        for m, s in self.summaries.items():
+            for imported in self.module_imports(m):
+                importers.setdefault(imported, []).append(m)
+            if self._shards_itself(s):
+                todo.append(m)
+        seen = set(todo)
+        while todo:
+            for m in importers.get(todo.pop(), ()):
+                if m not in seen:
+                    seen.add(m)
+                    todo.append(m)
+        return frozenset(seen)
+
+    def runs_only_from(self, module: str, qualname: str) -> bool:
+        """Whether every project caller of ``module:qualname``, transitively, is in
+        ``module`` (its code runs when that module runs, as a script or on import)."""
+        self._ensure()
+        todo, seen = [f"{module}:{qualname}"], set()
+        while todo:
+            key = todo.pop()
+            if key in seen:
+                continue
+            seen.add(key)
+            for caller, _, _, _ in self._callers.get(key, ()):
+                if caller.partition(":")[0] != module:
+                    return False
+                todo.append(caller)
+        return True
+
+    def setter_base(self, module: str) -> int:
+        """The contexts a global setter of ``module``'s program gives its code."""
+        return self._setter_bases().get(module, 0)
+
+    def _through_aliases(self, key: str, aliases: dict[str, list[str]]) -> list[str]:
+        out, todo, seen = [], [key], set()
+        while todo:
+            k = todo.pop()
+            if k in seen:
+                continue
+            seen.add(k)
+            if k in aliases:
+                todo.extend(aliases[k])
+            else:
+                out.append(k)
+        return out
+
+    def context_of(self, module: str, qualname: str) -> int | None:
+        """Contexts guaranteed when code in this scope runs; None when unknown."""
+        self._ensure()
+        base = self._setter_bases().get(module, 0)
+        if qualname == "":
+            return base
+        # A method or nested function runs when its enclosing function or class is used; look
+        # for the nearest scope that has callers.
+        parts = qualname.split(".")
+        for i in range(len(parts), 0, -1):
+            key = f"{module}:{'.'.join(parts[:i])}"
+            if key in self._ctx:
+                c = self._ctx[key]
+                return None if c is None else c | base
+        return None
+
+    def callers(self, module: str, qualname: str) -> list[tuple[str, int, str, int]]:
+        self._ensure()
+        return self._callers.get(f"{module}:{qualname}", [])
+
+    # ---- rules tables and meshes ---------------------------------------------------------------
+    @project_cached
+    def programs(self) -> dict[str, list[ModuleSummary]]:
+        """Program (:func:`program_of`; ``""`` the library or application) -> its modules'
+        summaries, in the project's order."""
+        out: dict[str, list[ModuleSummary]] = {}
+        for m, s in self.summaries.items():
+            out.setdefault(program_of(m), []).append(s)
+        return out
+
+    def judging(self, module: str | None) -> str | None:
+        """Whose tables and meshes judge ``module``: those of the library or application
+        itself and of the program ``module`` belongs to (:func:`program_of`), not those of the
+        other tests, benchmarks and examples (None: every module's)."""
+        return None if module is None else program_of(module)
+
+    def _judging_summaries(self, program: str | None) -> list[ModuleSummary]:
+        """The summaries whose tables and meshes judge a module of ``program``."""
+        if program is None:
+            return list(self.summaries.values())
+        programs = self.programs()
+        return programs.get("", []) + (programs.get(program, []) if program else [])
+
+    @project_cached
+    def rule_tables(self, program: str | None = None) -> tuple[list[list], bool]:
+        """All literal rules tables in the project, and whether every table used is known
+        (``program``: those that judge its modules, see :meth:`judging`)."""
+        tables, complete, _ = self.rule_table_sources(program)
+        return tables, complete
+
+    @project_cached
+    def rule_table_sources(self, program: str | None = None
+                           ) -> tuple[list[list], bool, list[tuple[str, str, int]]]:
+        """:meth:`rule_tables`, with the configuration tables among them: (path, key, line)
+        of each table read by key (``nn.logical_axis_rules(config.logical_axis_rules)`` reads
+        every ``logical_axis_rules`` table of the project's YAML files and config builders)."""
+        if program is None:
+            parts = [self._tables_of(list(self.summaries.values()))]
+        else:  # (the library's, once for every program, and the program's own)
+            parts = [self._program_tables("")] + ([self._program_tables(program)] if program
+                                                  else [])
+        tables: list[list] = []
+        complete = True
+        sources: list[tuple[str, str, int]] = []
+        keys: set[str] = set()
+        for t, ok, src, k in parts:
+            tables.extend(t)
+            complete = complete and ok
+            sources.extend(src)
+            keys.update(k)
+        for key in sorted(keys):
+            found = self.config_tables(key)
+            if not found or any(entries is None for _, _, entries in found):
+                complete = False  # none written, or one written that is no literal table
+            for path, line, entries in found:
+                if entries is not None:
+                    tables.append(entries)
+                    sources.append((path, key, line))
+        return tables, complete, sources
+
+    @project_cached
+    def _program_tables(self, program: str):
+        return self._tables_of(self.programs().get(program, []))
+
+    def _tables_of(self, summaries: list[ModuleSummary]):
+        """(tables, complete, sources, keys read) of these modules' rules contexts."""
+        tables: list[list] = []
+        complete = True
+        sources: list[tuple[str, str, int]] = []
+        keys: set[str] = set()
+        for s in summaries:
+            for t in s.rule_tables:
+                if t is None:
+                    complete = False
+                else:
+                    tables.append(t)
+            for ref in s.rule_table_refs:
+                found = self._constant(ref)
+                if found is not None:
+                    tables.append(found)
+                elif "." in ref:  # `pyconfig.config.logical_axis_rules`: read by its key
+                    keys.add(ref.rsplit(".", 1)[1])
+                else:
+                    complete = False
+            keys.update(s.rule_table_keys)
+            for where, terms in s.rule_table_terms:
+                found, ok = self.flows.tables(terms, where)
+                complete = complete and ok
+                for entries, source in found:
+                    tables.append(entries)
+                    if source is not None:
+                        sources.append(source)
+        return tables, complete, sources, keys
+
+    @project_cached
+    def config_tables(self, key: str, hops: int = 0) -> list[tuple[str, int, list | None]]:
+        """(path, line, entries) of every rules table the project's configuration writes under
+        ``key``, in module order (a key that stands for another, ``{"rules_for_train":
+        config.logical_axis_rules}``, gives that key's tables); entries None where what is
+        written there is no literal (``config.logical_axis_rules = build_rules()``)."""
+        out: list[tuple[str, int, list]] = []
+        for _, s in sorted(self.summaries.items()):
+            for t in s.config_tables:
+                if t["key"] != key:
+                    continue
+                if "alias" in t:
+                    if hops < 4:
+                        out.extend(self.config_tables(t["alias"], hops + 1))
+                elif "entries" in t or "unknown" in t:
+                    out.append((s.path, t["line"], t.get("entries")))
+        return out
+
+    @project_cached
+    def config_axes(self, key: str) -> list[list[str]]:
+        """Every list of mesh axis names the project's configuration writes under ``key``
+        (``mesh_axes: ['data', 'fsdp']`` in a YAML file, a config builder, a field default)."""
+        return [t["axes"] for _, s in sorted(self.summaries.items())
+                for t in s.config_tables if t["key"] == key and "axes" in t]
+
+    def _constant(self, dotted: str) -> list | None:
+        parts = dotted.split(".")
+        for i in range(len(parts) - 1, 0, -1):
+            s = self.summaries.get(".".join(parts[:i]))
+            if s is not None:
+                return s.constants.get(".".join(parts[i:]))
+        return None
+
+    @project_cached
+    def mesh_axis_keys(self, program: str | None = None) -> list[str]:
+        """The configuration keys meshes read their axis names by, sorted."""
+        return sorted({k for s in self._judging_summaries(program) for k in s.mesh_axis_keys})
+
+    @project_cached
+    def mesh_axes(self, closed: bool = False, program: str | None = None
+                  ) -> tuple[set[str], bool]:
+        """The axis names of every mesh the project builds, and whether all of them are known.
+        A mesh built from ``config.<key>`` has the names its configuration writes under the key
+        (all of them: any one may be the one used); a key with none there is unknown. A
+        parameter annotated ``Mesh`` adds none when every call of its function in the project
+        passes a mesh (that mesh is counted where it is built); one that a caller outside the
+        project may fill (no call here, or a call passing something else) is unknown -- unless
+        ``closed``: the project is taken to build every mesh its code receives (as SHL201
+        takes its rules tables to be all there are)."""
+        names: set[str] = set()
+        complete = True
+        programs = self._judging_summaries(program)
+        for s in programs:
+            for axes in s.mesh_axes:
+                if axes is None:
+                    complete = False
+                else:
+                    names.update(axes)
+        if complete and not closed:
+            complete = all(self.flows.param_mesh(fn, param)
+                           for s in programs for fn, param in s.mesh_params)
+        for key in self.mesh_axis_keys(program):
+            found = self.config_axes(key)
+            if not found:
+                complete = False
+            for axes in found:
+                names.update(axes)
+        return names, complete
+
+    def entries(self, module: str) -> list[Entry]:
+        s = self.summaries.get(module)
+        return s.entries if s else []
+
+    @project_cached
+    def _inside_module_class(self, module: str, scope: str) -> bool:
+        parts = scope.split(".")
+        for i in range(len(parts) - 1, 0, -1):
+            key = f"{module}:{'.'.join(parts[:i])}"
+            sym = self.symbol(key)
+            if sym is not None and sym.kind == "class" and (
+                    self.is_subclass(key, NNX_MODULE) or self.is_subclass(key, LINEN_MODULE)):
+                return True
+        return False
+
+    def entries_missing_context(self, module: str) -> list[MissingContext]:
+        """Places in ``module`` where constrained model code runs without rules or mesh.
+
+        An entry inside a function nobody in the project calls has an unknown context and is
+        only reported when no code in the project provides that context at all.
+        """
+        self._ensure()
+        out: list[MissingContext] = []
+        absent = ALL & ~self.provided_in(module)
+        single = not self.program_shards(module)
+        for e in self.entries(module):
+            if self._inside_module_class(module, e.scope):
+                continue  # a submodule built or applied by a parent module: not where it runs
+            model = self.resolve(e.model, module)
+            if model is None:
+                continue
+            if single and model.partition(":")[0] != module and \
+                    self.runs_only_from(module, e.scope):
+                # A program that never shards, running a model a library defines (a conversion
+                # script): one device by design, whatever the model's annotations.
+                continue
+            needs = self._needs.get(model, 0)
+            if not needs:
+                continue
+            if e.kind == "nnx":
+                if not self.is_subclass(model, NNX_MODULE):
+                    continue
+                # NNX names may be mesh axes: only the mesh is certainly needed.
+                needs &= MESH
+            elif self.is_subclass(model, NNX_MODULE):
+                continue
+            outer = self.context_of(module, e.scope)
+            if outer is None:
+                outer = ALL & ~absent
+            missing = needs & ~(e.ctx | outer)
+            if missing:
+                callers = [c for c in self.callers(module, e.scope) if c[1] & missing != missing]
+                out.append(MissingContext(e, model, needs, missing, callers))
+        return out
+
+
+@dataclass
+class MissingContext:
+    entry: Entry
+    model: str  # "module:Qualname" of the model class
+    needs: int
+    missing: int
+    callers: list[tuple[str, int, str, int]]  # (caller, ctx, path, line) lacking the context
+
+    @property
+    def model_name(self) -> str:
+        return self.model.partition(":")[2]
+
+
+def project_callees(facts: FileFacts,
+                    project: ProjectIndex) -> list[tuple[CallSite, ModuleSummary, str]]:
+    """Calls of names imported from another module of the project: the call, that module's
+    summary and the name's qualified name there (worked out once per file and index: the
+    donation and jit rules both ask)."""
+    held = facts.derived.get("project_callees")
+    if held is not None and held[0] is project:
+        return held[1]
+    out = []
+    names, star = facts.imports.names, facts.imports.star
+    # (the cheap tests of _imported_callee first, here: this runs for every call of a file,
+    # and most calls are of nothing imported)
+    for c, q in each_call(facts, "imported_callee", lambda c: (
+            c.api is None and c.root is not None and (star or c.root in names)
+            and _imported_callee(facts, c)), local=True):
+        target = project.resolve(f"ext:{q}", facts.module)
+        if target is None:
+            continue
+        mod, _, qual = target.partition(":")
+        summary = project.summaries.get(mod)
+        if mod != facts.module and summary is not None:
+            out.append((c, summary, qual))
+    facts.derived["project_callees"] = (project, out)
+    return out
+
+
+def _imported_callee(facts: FileFacts, c: CallSite) -> str | None:
+    """The dotted name a call's callee is imported as (``from train_lib import step``)."""
+    root = c.root
+    if c.api is not None or root is None:
+        return None
+    imports = facts.imports
+    if root not in imports.names and not imports.star:
+        return None  # (most calls: nothing imported by that name, so nothing to qualify)
+    if c.scope.lookup(root) is not None:
+        return None  # a local name: not the imported one
+    return facts.qualify(c.node.func)

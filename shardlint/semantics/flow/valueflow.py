@@ -1,0 +1,1328 @@
+"""The value-flow layer: what each function does with its arguments, across calls and files.
+
+Per function, once per module, a summary (:func:`function_flow`, stored in the module summary
+and cached with it; no ``ast`` nodes):
+
+* ``ret``: what the function returns, as a whole (``""``) and per position of a returned tuple
+  (``"0"``, ``"1"``...): *terms* saying which parameter it is, as is (``same``) or as an updated
+  version of it (``updated``: ``state.apply_gradients(...)``, a cache written with
+  ``.at[].set``...), or which project function's result it is, with what that call was handed;
+* ``mut``: the parameters it changes in place (NNX: ``optimizer.update(model, grads)``,
+  ``nnx.update(model, state)``), directly or through a call;
+* ``fn``: the callable it returns, where it returns one (a nested function, ``partial(f, ...)``,
+  a parameter, ``jax.jit(f, **kw)``: a project-defined jit wrapper).
+
+Terms are JSON lists:
+
+* ``["p", param, kind, pos, text]``: the parameter itself (kind ``same``) or an update of it
+  (``updated``, with where -- ``pos`` is ``[line, col, end_line, end_col]`` -- and how);
+* ``["c", ref, bound, via_attr, index, args, pos, text]``: item ``index`` of the result of
+  calling ``ref`` (``"module:qual"`` or ``"ext:dotted.name"``, resolved through the project
+  index) at ``pos``; ``args`` are ``[key, param, kind, pos, text]``: the call passes our
+  ``param`` (or an update of it) as its positional argument ``key`` (an int, counted after the
+  ``bound`` arguments of a ``functools.partial``) or as keyword ``key``; ``via_attr``: called
+  as ``self.method(...)``, so the callee's ``self`` is not among the positions.
+
+:class:`FlowIndex` joins them across the project, lazily, with a depth bound and cycles cut:
+"which parameters of this function does its result (at this position) hold an updated version
+of, and through which chain of calls". A callee outside the project is unknown: it adds
+nothing, never "no update".
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from shardlint.semantics.catalog.api import LINEN_MODULE, NNX_MODULE, Role
+from shardlint.semantics.catalog.names import call_arg, dotted, literal
+from shardlint.semantics.file.config_tables import is_table, table_key
+from shardlint.semantics.file.dataflow import (
+    MAPPED,
+    SAME,
+    UPDATED,
+    Callee,
+    LocalFlow,
+    Origin,
+    Terms,
+    positional_params,
+)
+from shardlint.semantics.file.facts import FileFacts, Scope
+
+
+
+class ProjectIndex(Protocol):
+    """What the value flow asks of the project index (``project.ProjectIndex``, which is built
+    on this module: the flow names only the questions it asks, so the import points one way)."""
+
+    summaries: dict[str, Any]  # module -> summary.ModuleSummary
+
+    def resolve(self, ref: str, from_module: str | None = None) -> str | None: ...
+
+    def symbol(self, ref: str) -> Any: ...
+
+    def is_subclass(self, ref: str, base: str, from_module: str | None = None) -> bool: ...
+
+    def base_classes(self, key: str, bases: list[str] | None = None) -> list[str]: ...
+
+    def config_tables(self, key: str, hops: int = 0) -> list: ...
+
+MAX_DEPTH = 10
+_CLASS_HOPS = 24  # calls and parameters followed to find the classes a value may be
+_TEXT = 48  # evidence text kept per term (the message shows it)
+_MAX_SLOTS = 8
+
+
+# ---- per function (in the module summary) -----------------------------------------------------------
+RefFn = Callable[[ast.expr, Scope], "str | None"]
+
+
+def _text(node: ast.AST | None) -> str:
+    """A short form of an expression for messages: ``state.apply_gradients(...)``."""
+    if node is None:
+        return ""
+    if isinstance(node, ast.Call):
+        head = dotted(node.func)
+        if head is not None:
+            return f"{'.'.join(head)}(...)"
+        if isinstance(node.func, ast.Attribute):  # `cache.at[i].set(v)`
+            inner = _text(node.func.value)
+            return f"{inner}.{node.func.attr}(...)" if inner else ""
+    if isinstance(node, ast.Dict):  # a record rebuilt field by field: its keys say enough
+        keys = [repr(k.value) for k in node.keys if isinstance(k, ast.Constant)]
+        text = "{" + ", ".join(f"{k}: ..." for k in keys) + "}"
+        return text if len(text) <= _TEXT else "{" + ", ".join(
+            f"{k}: ..." for k in keys[:2]) + ", ...}"
+    try:
+        text = " ".join(ast.unparse(node).split())
+    except Exception:  # noqa: BLE001 - unparse of a synthetic node
+        return ""
+    return text if len(text) <= _TEXT else text[: _TEXT - 3] + "..."
+
+
+def _pos(node: ast.AST | None) -> list[int] | None:
+    if node is None or not hasattr(node, "lineno"):
+        return None
+    line = node.lineno  # type: ignore[attr-defined]
+    return [line, node.col_offset, node.end_lineno or line, node.end_col_offset or 0]  # type: ignore[attr-defined]
+
+
+def _origin_term(o: Origin) -> list:
+    if o.kind == UPDATED:
+        return ["p", o.param, o.kind, _pos(o.evidence), _text(o.evidence)]
+    return ["p", o.param, o.kind, None, ""]
+
+
+def terms_json(terms: Terms) -> list[list]:
+    out: list[list] = [_origin_term(o) for o in terms.origins.values()
+                       if o.kind in (SAME, UPDATED, MAPPED)]
+    for c in terms.calls:
+        args = [[key, *_origin_term(o)[1:]] for key, origins in c.args for o in origins.values()
+                if o.kind in (SAME, UPDATED)]
+        # (an argument that is another project call's result: ``[key, "#call", its terms]``)
+        args += [[key, "#call", inner] for key, calls in c.nested
+                 if (inner := terms_json(Terms(calls=calls)))]
+        if args:
+            out.append(["c", c.callee.ref, c.callee.bound, c.callee.via_attr, list(c.index), args,
+                        _pos(c.node), _text(c.node)])
+    return out
+
+
+class Resolver:
+    """Names the project function a call runs, for one function body (see :class:`Callee`)."""
+
+    def __init__(self, facts: FileFacts, scope: Scope, ref: RefFn):
+        self.facts = facts
+        self.scope = scope
+        self.ref = ref
+
+    def __call__(self, call: ast.Call) -> Callee | None:
+        func = call.func
+        bound = 0
+        if isinstance(func, ast.Call) and self._is_partial(func) and func.args:
+            bound = len(func.args) - 1
+            func = func.args[0]
+        elif isinstance(func, ast.Name):
+            # `step = partial(train_step, model)` in this function, then `step(state, batch)`
+            values = self.scope.assigned.get(func.id)
+            if values is not None:
+                if len(values) != 1 or values[0].index or not isinstance(values[0].value, ast.Call):
+                    return None
+                value = values[0].value
+                if not (self._is_partial(value) and value.args):
+                    return None
+                bound = len(value.args) - 1
+                func = value.args[0]
+        if not isinstance(func, (ast.Name, ast.Attribute)):
+            return None
+        if self.facts.resolve(func) is not None:
+            return None  # a known API: dataflow.py reads it
+        ref = self.ref(func, self.scope)
+        if ref is None:
+            return None
+        via_attr = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+            and func.value.id in ("self", "cls")
+        return Callee(ref, bound, via_attr)
+
+    def _is_partial(self, call: ast.Call) -> bool:
+        known = self.facts.resolve(call.func) if isinstance(call.func, (ast.Name, ast.Attribute)) \
+            else None
+        return known is not None and known.role == Role.PARTIAL
+
+
+def _is_method(scope: Scope) -> bool:
+    if scope.enclosing_class is None:
+        return False
+    for d in scope.decorators:
+        if isinstance(d, ast.Name) and d.id == "staticmethod":
+            return False
+    return True
+
+
+def function_flow(facts: FileFacts, scope: Scope, ref: RefFn,
+                  calls: list[ast.Call] | None = None, mesh_calls=()) -> dict | None:
+    """The flow summary of one function. ``calls``: the calls in its body that may change an
+    argument in place (NNX code), for ``mut``; ``mesh_calls``: its calls of APIs that take a
+    mesh (``MESH_ARGUMENTS``), for ``meshp``."""
+    fn = scope.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    params = positional_params(fn)
+    kwonly = [a.arg for a in fn.args.kwonlyargs]
+    method = 1 if _is_method(scope) and params else 0
+    out: dict = {"params": params}  # (no keyword-only parameters, not a method: left out)
+    if kwonly:
+        out["kwonly"] = kwonly
+    if method:
+        out["method"] = method
+    defaults = _defaults(facts, scope, fn)
+    if defaults:
+        out["defaults"] = defaults
+    meshp = mesh_params(facts, scope, mesh_calls)
+    if meshp:
+        out["meshp"] = meshp
+    if not (scope.returns or scope.expr_calls or calls):
+        return out  # (its parameters, for what its callers pass)
+    flow = LocalFlow(facts, scope, callee=Resolver(facts, scope, ref))
+    ret: dict[str, list] = {}
+    if flow.returns:
+        whole = terms_json(flow.returned_terms())
+        if whole:
+            ret[""] = whole
+        # (what each position of a tuple holds is part of what the whole holds)
+        for i in range(min(_arity(flow), _MAX_SLOTS) if whole else 0):
+            terms = terms_json(flow.returned_terms((i,)))
+            if terms:
+                ret[str(i)] = terms
+    if ret:
+        out["ret"] = ret
+    mut = _mutations(flow, calls or [])
+    if mut:
+        out["mut"] = mut
+    fns = _callables(facts, scope, flow, ref)
+    if fns:
+        out["fn"] = fns
+    kinds = _returned_kinds(facts, scope, flow, ref, fn)
+    if kinds:
+        out["kind"] = kinds
+    return out
+
+
+# ---- what kind of value: meshes -----------------------------------------------------------------
+# Kind terms (JSON): ["mesh"] a mesh for certain, ["none"] None, ["other"] a known value that is
+# no mesh (a literal, a known API's result), ["c", ref, bound, via_attr, index] what calling a
+# project function returns, ["p", param] the function's parameter, ["a", name] an attribute of
+# the enclosing class's instance (``self.mesh``). A value shardlint cannot place adds nothing.
+_MESH_ROLES = (Role.MESH, Role.ABSTRACT_MESH)
+# Kind terms worth keeping in a summary: those that may say "a mesh", "a rules table", "a
+# class" or "an instance of one" (``["sym", ref]``: the class or function ``ref`` itself,
+# named; ``["pc", param]``: what calling the parameter gives; ``["elts", terms]``: a list,
+# tuple or dict whose items are such; ``["sub", terms]``: an item of such a value).
+INTERESTING = frozenset({"mesh", "c", "p", "a", "table", "key", "sym", "pc", "elts", "sub"})
+
+
+def interesting(terms: list[list]) -> bool:
+    """Whether any of ``terms`` is worth keeping in a summary (``INTERESTING``; asked for the
+    arguments of every project call: a plain loop)."""
+    for t in terms:
+        if t[0] in INTERESTING:
+            return True
+    return False
+# The kinds a class or an instance can come through (``FlowIndex.classes``/``instances``).
+_CLASS_KINDS = frozenset({"sym", "pc", "elts", "sub", "c", "p"})
+# APIs whose argument (position, keyword) must be a mesh: a name handed there is one.
+MESH_ARGUMENTS = {
+    "jax.sharding.NamedSharding": (0, "mesh"),
+    "jax.set_mesh": (0, "mesh"),
+    "jax.sharding.use_mesh": (0, "mesh"),
+    "jax.sharding.use_abstract_mesh": (0, "mesh"),
+    "jax.shard_map": (None, "mesh"),
+    "jax.experimental.shard_map.shard_map": (1, "mesh"),
+    "flax.linen.logical_to_mesh_sharding": (1, "mesh"),
+    "flax.linen.get_sharding": (1, "mesh"),
+}
+
+
+def mesh_params(facts: FileFacts, scope: Scope, calls) -> list[str]:
+    """Parameters of a function that are meshes wherever it runs: annotated ``Mesh`` (or
+    ``Mesh | None``), or handed in its body to an API that takes a mesh (``calls``: its calls of
+    such APIs)."""
+    out = [p for p in scope.params if (ann := scope.annotations.get(p)) is not None
+           and _is_mesh_annotation(facts, ann, optional=True)]
+    for c in calls:
+        where = MESH_ARGUMENTS.get(c.api.name) if c.api is not None else None
+        if where is None:
+            continue
+        arg = call_arg(c.node, where[0], where[1])
+        if isinstance(arg, ast.Name) and arg.id in scope.params and arg.id not in out \
+                and len(scope.assigned.get(arg.id, ())) == 0:
+            out.append(arg.id)
+    return out
+
+
+def kind_terms(facts: FileFacts, scope: Scope, expr: ast.expr | None, ref: RefFn,
+               flow: LocalFlow | None, index: tuple[int, ...] = (), depth: int = 0,
+               assigned: dict | None = None, seen: frozenset = frozenset()) -> list[list]:
+    """What kind of value ``expr`` (item ``index`` of it) is, as kind terms (``assigned``: the
+    function's local names, when there is no ``flow``; ``seen``: the local names being read
+    on the way here -- ``x = layer(x)`` does not say more about ``x`` by reading it again, and
+    rereading it made a long rebinding chain cost exponential time)."""
+    if expr is None or depth > 8:
+        return []
+    if flow is not None:
+        assigned = flow.assigned
+    # (the parameters' names: a set, or the scope's list -- a few names, no copy made)
+    params = flow.all_params if flow is not None else scope.params
+    tp = type(expr)  # (by exact type, the commonest first: parsed nodes are never subclasses)
+    if tp is ast.Name:
+        return _name_kinds(facts, scope, expr, ref, flow, index, depth, assigned, seen, params)
+    if tp is ast.Constant:
+        return [["none"]] if expr.value is None and not index else [["other"]]
+    if tp is ast.Tuple or tp is ast.List:
+        if index and index[0] < len(expr.elts) and not any(
+                isinstance(e, ast.Starred) for e in expr.elts):
+            return kind_terms(facts, scope, expr.elts[index[0]], ref, flow, index[1:], depth + 1,
+                              assigned, seen)
+        if not index:
+            value = literal(expr, facts.consts_for(scope))
+            if isinstance(value, (tuple, list)) and (not value or is_table(value)):
+                return [["table", [[e[0], list(e[1]) if isinstance(e[1], (list, tuple)) else e[1]]
+                                   for e in value]]]
+            return [["other"], *_items(facts, scope, expr.elts, ref, flow, depth, assigned, seen)]
+        return []
+    if tp is ast.Dict:  # (`{kind: [Block], ...}`: a table of classes)
+        return _items(facts, scope, expr.values, ref, flow, depth, assigned, seen) \
+            if not index else []
+    if tp is ast.IfExp:
+        return [*kind_terms(facts, scope, expr.body, ref, flow, index, depth + 1, assigned, seen),
+                *kind_terms(facts, scope, expr.orelse, ref, flow, index, depth + 1, assigned,
+                            seen)]
+    if (tp is ast.ListComp or tp is ast.GeneratorExp) and not index:
+        inner = _rewritten(expr)
+        if inner is not None:  # `[tuple(r) for r in cfg["logical_axis_rules"]]`: what `x` is
+            return kind_terms(facts, scope, inner, ref, flow, (), depth + 1, assigned, seen)
+        return []
+    if tp is ast.Call:
+        inner = _sequence_of(expr) if not index else None
+        if inner is not None:  # `list(x)`, `tuple(x)`, `map(tuple, x)`: what `x` is
+            return kind_terms(facts, scope, inner, ref, flow, (), depth + 1, assigned, seen)
+        if index:
+            c = Resolver(facts, scope, ref)(expr)
+            return [["c", c.ref, c.bound, c.via_attr, list(index)]] if c is not None else []
+        key = table_key(expr)
+        if key is not None:
+            return [["key", key]]  # `getattr(config, "logical_axis_rules", ())`
+        known = facts.resolve(expr.func) if isinstance(expr.func, (ast.Name, ast.Attribute)) \
+            else None
+        if known is not None:
+            return [["mesh"]] if known.role in _MESH_ROLES else [["other"]]
+        c = Resolver(facts, scope, ref)(expr)
+        if c is None:
+            # `stage_factory(rngs)`, `layer_cls(config)`: a factory or class the function is
+            # handed (its own parameter, or an enclosing function's)
+            name = expr.func.id if isinstance(expr.func, ast.Name) else None
+            if name is not None and (name in params or (assigned is None or name not in assigned)
+                                     and _closure_param(scope, name)):
+                return [["pc", name]]
+            return []
+        # (what its first argument is: a project function of a rules table is taken to keep
+        # that table's logical names; see FlowIndex.tables)
+        first = kind_terms(facts, scope, expr.args[0], ref, flow, (), depth + 1, assigned, seen) \
+            if expr.args and not isinstance(expr.args[0], ast.Starred) else []
+        first = [t for t in first if t[0] in ("table", "key", "p", "a", "c")]
+        return [["c", c.ref, c.bound, c.via_attr, [], first]] if first else \
+            [["c", c.ref, c.bound, c.via_attr, []]]
+    if tp is ast.Attribute and not index and type(expr.value) is ast.Name \
+            and expr.value.id == "self":
+        return [["a", expr.attr], ["key", expr.attr]]
+    if not index and tp is ast.Attribute and expr.attr[:1].isupper():
+        r = ref(expr, scope)  # `layers.Block`
+        if r is not None:
+            return [["sym", r]]
+    if not index and (tp is ast.Attribute or tp is ast.Subscript):
+        key = table_key(expr)
+        if key is not None:
+            return [["key", key]]  # `config.logical_axis_rules`, `cfg["logical_axis_rules"]`
+    if not index and tp is ast.Subscript:  # `blocks[0]`, `layer_map[kind]`
+        inner = [t for t in kind_terms(facts, scope, expr.value, ref, flow, (), depth + 1,
+                                       assigned, seen) if t[0] in _CLASS_KINDS]
+        return [["sub", inner]] if inner else []
+    return []
+
+
+_SEQUENCE_TYPES = frozenset({"list", "tuple"})
+
+
+def _sequence_of(call: ast.Call) -> ast.expr | None:
+    """The sequence a call copies item by item, keeping its entries: ``list(x)``, ``tuple(x)``,
+    ``map(tuple, x)``, ``list(map(list, x))`` -> ``x`` (the entries of a rules table read from
+    YAML are lists; these make them tuples and keep their names)."""
+    f = call.func
+    if not isinstance(f, ast.Name) or call.keywords:
+        return None
+    if f.id in _SEQUENCE_TYPES and len(call.args) == 1:
+        arg = call.args[0]
+        if isinstance(arg, ast.Call):
+            return _sequence_of(arg) or arg
+        if isinstance(arg, (ast.ListComp, ast.GeneratorExp)):
+            return _rewritten(arg) or None
+        return arg
+    if f.id == "map" and len(call.args) == 2 and isinstance(call.args[0], ast.Name) \
+            and call.args[0].id in _SEQUENCE_TYPES:
+        return call.args[1]
+    return None
+
+
+def _rewritten(comp: ast.ListComp | ast.GeneratorExp) -> ast.expr | None:
+    """``[tuple(r) for r in x]``, ``(list(r) for r in x)``, ``[(k, v) for k, v in x]``,
+    ``[r for r in x]``: the entries of ``x``, each kept whole -> ``x``."""
+    if len(comp.generators) != 1 or comp.generators[0].ifs or comp.generators[0].is_async:
+        return None
+    gen = comp.generators[0]
+    elt, target = comp.elt, gen.target
+    if isinstance(elt, ast.Call) and isinstance(elt.func, ast.Name) \
+            and elt.func.id in _SEQUENCE_TYPES and len(elt.args) == 1 and not elt.keywords:
+        elt = elt.args[0]
+    if isinstance(target, ast.Name) and isinstance(elt, ast.Name) and elt.id == target.id:
+        return gen.iter
+    if isinstance(target, ast.Tuple) and isinstance(elt, ast.Tuple) \
+            and len(target.elts) == len(elt.elts) \
+            and all(isinstance(a, ast.Name) and isinstance(b, ast.Name) and a.id == b.id
+                    for a, b in zip(target.elts, elt.elts)):
+        return gen.iter
+    return None
+
+
+def _name_kinds(facts: FileFacts, scope: Scope, expr: ast.Name, ref: RefFn,
+                flow: LocalFlow | None, index: tuple[int, ...], depth: int,
+                assigned: dict | None, seen: frozenset, params) -> list[list]:
+    """``kind_terms`` of a name: a mesh, a parameter, what its assignments hold, a closure's
+    or the module's binding, a class or function named."""
+    if not index and facts.mesh_for(expr, scope) is not None:
+        return [["mesh"]]
+    values = assigned.get(expr.id) if assigned is not None else None
+    out: list[list] = []
+    if expr.id in params and not index and scope.kind == "function":
+        ann = scope.annotations.get(expr.id)
+        if ann is not None and _is_mesh_annotation(facts, ann, optional=True):
+            out = [["mesh"], ["none"]]  # (`Mesh | None`: a mesh wherever used as one)
+        else:
+            out = [["p", expr.id]]
+    if values:
+        key = (id(scope), expr.id)
+        if key in seen:
+            return out
+        inner = seen | {key}
+        for a in values:
+            if a.value is None:
+                return []  # a value shardlint cannot see makes the name unknown
+            out.extend(kind_terms(facts, scope, a.value, ref, flow, (*a.index, *index),
+                                  depth + 1, assigned, inner))
+        return out
+    if out:
+        return out
+    found = scope.lookup(expr.id) if not index else None
+    if found is not None:
+        owner, values = found
+        if owner is not scope and owner.kind == "function":
+            # a closure reads the enclosing function's binding
+            return kind_terms(facts, owner, expr, ref, None, (), depth + 1,
+                              owner.assigned, seen)
+        key = (id(owner), expr.id)
+        # a module-level name bound once (`mesh = make_mesh()`), read at module level or in
+        # a function
+        if owner.kind == "module" and len(values) == 1 and isinstance(values[0], ast.expr) \
+                and type(values[0]).__name__ != "Opaque" and key not in seen:
+            return kind_terms(facts, owner, values[0], ref, None, (), depth + 1,
+                              seen=seen | {key})
+    if not index and (expr.id[:1].isupper() or found is not None and found[1] and isinstance(
+            found[1][-1], (ast.FunctionDef, ast.AsyncFunctionDef))):
+        # (a class by its name, defined here or imported: `Block`; a function defined
+        # here, handed on as a factory: `make_stage`)
+        r = ref(expr, scope)
+        if r is not None:
+            return [["sym", r]]
+    return []
+
+
+def _closure_param(scope: Scope, name: str) -> bool:
+    """Whether ``name``, read in ``scope``, is a parameter of an enclosing function."""
+    found = scope.lookup(name)
+    return found is not None and found[0] is not scope and found[0].kind == "function" \
+        and name in found[0].params
+
+
+def _items(facts: FileFacts, scope: Scope, elts: list, ref: RefFn, flow: LocalFlow | None,
+           depth: int, assigned: dict | None, seen: frozenset) -> list[list]:
+    """``[["elts", terms]]`` for the items of a list, tuple or dict display that may be
+    classes (``[Block, Other]``), else nothing."""
+    inner: list[list] = []
+    for e in elts:
+        if e is None or isinstance(e, ast.Starred):
+            continue
+        for t in kind_terms(facts, scope, e, ref, flow, (), depth + 1, assigned, seen):
+            if t[0] in _CLASS_KINDS and t not in inner:
+                inner.append(t)
+    return [["elts", inner]] if inner else []
+
+
+def _returned_kinds(facts: FileFacts, scope: Scope, flow: LocalFlow, ref: RefFn,
+                    fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list]:
+    """Kind terms of what the function returns: whole, and per position of a returned tuple
+    (a ``-> Mesh`` annotation says it too)."""
+    out: dict[str, list] = {}
+    if fn.returns is not None and _is_mesh_annotation(facts, fn.returns):
+        out[""] = [["mesh"]]
+    if not flow.returns:
+        return out
+    whole = [t for r in flow.returns for t in kind_terms(facts, scope, r, ref, flow)]
+    if whole and not all(t == ["other"] for t in whole) and "" not in out:
+        out[""] = _unique_terms(whole)
+    for i in range(min(_arity(flow), _MAX_SLOTS)):
+        terms = [t for r in flow.returns for t in kind_terms(facts, scope, r, ref, flow, (i,))]
+        if terms and not all(t == ["other"] for t in terms):
+            out[str(i)] = _unique_terms(terms)
+    return out
+
+
+def _unique_terms(terms: list[list]) -> list[list]:
+    out: list[list] = []
+    for t in terms:
+        if t not in out:
+            out.append(t)
+    return out
+
+
+def _is_mesh_annotation(facts: FileFacts, ann: ast.expr, optional: bool = False) -> bool:
+    """``Mesh``, ``jax.sharding.Mesh``, ``"Mesh"``; with ``optional`` also ``Mesh | None`` and
+    ``Optional[Mesh]`` (once per annotation: a parameter's is asked at each of its reads)."""
+    memo = facts.derived.get("mesh_annotations")
+    if memo is None:
+        memo = facts.derived["mesh_annotations"] = {}
+    key = (ann, optional)
+    found = memo.get(key)  # type: ignore[union-attr]
+    if found is None:
+        found = memo[key] = _mesh_annotation(facts, ann, optional)  # type: ignore[index]
+    return found  # type: ignore[return-value]
+
+
+def _mesh_annotation(facts: FileFacts, ann: ast.expr, optional: bool) -> bool:
+    if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
+        try:
+            ann = ast.parse(ann.value, mode="eval").body
+        except SyntaxError:
+            return False
+    if optional and isinstance(ann, ast.BinOp) and isinstance(ann.op, ast.BitOr):
+        sides = [ann.left, ann.right]
+        if any(isinstance(x, ast.Constant) and x.value is None for x in sides):
+            return any(_is_mesh_annotation(facts, x) for x in sides)
+        return False
+    if optional and isinstance(ann, ast.Subscript) and isinstance(ann.value, (ast.Name, ast.Attribute)) \
+            and (dotted(ann.value) or [""])[-1] == "Optional":
+        return _is_mesh_annotation(facts, ann.slice)
+    if not isinstance(ann, (ast.Name, ast.Attribute)):
+        return False
+    known = facts.resolve(ann)
+    return known is not None and known.role in _MESH_ROLES
+
+
+def class_attributes(facts: FileFacts, cls: Scope, ref: RefFn,
+                     of_method: Callable[[Scope], dict[str, list]] | None = None
+                     ) -> dict[str, list]:
+    """Kind terms of the attributes a class's methods set on ``self`` (``self.mesh = mesh``),
+    and of its annotated fields (``mesh: Mesh``). ``of_method``: what one method sets
+    (default :func:`method_attributes`; the summariser hands back a kept method's)."""
+    out: dict[str, list] = {}
+    for name, ann in cls.annotations.items():
+        if _is_mesh_annotation(facts, ann):
+            out.setdefault(name, []).append(["mesh"])
+    for method in cls.children.values():
+        if method.kind != "function" or not method.stores:
+            continue
+        found = of_method(method) if of_method is not None else \
+            method_attributes(facts, method, ref)
+        for name, terms in found.items():
+            out.setdefault(name, []).extend(terms)
+    return {k: _unique_terms(v) for k, v in out.items()
+            if interesting(v)}
+
+
+def method_attributes(facts: FileFacts, method: Scope, ref: RefFn) -> dict[str, list]:
+    """Kind terms of what one method sets on ``self``, by attribute, in order."""
+    out: dict[str, list] = {}
+    flow: LocalFlow | None = None
+    for target, stmt in method.stores:
+        if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+                and target.value.id == "self"):
+            continue
+        value = getattr(stmt, "value", None)
+        if isinstance(stmt, ast.AugAssign) or value is None or isinstance(
+                getattr(stmt, "targets", [None])[0], (ast.Tuple, ast.List)):
+            continue  # (a value shardlint cannot see: it adds nothing)
+        if flow is None:
+            flow = LocalFlow(facts, method)
+        terms = kind_terms(facts, method, value, ref, flow)
+        out.setdefault(target.attr, []).extend(
+            [*t, method.name] if t[0] == "p" else t for t in terms)
+    return out
+
+
+def _defaults(facts: FileFacts, scope: Scope, fn: ast.FunctionDef | ast.AsyncFunctionDef
+              ) -> dict[str, list]:
+    """Kind terms of the parameters' default values that say something (``rules=None``)."""
+    a = fn.args
+    positional = [*a.posonlyargs, *a.args]
+    pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults))
+    pairs += [(x, d) for x, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+    out: dict[str, list] = {}
+    parent = scope.parent or scope
+    for arg, default in pairs:
+        if type(default) is ast.Constant:  # (the commonest: only None says something)
+            if default.value is None:
+                out[arg.arg] = [["none"]]
+        elif isinstance(default, (ast.Tuple, ast.List, ast.Attribute)):
+            terms = kind_terms(facts, parent, default, lambda n, s: None, None)
+            if terms and all(t[0] in ("none", "table", "key", "mesh") for t in terms):
+                out[arg.arg] = terms
+    return out
+
+
+def _arity(flow: LocalFlow) -> int:
+    """The longest tuple a return statement builds (directly or through one local name)."""
+    n = 0
+    for r in flow.returns:
+        values = [r]
+        if isinstance(r, ast.Name):
+            values = [a.value for a in flow.assigned.get(r.id, ()) if a.value is not None
+                      and not a.index]
+        for v in values:
+            if isinstance(v, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in v.elts):
+                n = max(n, len(v.elts))
+    return n
+
+
+def _mutations(flow: LocalFlow, calls: list[ast.Call]) -> list[list]:
+    out = [_origin_term(o) for o in flow.mutated_params().values()]
+    # A call that hands a parameter (the object itself) to a project function which may change
+    # it in place (``loss = train_inner(model, optimizer, batch)``).
+    callee = flow.callee
+    if callee is None:
+        return out
+    own = {p for p in flow.all_params if p not in flow.assigned}
+    for call in calls:
+        args: list[list] = []
+        for i, a in enumerate(call.args):
+            if isinstance(a, ast.Starred):
+                break
+            if isinstance(a, ast.Name) and a.id in own:
+                args.append([i, a.id, SAME, None, ""])
+        for kw in call.keywords:
+            v = kw.value
+            if kw.arg is not None and isinstance(v, ast.Name) and v.id in own:
+                args.append([kw.arg, v.id, SAME, None, ""])
+        if not args:
+            continue
+        c = callee(call)
+        if c is not None:
+            out.append(["c", c.ref, c.bound, c.via_attr, [], args, _pos(call), _text(call)])
+    return out
+
+
+def _callables(facts: FileFacts, scope: Scope, flow: LocalFlow, ref: RefFn) -> dict[str, list]:
+    """The callable each part of the result is, where it is one (see the module docstring)."""
+    out: dict[str, list] = {}
+    for r in flow.returns:
+        slots: list[tuple[str, ast.expr]] = [("", r)]
+        if isinstance(r, ast.Tuple):
+            slots += [(str(i), e) for i, e in enumerate(r.elts[:_MAX_SLOTS])]
+        for key, expr in slots:
+            kind = callable_of(facts, scope, expr, ref, flow)
+            if kind is not None and key not in out:
+                out[key] = kind
+    return out
+
+
+def callable_of(facts: FileFacts, scope: Scope, expr: ast.expr, ref: RefFn,
+                flow: LocalFlow | None = None, _depth: int = 0) -> list | None:
+    """What callable ``expr`` is: ``["fn", ref, bound, keywords]`` (a project function, with
+    the arguments a ``partial`` bound), ``["param", name, bound, keywords]`` (a parameter of the
+    function), ``["jit", callable, keywords, forwards]`` (``jax.jit`` of one: ``forwards`` when
+    it passes ``**kwargs`` on)."""
+    if _depth > 4:
+        return None
+    if isinstance(expr, ast.Name) and flow is not None:
+        values = flow.assigned.get(expr.id)
+        if values:
+            if len(values) == 1 and values[0].value is not None and not values[0].index:
+                return callable_of(facts, scope, values[0].value, ref, flow, _depth + 1)
+            return None
+        if expr.id in flow.all_params:
+            return ["param", expr.id, 0, []]
+    if isinstance(expr, (ast.Name, ast.Attribute)):
+        if isinstance(expr, ast.Name) and flow is not None and expr.id in flow.all_params:
+            return ["param", expr.id, 0, []]
+        r = ref(expr, scope)
+        return ["fn", r, 0, []] if r is not None else None
+    if isinstance(expr, ast.Call) and expr.args:
+        known = facts.resolve(expr.func) if isinstance(expr.func, (ast.Name, ast.Attribute)) \
+            else None
+        if known is None:
+            return None
+        inner = callable_of(facts, scope, expr.args[0], ref, flow, _depth + 1)
+        if inner is None:
+            return None
+        keywords = sorted(k.arg for k in expr.keywords if k.arg is not None)
+        if known.role == Role.PARTIAL:
+            return [inner[0], inner[1], inner[2] + len(expr.args) - 1,
+                    sorted({*inner[3], *keywords})] if inner[0] != "jit" else None
+        if known.role == Role.JIT and known.name == "jax.jit" and len(expr.args) == 1:
+            return ["jit", inner, keywords, any(k.arg is None for k in expr.keywords)]
+    return None
+
+
+def shift(flow: dict, d: int) -> dict:
+    """The summary of a function the parser moved down by ``d`` lines."""
+    return map_positions(flow, lambda p: [p[0] + d, p[1], p[2] + d, p[3]])
+
+
+def map_positions(flow: dict, fn: Callable[[list[int]], list[int] | None]) -> dict:
+    """The summary with every position ``[line, col, end_line, end_col]`` of its terms mapped
+    by ``fn`` (the terms that hold positions: ``ret`` and ``mut``)."""
+    def pos(p: list[int] | None) -> list[int] | None:
+        return None if p is None else fn(p)
+
+    def move(t: list) -> list:
+        if t[0] == "p":
+            return [t[0], t[1], t[2], pos(t[3]), t[4]]
+        args = [[a[0], a[1], [move(x) for x in a[2]]] if a[1] == "#call"
+                else [a[0], a[1], a[2], pos(a[3]), a[4]] for a in t[5]]
+        return [*t[:5], args, pos(t[6]), t[7]]
+
+    out = dict(flow)
+    if "ret" in flow:
+        out["ret"] = {k: [move(t) for t in v] for k, v in flow["ret"].items()}
+    if "mut" in flow:
+        out["mut"] = [move(t) for t in flow["mut"]]
+    return out
+
+
+# ---- across the project ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Link:
+    """One step of a chain that proves an update: where, and what is written there."""
+
+    path: str
+    pos: tuple[int, int, int, int]  # line, col, end line, end col (UTF-8 columns)
+    text: str
+
+
+@dataclass(frozen=True)
+class Flowing:
+    """A parameter as (part of) a result: ``kind`` SAME, MAPPED (a leaf-wise map of it) or
+    UPDATED, and the chain of calls down to the update (empty for the others)."""
+
+    kind: str
+    chain: tuple[Link, ...] = ()
+
+
+def _link(path: str, pos: list[int] | None, text: str) -> Link:
+    return Link(path, tuple(pos) if pos else (0, 0, 0, 0), text)  # type: ignore[arg-type]
+
+
+class FlowIndex:
+    """The function summaries of the project, joined lazily (see the module docstring)."""
+
+    def __init__(self, project: ProjectIndex):
+        self.project = project
+        self._returns: dict[tuple[str, tuple[int, ...]], dict[str, Flowing]] = {}
+        self._mutates: dict[str, dict[str, Flowing]] = {}
+        self._kinds: dict[tuple, bool] = {}
+        self._classes: dict[tuple, frozenset[str]] = {}
+        self._cuts = 0  # answers cut short so far (see _memo_classes)
+        self._by_target: dict[str, list] | None = None
+        self._subclasses: dict[str, list[str]] | None = None
+        self._active: set = set()
+
+    # ---- lookup -------------------------------------------------------------------------------
+    def function(self, ref: str, from_module: str | None = None) -> tuple[str, dict] | None:
+        """The resolved ``module:qual`` of a function reference and its summary (``{}`` when
+        it has none); an alias (``step = jax.jit(train_step)``) stands for what it wraps."""
+        key = self.project.resolve(ref, from_module)
+        for _ in range(4):
+            if key is None:
+                return None
+            sym = self.project.symbol(key)
+            if sym is None:
+                return None
+            if sym.kind == "function":
+                return key, sym.flow or {}
+            if sym.kind != "alias" or len(sym.refs) != 1:
+                return None
+            key = self.project.resolve(sym.refs[0], key.partition(":")[0])
+        return None
+
+    def path_of(self, key: str) -> str:
+        s = self.project.summaries.get(key.partition(":")[0])
+        return s.path if s is not None else ""
+
+    # ---- queries ------------------------------------------------------------------------------
+    def returns(self, key: str, index: tuple[int, ...] = (), depth: int = 0) -> dict[str, Flowing]:
+        """Parameters of the function ``key`` (resolved) that its result at ``index`` holds."""
+        memo = (key, index)
+        found = self._returns.get(memo)
+        if found is not None:
+            return found
+        if memo in self._active or depth > MAX_DEPTH:
+            return {}
+        self._active.add(memo)
+        try:
+            sym = self.project.symbol(key)
+            flow = sym.flow if sym is not None else None
+            found = self._returned(flow.get("ret", {}), index, key.partition(":")[0],
+                                   self.path_of(key), depth) if flow else {}
+        finally:
+            self._active.discard(memo)
+        self._returns[memo] = found
+        return found
+
+    def _returned(self, ret: dict[str, list], index: tuple[int, ...], module: str, path: str,
+                  depth: int) -> dict[str, Flowing]:
+        rest = index
+        terms = ret.get("")
+        if index and str(index[0]) in ret:
+            terms, rest = ret[str(index[0])], index[1:]
+        return self.resolve_terms(terms or [], rest, module, path, depth)
+
+    def resolve_terms(self, terms: list[list], rest: tuple[int, ...], module: str, path: str,
+                      depth: int = 0) -> dict[str, Flowing]:
+        """What ``terms`` (of a function of ``module``, at ``path``), projected on ``rest``,
+        say of that function's parameters."""
+        out: dict[str, Flowing] = {}
+        for t in terms:
+            if t[0] == "p":
+                if rest:
+                    continue  # an item of a parameter (or of its update): only a part of it
+                chain = (_link(path, t[3], t[4]),) if t[2] == UPDATED else ()
+                _add(out, t[1], Flowing(t[2], chain))
+                continue
+            _, ref, bound, via_attr, idx, args, pos, text = t
+            target = self.function(ref, module)
+            if target is None:
+                continue  # outside the project, or not a function: unknown
+            callee, callee_flow = target
+            below = self.returns(callee, (*idx, *rest), depth + 1)
+            if not below:
+                continue
+            here = _link(path, pos, text)
+            for a in args:
+                if a[1] == "#call":  # handed another call's result: what that one holds
+                    self._through_call(out, a, below, callee_flow, bound, via_attr, module,
+                                       path, depth, here)
+            for p, kind, ev, flowing in _bind(callee_flow, below, args, bound, via_attr):
+                if kind in (SAME, MAPPED):
+                    _add(out, p, Flowing(kind))
+                elif ev is None:
+                    _add(out, p, Flowing(UPDATED, (here, *flowing.chain)))
+                else:  # the callee hands back what we updated before the call
+                    _add(out, p, Flowing(UPDATED, (_link(path, ev[0], ev[1]),)))
+        return out
+
+    def _through_call(self, out: dict[str, Flowing], arg: list, below: dict[str, Flowing],
+                      callee_flow: dict, bound: int, via_attr: bool, module: str, path: str,
+                      depth: int, here: Link) -> None:
+        """``unbox(step(state)[0])``: the callee returns (a map of) its parameter, and what
+        it is handed is the result of another project call, which holds an update of our
+        ``state``: so does this result."""
+        params = callee_flow.get("params", [])
+        offset = bound + (callee_flow.get("method", 0) if via_attr else 0)
+        key = arg[0]
+        q = key if isinstance(key, str) else (params[key + offset]
+                                             if 0 <= key + offset < len(params) else None)
+        flowing = below.get(q) if q is not None else None
+        if flowing is None or depth > MAX_DEPTH:
+            return
+        for p, inner in self.resolve_terms(arg[2], (), module, path, depth + 1).items():
+            if inner.kind == UPDATED and flowing.kind in (SAME, MAPPED):
+                _add(out, p, Flowing(UPDATED, inner.chain))
+            elif flowing.kind == UPDATED and inner.kind in (SAME, UPDATED):
+                _add(out, p, Flowing(UPDATED, (here, *flowing.chain)))
+            elif inner.kind == SAME and flowing.kind in (SAME, MAPPED):
+                _add(out, p, Flowing(flowing.kind))
+
+    # ---- kinds of values --------------------------------------------------------------------------
+    def returns_linen(self, ref: str, from_module: str | None, depth: int = 0) -> str | None:
+        """The Linen module class (its name) that calling ``ref`` gives an instance of: the
+        class itself, or a project function every return of which is one (any depth)."""
+        if depth > MAX_DEPTH:
+            return None
+        if ref.startswith("ext:flax.linen."):
+            name = ref.rpartition(".")[2]
+            return name if name[:1].isupper() else None
+        key = self.project.resolve(ref, from_module)
+        sym = self.project.symbol(key) if key is not None else None
+        if key is None or sym is None:
+            return None
+        if sym.kind in ("class", "alias") and self.project.is_subclass(key, LINEN_MODULE) \
+                and not self.project.is_subclass(key, NNX_MODULE):
+            return key.partition(":")[2]
+        if sym.kind != "function":
+            return None
+        memo = ("linen", key)
+        if memo in self._active:
+            return None
+        self._active.add(memo)
+        try:
+            terms = (sym.flow or {}).get("kind", {}).get("", [])
+            found = {self.returns_linen(t[1], key.partition(":")[0], depth + 1)
+                     if t[0] == "c" and not t[4] else None for t in terms}
+        finally:
+            self._active.discard(memo)
+        return found.pop() if len(found) == 1 and None not in found else None
+
+    def returns_mesh(self, key: str, index: tuple[int, ...] = (), depth: int = 0) -> bool:
+        """Whether the function ``key`` (resolved) returns a mesh (at ``index`` of its result):
+        some return is one and none is known to be something else."""
+        memo = ("mesh", key, index)
+        found = self._kinds.get(memo)
+        if found is not None:
+            return found
+        if memo in self._active or depth > MAX_DEPTH:
+            return False
+        self._active.add(memo)
+        try:
+            sym = self.project.symbol(key)
+            kinds = (sym.flow or {}).get("kind", {}) if sym is not None else {}
+            terms = kinds.get(str(index[0]) if index else "")
+            rest = index[1:] if index and str(index[0]) in kinds else index
+            if terms is None and index:
+                terms, rest = kinds.get(""), index
+            found = self.terms_mesh(terms or [], key, rest, depth) if not rest else False
+        finally:
+            self._active.discard(memo)
+        self._kinds[memo] = found
+        return found
+
+    def terms_mesh(self, terms: list[list], key: str, rest: tuple[int, ...] = (),
+                   depth: int = 0) -> bool:
+        """Whether kind terms written in the function (or class member) ``key`` say a mesh."""
+        mesh = other = False
+        module = key.partition(":")[0]
+        for t in terms:
+            what = t[0]
+            if what == "mesh":
+                mesh = True
+            elif what == "other":
+                other = True
+            elif what == "c":
+                target = self.function(t[1], module)
+                if target is not None and self.returns_mesh(target[0], tuple(t[4]), depth + 1):
+                    mesh = True
+                else:  # (`mesh if c else contextlib.nullcontext()`: not certainly a mesh)
+                    other = True
+            elif what == "a":
+                if self.attribute_mesh(key, t[1], depth + 1):
+                    mesh = True
+            elif what == "p":
+                # A parameter: a mesh when the function uses it as one, or every caller in the
+                # project passes one.
+                fn = key if len(t) == 2 else f"{key.rpartition('.')[0]}.{t[2]}"
+                sym = self.project.symbol(fn)
+                if (sym is not None and t[1] in (sym.flow or {}).get("meshp", ())) \
+                        or self.param_mesh(fn, t[1], depth + 1):
+                    mesh = True
+        return mesh and not other
+
+    # ---- rules tables ------------------------------------------------------------------------------
+    def tables(self, terms: list[list], key: str, depth: int = 0
+               ) -> tuple[list[tuple[list, tuple | None]], bool]:
+        """The rules tables kind terms written in ``key`` (a function, or a class member) can be:
+        (entries, source) pairs -- source ``(path, config key, line)`` for a table read from the
+        configuration -- and whether that is all of them. A table a project function computes
+        from a known one (``rules_pp_as_dp(config.logical_axis_rules)``, which rewrites the mesh
+        side) is taken to have that table's logical names."""
+        out: list[tuple[list, tuple | None]] = []
+        complete = bool(terms)
+        module = key.partition(":")[0]
+        for t in terms:
+            what = t[0]
+            if what == "table":
+                out.append((t[1], None))
+            elif what == "key":
+                found = self.project.config_tables(t[1])
+                if not found or any(entries is None for _, _, entries in found):
+                    complete = False
+                out.extend((entries, (path, t[1], line)) for path, line, entries in found
+                           if entries is not None)
+            elif what == "none":
+                continue
+            elif what == "p":
+                fn = key if len(t) == 2 else f"{key.rpartition('.')[0]}.{t[2]}"
+                more, ok = self._param_tables(fn, t[1], depth + 1)
+                out.extend(more)
+                complete = complete and ok
+            elif what == "a":
+                more, ok = self._attribute_tables(key, t[1], depth + 1)
+                if ok:
+                    out.extend(more)
+                # (an attribute that holds no table: the `key` term beside it may be right)
+            elif what == "c":
+                target = self.function(t[1], module)
+                more, ok = ([], False)
+                if target is not None and depth < MAX_DEPTH:
+                    sym = self.project.symbol(target[0])
+                    kinds = (sym.flow or {}).get("kind", {}) if sym is not None else {}
+                    slot = str(t[4][0]) if t[4] else ""
+                    if kinds.get(slot):
+                        more, ok = self.tables(kinds[slot], target[0], depth + 1)
+                if not ok and len(t) > 5:
+                    more, ok = self.tables(t[5], key, depth + 1)  # derived from its argument
+                out.extend(more)
+                complete = complete and ok
+            else:
+                complete = False
+        return out, complete
+
+    def _param_tables(self, fn: str, param: str, depth: int):
+        sym = self.project.symbol(fn)
+        flow = sym.flow if sym is not None else None
+        callers = self._callers_of(fn) if flow else []
+        if not flow or not callers or param not in flow.get("params", []) or depth > MAX_DEPTH:
+            return [], False
+        params, method = flow["params"], flow.get("method", 0)
+        out: list = []
+        for caller, args, constructor in callers:
+            if args is None:
+                return [], False
+            offset = method if constructor or "self" in args else 0
+            pos = params.index(param) - offset
+            terms = args.get(param) or (args.get(str(pos)) if pos >= 0 else None)
+            if terms is None and not _passes(args, param, pos):
+                terms = flow.get("defaults", {}).get(param)  # not passed: its default
+            if terms is None:
+                return [], False
+            more, ok = self.tables(terms, caller, depth + 1)
+            if not ok:
+                return [], False
+            out.extend(more)
+        return out, True
+
+    def _attribute_tables(self, member: str, attr: str, depth: int):
+        module, _, qual = member.partition(":")
+        cls = qual.rpartition(".")[0]
+        sym = self.project.symbol(f"{module}:{cls}") if cls else None
+        attrs = (sym.flow or {}).get("attrs", {}) if sym is not None and sym.kind == "class" \
+            else {}
+        if attr not in attrs or depth > MAX_DEPTH:
+            return [], False
+        return self.tables(attrs[attr], f"{module}:{cls}.__attr__", depth + 1)
+
+    def param_mesh(self, fn: str, param: str, depth: int = 0) -> bool:
+        """Whether every call of the function ``fn`` in the project passes a mesh as
+        ``param`` (a constructor call ``Model(config, mesh)`` counts for ``__init__``)."""
+        memo = ("param", fn, param)
+        found = self._kinds.get(memo)
+        if found is not None:
+            return found
+        if memo in self._active or depth > MAX_DEPTH:
+            return False
+        self._active.add(memo)
+        try:
+            found = self._param_mesh(fn, param, depth)
+        finally:
+            self._active.discard(memo)
+        self._kinds[memo] = found
+        return found
+
+    def _param_mesh(self, fn: str, param: str, depth: int) -> bool:
+        sym = self.project.symbol(fn)
+        flow = sym.flow if sym is not None else None
+        if not flow:
+            return False
+        params, method = flow.get("params", []), flow.get("method", 0)
+        callers = self._callers_of(fn)
+        if not callers or param not in params:
+            return False
+        for caller, args, constructor in callers:
+            if args is None:
+                return False
+            offset = method if constructor or "self" in args else 0
+            pos = params.index(param) - offset
+            terms = args.get(param) or (args.get(str(pos)) if pos >= 0 else None)
+            if terms is None or not self.terms_mesh(terms, caller, (), depth + 1):
+                return False
+        return True
+
+    def _callers_of(self, fn: str) -> list[tuple[str, dict | None, bool]]:
+        """(caller key, argument kinds, a constructor call) of each call of ``fn``."""
+        index = self._by_target
+        if index is None:
+            index = self._by_target = {}
+            for mod, s in self.project.summaries.items():
+                for e in s.calls:
+                    t = self.project.resolve(e.target, mod)
+                    if t is not None:
+                        index.setdefault(t, []).append((f"{mod}:{e.caller}", e.args, False))
+        out = list(index.get(fn, ()))
+        if fn.endswith(".__init__"):
+            # a constructor call of the class, or of a project subclass that inherits this
+            # `__init__` (`NNXPipeline(...)` runs `PipelineBase.__init__`)
+            for cls in self._inheriting(fn[: -len(".__init__")]):
+                out += [(c, a, True) for c, a, _ in index.get(cls, ())]
+        return out
+
+    def _inheriting(self, cls: str) -> list[str]:
+        """``cls`` and its project subclasses, at any depth, that define no ``__init__``."""
+        subs = self._subclasses
+        if subs is None:
+            subs = self._subclasses = {}
+            for mod, s in self.project.summaries.items():
+                for qual, sym in s.symbols.items():
+                    if sym.kind != "class":
+                        continue
+                    for base in self.project.base_classes(f"{mod}:{qual}", sym.bases):
+                        subs.setdefault(base, []).append(f"{mod}:{qual}")
+        out, todo = [cls], [cls]
+        while todo and len(out) < 256:
+            for sub in subs.get(todo.pop(), ()):
+                if sub not in out and self.project.symbol(f"{sub}.__init__") is None:
+                    out.append(sub)
+                    todo.append(sub)
+        return out
+
+    def attribute_mesh(self, member: str, attr: str, depth: int = 0) -> bool:
+        """Whether ``self.<attr>`` is a mesh in the methods of the class of ``member`` (a
+        ``module:Class.method`` key), or of one of its project base classes."""
+        module, _, qual = member.partition(":")
+        cls = qual.rpartition(".")[0]
+        seen: set[str] = set()
+        todo = [f"{module}:{cls}"] if cls else []
+        while todo and depth <= MAX_DEPTH:
+            key = todo.pop()
+            if key in seen:
+                continue
+            seen.add(key)
+            sym = self.project.symbol(key)
+            if sym is None or sym.kind != "class":
+                continue
+            attrs = (sym.flow or {}).get("attrs", {})
+            if attr in attrs:
+                return self.terms_mesh(attrs[attr], f"{key}.__attr__", (), depth + 1)
+            todo.extend(self.project.base_classes(key, sym.bases))
+        return False
+
+    # ---- classes ------------------------------------------------------------------------------
+    def classes(self, terms: list[list], key: str, depth: int = 0) -> frozenset[str]:
+        """The project classes (resolved keys) a value with these kind terms, written in the
+        function or member ``key``, may be: a class named there, one a project function
+        returns, one a caller hands in as the parameter (any caller: each is a class the code
+        may run with). A list, tuple or dict of classes, and an item of one, count as their
+        classes (``layer_cls = blocks[0]``)."""
+        out: set[str] = set()
+        module = key.partition(":")[0]
+        for t in terms:
+            what = t[0]
+            if what == "sym":
+                found = self.project.resolve(t[1], module)
+                sym = self.project.symbol(found) if found is not None else None
+                if sym is not None and sym.kind == "class":
+                    out.add(found)  # type: ignore[arg-type]
+            elif what in ("elts", "sub"):
+                out |= self.classes(t[1], key, depth)
+            elif what == "c":
+                target = self.function(t[1], module)
+                if target is not None:
+                    out |= self._memo_classes(("ret", target[0]), depth)
+            elif what == "p":
+                out |= self._memo_classes(("param", key, t[1]), depth)
+        return frozenset(out)
+
+    def instances(self, terms: list[list], key: str, depth: int = 0) -> frozenset[str]:
+        """The project classes a value with these kind terms, written in ``key``, may be an
+        instance of: what a project class's constructor or a project function returns, what
+        calling a handed-in factory or class gives (``stage_factory(rngs)``), what callers
+        hand in as the parameter; items of lists of them count."""
+        out: set[str] = set()
+        module = key.partition(":")[0]
+        for t in terms:
+            what = t[0]
+            if what in ("elts", "sub"):
+                out |= self.instances(t[1], key, depth)
+            elif what == "c":
+                found = self.project.resolve(t[1], module)
+                sym = self.project.symbol(found) if found is not None else None
+                if sym is not None and sym.kind == "class":
+                    out.add(found)  # type: ignore[arg-type]
+                else:
+                    target = self.function(t[1], module)
+                    if target is not None:
+                        out |= self._memo_classes(("new", target[0]), depth)
+            elif what == "p":
+                out |= self._memo_classes(("param-new", key, t[1]), depth)
+            elif what == "pc":
+                out |= self._memo_classes(("call", key, t[1]), depth)
+        return frozenset(out)
+
+    def _called(self, terms: list[list], key: str, depth: int) -> frozenset[str]:
+        """The instances calling a value with these terms gives: a class's, or those the
+        function it is returns."""
+        out: set[str] = set(self.classes(terms, key, depth))
+        module = key.partition(":")[0]
+        for t in terms:
+            if t[0] == "sym":
+                target = self.function(t[1], module)
+                if target is not None:
+                    out |= self._memo_classes(("new", target[0]), depth)
+            elif t[0] == "p":  # handed on by the caller: what calling that one gives
+                out |= self._memo_classes(("call", key, t[1]), depth)
+            elif t[0] in ("elts", "sub"):
+                out |= self._called(t[1], key, depth)
+        return frozenset(out)
+
+    def _memo_classes(self, memo: tuple, depth: int) -> frozenset[str]:
+        """One hop (a function's returns, a parameter's callers), remembered unless its answer
+        was cut short (a cycle, or past ``_CLASS_HOPS``: asked again from nearer, it may say
+        more)."""
+        found = self._classes.get(memo)
+        if found is not None:
+            return found
+        if memo in self._active or depth >= _CLASS_HOPS:
+            self._cuts += 1
+            return frozenset()
+        cuts = self._cuts
+        self._active.add(memo)
+        try:
+            what = memo[0]
+            if what in ("ret", "new"):  # the classes, or the instances, a function returns
+                sym = self.project.symbol(memo[1])
+                kinds = (sym.flow or {}).get("kind", {}) if sym is not None else {}
+                terms = [t for slot in kinds.values() for t in slot]
+                found = self.classes(terms, memo[1], depth + 1) if what == "ret" else \
+                    self.instances(terms, memo[1], depth + 1)
+            else:  # what callers hand in as the parameter: classes, instances, or called
+                how = {"param": self.classes, "param-new": self.instances,
+                       "call": self._called}[what]
+                found = self._param_classes(memo[1], memo[2], depth + 1, how)
+        finally:
+            self._active.discard(memo)
+        if self._cuts == cuts:
+            self._classes[memo] = found
+        return found
+
+    def _param_classes(self, fn: str, param: str, depth: int,
+                       how: Callable[[list[list], str, int], frozenset[str]]) -> frozenset[str]:
+        # The function the parameter is of: ``fn``, or one ``fn`` is nested in (a closure).
+        while True:
+            sym = self.project.symbol(fn)
+            flow = (sym.flow or {}) if sym is not None and sym.kind == "function" else {}
+            if param in flow.get("params", ()) or param in flow.get("kwonly", ()):
+                break
+            module, _, qual = fn.partition(":")
+            if "." not in qual:
+                return frozenset()
+            fn = f"{module}:{qual.rpartition('.')[0]}"
+        params, method = flow.get("params", []), flow.get("method", 0)
+        out: set[str] = set()
+        for caller, args, constructor in self._callers_of(fn):
+            if not args:
+                continue
+            offset = method if constructor or "self" in args else 0
+            pos = params.index(param) - offset if param in params else -1
+            terms = args.get(param) or (args.get(str(pos)) if pos >= 0 else None)
+            if terms:
+                out |= how(terms, caller, depth + 1)
+        return frozenset(out)
+
+    def mutates(self, key: str, depth: int = 0) -> dict[str, Flowing]:
+        """Parameters of the function ``key`` it changes in place, with the chain."""
+        found = self._mutates.get(key)
+        if found is not None:
+            return found
+        if ("mut", key) in self._active or depth > MAX_DEPTH:
+            return {}
+        self._active.add(("mut", key))
+        try:
+            found = self._compute_mutates(key, depth)
+        finally:
+            self._active.discard(("mut", key))
+        self._mutates[key] = found
+        return found
+
+    def _compute_mutates(self, key: str, depth: int) -> dict[str, Flowing]:
+        sym = self.project.symbol(key)
+        flow = sym.flow if sym is not None else None
+        if not flow or "mut" not in flow:
+            return {}
+        out: dict[str, Flowing] = {}
+        module, path = key.partition(":")[0], self.path_of(key)
+        for t in flow["mut"]:
+            if t[0] == "p":
+                _add(out, t[1], Flowing(UPDATED, (_link(path, t[3], t[4]),)))
+                continue
+            _, ref, bound, via_attr, _idx, args, pos, text = t
+            target = self.function(ref, module)
+            if target is None:
+                continue
+            callee, callee_flow = target
+            below = self.mutates(callee, depth + 1)
+            if not below:
+                continue
+            here = _link(path, pos, text)
+            for p, _kind, _ev, flowing in _bind(callee_flow, below, args, bound, via_attr):
+                _add(out, p, Flowing(UPDATED, (here, *flowing.chain)))
+        return out
+
+
+def _passes(args: dict, param: str, pos: int) -> bool:
+    """Whether a call passes ``param``: only the arguments that may matter are recorded, so an
+    argument is known missing only when no position as far as it and no keyword is there."""
+    return param in args or args.get("#n", 0) > pos
+
+
+def _bind(callee_flow: dict, below: dict[str, Flowing], args: list, bound: int, via_attr: bool):
+    """Our parameters behind the callee's: (our param, kind, (pos, text) of our own update
+    when the callee hands it back as is, what the callee's parameter is in its result)."""
+    params = callee_flow.get("params", [])
+    offset = bound + (callee_flow.get("method", 0) if via_attr else 0)
+    for q, flowing in below.items():
+        pos = params.index(q) - offset if q in params else None
+        for a in args:
+            if not (a[0] == q or (pos is not None and pos >= 0 and a[0] == pos)):
+                continue
+            p, kind = a[1], a[2]
+            if flowing.kind == UPDATED and kind in (SAME, UPDATED):
+                yield p, UPDATED, None, flowing
+            elif flowing.kind in (SAME, MAPPED) and kind == UPDATED:
+                yield p, UPDATED, (a[3], a[4]), flowing  # (a map of our update: still it)
+            elif flowing.kind == SAME and kind == SAME:
+                yield p, SAME, None, flowing
+            elif flowing.kind == MAPPED and kind == SAME:
+                yield p, MAPPED, None, flowing
+
+
+def _add(out: dict[str, Flowing], param: str, flowing: Flowing) -> None:
+    prev = out.get(param)
+    if prev is None or (prev.kind != UPDATED and flowing.kind == UPDATED) or (
+            prev.kind == flowing.kind == UPDATED and len(flowing.chain) < len(prev.chain)):
+        out[param] = flowing

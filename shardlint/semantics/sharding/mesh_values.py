@@ -1,0 +1,83 @@
+"""Is this value a mesh? Mesh identity through the value-flow layer.
+
+A value is a mesh when it is built by a mesh constructor (``Mesh``, ``jax.make_mesh``,
+``AbstractMesh``), returned by a project function that returns one (any depth, any file; a
+``-> Mesh`` annotation says so too), annotated ``Mesh``, an attribute of ``self`` that the
+class's methods only ever set from one (or a field annotated ``Mesh``), a parameter every caller
+in the project passes one to, or a name the same function hands to an API that takes a mesh
+(``NamedSharding(mesh, ...)``, ``jax.set_mesh(mesh)``, ``shard_map(..., mesh=mesh)``). A value
+that is none of those is unknown: a variable named ``mesh`` is not evidence.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from shardlint.semantics.catalog.names import call_arg, dotted
+from shardlint.semantics.file.facts import FileFacts, Scope
+from shardlint.semantics.flow.project import ProjectIndex
+from shardlint.semantics.flow.summary import reference
+from shardlint.semantics.flow.valueflow import MESH_ARGUMENTS, kind_terms
+
+def is_mesh(facts: FileFacts, project: ProjectIndex, expr: ast.expr, scope: Scope) -> bool:
+    """Whether ``expr``, evaluated in ``scope``, is certainly a mesh (see the module docstring)."""
+    if facts.mesh_for(expr, scope) is not None:
+        return True
+    if isinstance(expr, ast.Call) and facts.mesh_for(expr, scope) is None:
+        known = facts.resolve(expr.func) if isinstance(expr.func, (ast.Name, ast.Attribute)) \
+            else None
+        if known is not None:
+            return known.role.name in ("MESH", "ABSTRACT_MESH")
+    assigned = scope.assigned if scope.kind == "function" else None
+    terms = kind_terms(facts, scope, expr, lambda n, s: reference(facts, n, s), None,
+                       assigned=assigned)
+    if terms and project.flows.terms_mesh(terms, f"{facts.module}:{scope.qualname}"):
+        return True
+    return handed_to_a_mesh_api(facts, expr, scope, project)
+
+
+def handed_to_a_mesh_api(facts: FileFacts, expr: ast.expr, scope: Scope,
+                         project: ProjectIndex | None = None) -> bool:
+    """The same name (or ``self.x``) is passed, in the same function, where an API takes a mesh,
+    and nothing else is bound to it there."""
+    parts = dotted(expr)
+    if parts is None or (len(parts) > 1 and parts[0] != "self") or len(parts) > 2:
+        return False
+    if len(parts) == 1 and scope.kind == "function" and len(scope.assigned.get(parts[0], ())) > 1:
+        return False  # rebound: which value is meant is not known
+    for c in facts.calls:
+        if c.scope is not scope:
+            continue
+        if c.api is not None:
+            where = MESH_ARGUMENTS.get(c.api.name)
+            if where is not None:
+                arg = call_arg(c.node, where[0], where[1])
+                if arg is not None and dotted(arg) == parts:
+                    return True
+            continue
+        if project is not None and _handed_to_a_mesh_parameter(facts, project, c, parts):
+            return True
+    return False
+
+
+def _handed_to_a_mesh_parameter(facts: FileFacts, project: ProjectIndex, c, parts) -> bool:
+    """``get_named_sharding(state, mesh)`` where that project function's parameter is a mesh."""
+    n = c.node
+    hits = [(str(i), a) for i, a in enumerate(n.args) if dotted(a) == parts] + \
+        [(k.arg, k.value) for k in n.keywords if k.arg and dotted(k.value) == parts]
+    if not hits or not isinstance(n.func, (ast.Name, ast.Attribute)):
+        return False
+    ref = reference(facts, n.func, c.scope)
+    target = project.flows.function(ref, facts.module) if ref is not None else None
+    if target is None:
+        return False
+    flow = target[1]
+    meshp, params = flow.get("meshp", ()), flow.get("params", [])
+    offset = flow.get("method", 0) if isinstance(n.func, ast.Attribute) \
+        and isinstance(n.func.value, ast.Name) and n.func.value.id in ("self", "cls") else 0
+    for key, _ in hits:
+        name = params[int(key) + offset] if key.isdigit() and int(key) + offset < len(params) \
+            else key
+        if name in meshp:
+            return True
+    return False
