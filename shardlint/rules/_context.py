@@ -1,4 +1,5 @@
-"""What SHL102 and SHL103 share: turning a MissingContext into a finding."""
+"""What the context rules share: turning a MissingContext into a finding (SHL102, SHL103), and
+the look-alike of a library that leaves its contexts to its callers (SHL102-SHL104, SHL201)."""
 
 from __future__ import annotations
 
@@ -56,3 +57,47 @@ def where(rule: Rule, m: MissingContext) -> str:
         name = path.rsplit("/", 1)[-1]
         return f" (`{e.scope}` is called at {name}:{line} without it)"
     return ""
+
+
+# A library that applies its constraints only where its caller brings the contexts (guarded by
+# `if nn.get_logical_axis_rules():` / `if not get_abstract_mesh().empty:`, or entering them
+# itself): a VALID example of every rule about a missing context or an unmapped name.
+GUARDED_LIBRARY = {
+    "layers.py": """
+        import flax.linen as nn
+        import jax
+
+        class MLP(nn.Module):
+            @nn.compact
+            def __call__(self, x):
+                y = nn.Dense(8)(x)
+                if nn.get_logical_axis_rules():   # the caller's rules, where it brings any
+                    y = nn.with_logical_constraint(y, ("batch", "hidden_mlp"))
+                return y
+
+        class Head(nn.Module):
+            @nn.compact
+            def __call__(self, x):
+                y = nn.Dense(8)(x)
+                if not jax.sharding.get_abstract_mesh().empty:
+                    y = jax.lax.with_sharding_constraint(y, jax.sharding.PartitionSpec("data"))
+                return y
+
+        class Scoped(nn.Module):
+            @nn.compact
+            def __call__(self, x):
+                with nn.logical_axis_rules((("batch", "data"),)):
+                    return nn.with_logical_constraint(nn.Dense(8)(x), ("batch", None))
+    """,
+    "run.py": """
+        import jax
+        from layers import MLP, Head, Scoped
+
+        x = jax.numpy.ones((2, 4))
+        with jax.set_mesh(jax.make_mesh((1,), ("data",))):
+            MLP().init(jax.random.key(0), x)
+            Scoped().init(jax.random.key(0), x)
+        MLP().init(jax.random.key(0), x)
+        Head().init(jax.random.key(0), x)
+    """,
+}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
-from shardlint.rules._context import missing_context_findings
+from shardlint.rules._context import GUARDED_LIBRARY, missing_context_findings
 from shardlint.rules.base import Fix, Rule, example, register
 from shardlint.semantics.file.facts import RULES
 
@@ -65,45 +65,8 @@ check that the table is the one this model was written for.
 """
     versions = "All Flax Linen versions (Linen and NNX share the same rules context)."
     VALID = [
-        example({
-            "layers.py": """
-                import flax.linen as nn
-                import jax
-
-                class MLP(nn.Module):
-                    @nn.compact
-                    def __call__(self, x):
-                        y = nn.Dense(8)(x)
-                        if nn.get_logical_axis_rules():   # the caller's rules, where it brings any
-                            y = nn.with_logical_constraint(y, ("batch", "hidden_mlp"))
-                        return y
-
-                class Head(nn.Module):
-                    @nn.compact
-                    def __call__(self, x):
-                        y = nn.Dense(8)(x)
-                        if not jax.sharding.get_abstract_mesh().empty:
-                            y = jax.lax.with_sharding_constraint(y, jax.sharding.PartitionSpec("data"))
-                        return y
-
-                class Scoped(nn.Module):
-                    @nn.compact
-                    def __call__(self, x):
-                        with nn.logical_axis_rules((("batch", "data"),)):
-                            return nn.with_logical_constraint(nn.Dense(8)(x), ("batch", None))
-            """,
-            "run.py": """
-                import jax
-                from layers import MLP, Head, Scoped
-
-                x = jax.numpy.ones((2, 4))
-                with jax.set_mesh(jax.make_mesh((1,), ("data",))):
-                    MLP().init(jax.random.key(0), x)
-                    Scoped().init(jax.random.key(0), x)
-                MLP().init(jax.random.key(0), x)
-                Head().init(jax.random.key(0), x)
-            """,
-        }, title="a library that applies its constraints only where its caller brings the contexts"),
+        example(GUARDED_LIBRARY,
+                title="a library that applies its constraints only where its caller brings the contexts"),
         example({
             "model.py": _MODEL,
             "train.py": """

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from shardlint.rules._context import GUARDED_LIBRARY
 from shardlint.rules.base import Finding, Rule, example, register
 from shardlint.semantics.catalog.api import Role
 from shardlint.semantics.file.execution import compiled_function
@@ -92,45 +93,8 @@ with jax.set_mesh(mesh):
     versions = ("All versions: a bare PartitionSpec always needs a context mesh. From jax 0.10.2 "
                 "a legacy `with mesh:` no longer provides it to `jax.jit` and `device_put`.")
     VALID = [
-        example({
-            "layers.py": """
-                import flax.linen as nn
-                import jax
-
-                class MLP(nn.Module):
-                    @nn.compact
-                    def __call__(self, x):
-                        y = nn.Dense(8)(x)
-                        if nn.get_logical_axis_rules():   # the caller's rules, where it brings any
-                            y = nn.with_logical_constraint(y, ("batch", "hidden_mlp"))
-                        return y
-
-                class Head(nn.Module):
-                    @nn.compact
-                    def __call__(self, x):
-                        y = nn.Dense(8)(x)
-                        if not jax.sharding.get_abstract_mesh().empty:
-                            y = jax.lax.with_sharding_constraint(y, jax.sharding.PartitionSpec("data"))
-                        return y
-
-                class Scoped(nn.Module):
-                    @nn.compact
-                    def __call__(self, x):
-                        with nn.logical_axis_rules((("batch", "data"),)):
-                            return nn.with_logical_constraint(nn.Dense(8)(x), ("batch", None))
-            """,
-            "run.py": """
-                import jax
-                from layers import MLP, Head, Scoped
-
-                x = jax.numpy.ones((2, 4))
-                with jax.set_mesh(jax.make_mesh((1,), ("data",))):
-                    MLP().init(jax.random.key(0), x)
-                    Scoped().init(jax.random.key(0), x)
-                MLP().init(jax.random.key(0), x)
-                Head().init(jax.random.key(0), x)
-            """,
-        }, title="a library that applies its constraints only where its caller brings the contexts"),
+        example(GUARDED_LIBRARY,
+                title="a library that applies its constraints only where its caller brings the contexts"),
         example("""
             import jax
             from jax.sharding import PartitionSpec as P
