@@ -90,6 +90,7 @@ class ProjectIndex:
     _resolved: dict[tuple[str, str | None], str | None] = field(default_factory=dict, repr=False)
     _dotted: dict[str, str | None] = field(default_factory=dict, repr=False)  # _resolve_dotted's
     _tops: set[str] | None = field(default=None, repr=False)  # (with _dotted: see there)
+    _inner: dict[str, set[str]] | None = field(default=None, repr=False)  # (_resolve_sibling's)
     _memo: dict[tuple, object] = field(default_factory=dict, repr=False)
     _edges: dict[str, list[str]] = field(default_factory=dict, repr=False)
     _flows: FlowIndex | None = field(default=None, repr=False)
@@ -107,7 +108,7 @@ class ProjectIndex:
             self._done = False
             self._resolved.clear()
             self._dotted.clear()
-            self._tops = None
+            self._tops = self._inner = None
         # (else only positions, calls or contexts changed, as when lines are added above:
         # references resolve as before and the needs closure holds)
 
@@ -116,7 +117,7 @@ class ProjectIndex:
         self._done = self._ctx_done = False
         self._resolved.clear()
         self._dotted.clear()
-        self._tops = None
+        self._tops = self._inner = None
         self._memo.clear()
         self._flows = None
 
@@ -172,8 +173,10 @@ class ProjectIndex:
                 tops = self._tops
                 if tops is None:  # (the first part of every module's name)
                     tops = self._tops = {m.partition(".")[0] for m in self.summaries}
-                found = self._dotted[dotted] = self._resolve_dotted(dotted, 1) \
-                    if dotted.partition(".")[0] in tops else None
+                top = dotted.partition(".")[0]
+                found = self._resolve_dotted(dotted, 1) if top in tops \
+                    else self._resolve_sibling(dotted)
+                self._dotted[dotted] = found
             return found  # type: ignore[return-value]
         parts = dotted.split(".")
         for i in range(len(parts) - 1, 0, -1):
@@ -191,6 +194,25 @@ class ProjectIndex:
                 return self._resolve_dotted(".".join([target, *parts[i + 1:]]), hops + 1)
             return None
         return None
+
+    def _resolve_sibling(self, dotted: str) -> str | None:
+        """A package of a sibling sub-project (``from modelpkg.layers import Dense`` in
+        ``serving/server.py``, with the package in ``models/modelpkg/``: the sub-project is
+        installed beside the one that imports it). The name is looked up under each folder that
+        holds a module or package of that top name; it resolves when exactly one does."""
+        top, _, rest = dotted.partition(".")
+        if not rest:
+            return None
+        inner = self._inner
+        if inner is None:  # (each module name's inner parts -> the prefixes they sit under)
+            inner = self._inner = {}
+            for m in self.summaries:
+                parts = m.split(".")
+                for i in range(1, len(parts)):
+                    inner.setdefault(parts[i], set()).add(".".join(parts[:i]))
+        found = {f for prefix in sorted(inner.get(top, ()))
+                 if (f := self._resolve_dotted(f"{prefix}.{dotted}", 1)) is not None}
+        return found.pop() if len(found) == 1 else None
 
     def symbol(self, ref: str):
         mod, _, qual = ref.partition(":")
