@@ -48,7 +48,10 @@ _SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "ve
 # A file is analysed when it names jax, flax or optax, or may write a rules table or mesh axis
 # names into a configuration (`config.logical_axis_rules = ...`, `logical_axes_rules=...`,
 # `mesh_axes: list[str] = [...]`) without importing any of them.
-_PREFILTER = re.compile(r"\b(?:jax|flax|optax)\b|ax[ie]s_rules|mesh_ax")  # (what mentions_jax tests)
+# A helper module that only updates a state handed to it (`state.apply_gradients(...)`,
+# `cache.at[i].set(v)`) names no package and counts too: a jitted step elsewhere may call it.
+_PREFILTER = re.compile(r"\b(?:jax|flax|optax)\b|ax[ie]s_rules|mesh_ax|\.apply_gradients\(|\.at\[")
+# (what mentions_jax tests)
 _PACKAGES = ("jax", "flax", "optax")
 
 
@@ -68,7 +71,7 @@ def mentions_jax(text: str) -> bool:
     passes when one of the packages' names occurs as a whole word, or a rules or mesh-axes
     name in it."""
     if "s_rules" in text and ("axis_rules" in text or "axes_rules" in text) \
-            or "mesh_ax" in text:
+            or "mesh_ax" in text or ".at[" in text or ".apply_gradients(" in text:
         return True
     end = len(text)
     for word in _PACKAGES:

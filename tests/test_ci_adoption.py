@@ -718,10 +718,12 @@ def test_the_prefilter_passes_exactly_the_files_its_pattern_matches():
 
     pieces = ["jax", "flax", "optax", "pjax", "jaxlib", "jax_", "_jax", "jax2", "éjax", "jaxé",
               "axis_rules", "axes_rules", "axs_rules", "mesh_ax", "mesh_", "s_rules", ".", " ",
-              "\n", "#", "import ", "x", "٣", "fl", "ax", "opt", "j", "a"]
+              "\n", "#", "import ", "x", "٣", "fl", "ax", "opt", "j", "a", ".at[", ".at", "[",
+              ".apply_gradients(", "apply_gradients", "("]
     rng = random.Random(15)
     cases = ["", "jax", "import jax", "pjax", "jaxx", "flaxen", "optax.adam", "my_jax_tool",
-             "logical_axis_rules", "mesh_axes", "(jax)", "jax\u00e9", "\u00e9jax"]
+             "logical_axis_rules", "mesh_axes", "(jax)", "jax\u00e9", "\u00e9jax",
+             "cache.at[0].set(v)", "state.apply_gradients(grads=g)", "apply_gradients(s)"]
     cases += ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 8))) for _ in range(4000)]
     for text in cases:
         assert mentions_jax(text) == (_PREFILTER.search(text) is not None), text
