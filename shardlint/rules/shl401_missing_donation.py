@@ -839,6 +839,7 @@ jax >= 0.8.1 (no fix is offered on older jax).
         if static is None:
             return None
         evidence: dict[str, Evidence] = {}  # param (or "#i" when only its position is known)
+        changed_in_place: set[str] = set()  # (NNX objects: the caller's reference stays valid)
         if target is not None:
             returned, changed = flowing(facts, self.project, target, in_place)
             for param, f in returned.items():
@@ -847,6 +848,7 @@ jax >= 0.8.1 (no fix is offered on older jax).
             for param, f in changed.items():
                 if param not in evidence:
                     evidence[param] = self._updated(target, param, f, True)
+                    changed_in_place.add(param)
         if target is None:
             # A callable shardlint cannot follow: the same sharding in and out at the same
             # position is how large projects spell "this argument is updated".
@@ -887,10 +889,11 @@ jax >= 0.8.1 (no fix is offered on older jax).
                                 f"{self.text(arg)} = {self.text(c.node.func)}(...)", ())
             # A caller that reads the old value afterwards keeps it (donating would break it);
             # asked only for what has evidence: the liveness walk is the costly part.
-            if not in_place:
-                kept = {name for name, uses in passing.items() if name in evidence
-                        and any(use_after(facts, c, arg) is not None
-                                or _captured(c, arg) for c, arg in uses)}
+            # (an NNX object changed in place is not a value the caller holds the old copy of)
+            kept = {name for name, uses in passing.items() if name in evidence
+                    and name not in changed_in_place
+                    and any(use_after(facts, c, arg) is not None
+                            or _captured(c, arg) for c, arg in uses)}
             # Every call passes `None` there (`forward(x, params, None)`, no cache yet):
             # there is no buffer to donate, whatever the function does with a real one.
             kept |= {name for name, uses in passing.items() if calls and len(uses) == len(calls)

@@ -282,13 +282,21 @@ class LocalFlow:
         if tp is ast.Call:
             return self._trace_call(expr, index, _seen)  # type: ignore[arg-type]
         if tp is ast.Attribute:
-            inner = self.trace_terms(expr.value, (), _seen).origins  # type: ignore[attr-defined]
+            value = expr.value  # type: ignore[attr-defined]
+            if type(value) is ast.Call or type(value) is ast.Name and value.id in self.assigned:
+                # a field of a record a call builds: `apply(state, g).state`, `out.state`
+                projected = self.trace_terms(value, (expr.attr, *index), _seen)  # type: ignore[attr-defined]
+                if projected.origins or projected.calls:
+                    return projected
+            inner = self.trace_terms(value, (), _seen).origins
             return Terms(_as_part(inner)) if inner else _EMPTY
         if tp is ast.Subscript:
             key = expr.slice  # type: ignore[attr-defined]
             value = expr.value  # type: ignore[attr-defined]
-            if isinstance(key, ast.Constant) and isinstance(key.value, int) and \
-                    isinstance(value, (ast.Call, ast.Tuple, ast.Name)):
+            if isinstance(key, ast.Constant) and isinstance(key.value, (int, str)) and \
+                    not isinstance(key.value, bool) and \
+                    isinstance(value, (ast.Call, ast.Tuple, ast.Name, ast.Dict)):
+                # an item of a tuple, or an entry of a dict (`apply(state, g)["state"]`)
                 projected = self.trace_terms(value, (key.value, *index), _seen)
                 if projected.origins or projected.calls:
                     return projected
@@ -298,7 +306,8 @@ class LocalFlow:
             elts = expr.elts  # type: ignore[attr-defined]
             if index:
                 i = index[0]
-                if i < len(elts) and not any(isinstance(e, ast.Starred) for e in elts):
+                if type(i) is int and i < len(elts) and \
+                        not any(isinstance(e, ast.Starred) for e in elts):
                     return self.trace_terms(elts[i], index[1:], _seen)
                 return _EMPTY
             out = Terms()
@@ -307,6 +316,10 @@ class LocalFlow:
                                            _seen))
             return out
         if tp is ast.Dict:
+            if index and type(index[0]) is str:  # one entry: the value under that key
+                value = _entry(expr.keys, expr.values, index[0])  # type: ignore[attr-defined]
+                return self.trace_terms(value, index[1:], _seen) if value is not None \
+                    else _EMPTY
             out = Terms()
             for v in expr.values:  # type: ignore[attr-defined]
                 out.merge(self.trace_terms(v, (), _seen))
@@ -340,6 +353,13 @@ class LocalFlow:
             return self.trace_terms(e, (), seen).origins
 
         q = self.facts.qualify(func) if isinstance(func, (ast.Name, ast.Attribute)) else None
+        if index and type(index[0]) is str and (q == "dict" or q is None and _constructor(func)):
+            # a field of a record built here: `Out(state=new, loss=l).state`, `dict(state=new)`,
+            # `Out(new, l).state` (a named tuple or a record class of this module)
+            keys, values = self._record(call)
+            value = _entry(keys, values, index[0])
+            if value is not None:
+                return self.trace_terms(value, index[1:], seen)
         if isinstance(func, ast.Attribute) and q is None:
             attr = func.attr
             if attr in ("apply_gradients", "replace", "_replace") and not index:
@@ -401,6 +421,33 @@ class LocalFlow:
         if q.partition(".")[0] in EXTERNAL_PACKAGES:
             return _EMPTY  # jnp.concatenate(...), np.asarray(...): not a project function
         return self._project_call(call, index, seen)
+
+    def _record(self, call: ast.Call) -> tuple[list[ast.expr | None], list[ast.expr]]:
+        """The (keys, values) a record constructor call writes: its keywords, and its positional
+        arguments under the field names of the class when this module defines it."""
+        keys: list[ast.expr | None] = [ast.Constant(k.arg) if k.arg is not None else None
+                                       for k in call.keywords]
+        values = [k.value for k in call.keywords]
+        if call.args and not any(isinstance(a, ast.Starred) for a in call.args):
+            fields = _record_class_fields(self.scope, call.func)
+            if fields is not None and len(call.args) <= len(fields):
+                keys += [ast.Constant(f) for f in fields[:len(call.args)]]
+                values += call.args
+        return keys, values
+
+    def record_fields(self, expr: ast.expr) -> list[str]:
+        """The string keys or fields a dict display, ``dict(...)`` or a record constructor call
+        writes (``{"state": s, "loss": l}``, ``Out(state=s, loss=l)``, ``Out(s, l)``): the slots
+        of a result its callers may pick one of."""
+        if isinstance(expr, ast.Dict):
+            return [k.value for k in expr.keys
+                    if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+        if isinstance(expr, ast.Call) and isinstance(expr.func, (ast.Name, ast.Attribute)) and (
+                _constructor(expr.func) or isinstance(expr.func, ast.Name)
+                and expr.func.id == "dict"):
+            keys, _ = self._record(expr)
+            return [k.value for k in keys if isinstance(k, ast.Constant)]
+        return []
 
     def _branch_results(self, call: ast.Call, q: str, index: tuple[int, ...],
                         seen: frozenset) -> Terms:
@@ -574,7 +621,10 @@ class LocalFlow:
 
     def mutated_params(self) -> dict[str, Origin]:
         """NNX objects the body updates where they are: ``optimizer.update(model, grads)``
-        (the optimizer and what it is handed), ``nnx.update(model, state)``."""
+        (the optimizer and the model, not the gradients; ``optimizer.update(grads)`` of older
+        flax: the optimizer, which holds the model), ``nnx.update(model, state)``, and a
+        variable reached from a parameter written (``c.count.value = ...``, ``v[...] = ...``,
+        ``v.value += ...``, ``v.set_value(...)``)."""
         out: dict[str, Origin] = {}
         for call in self.expr_calls:
             f = call.func
@@ -585,15 +635,35 @@ class LocalFlow:
                     continue
                 for p in owners:
                     _merge(out, {p: Origin(p, UPDATED, call)})
-                for a in call.args:
-                    for p, o in self.trace(a).items():
+                if len(call.args) >= 2:  # (the model; the gradients are only read)
+                    for p, o in self.trace(call.args[0]).items():
                         if o.kind == SAME:
                             _merge(out, {p: Origin(p, UPDATED, call)})
             elif call.args and self.facts.qualify(f) == "flax.nnx.update":
                 for p, o in self.trace(call.args[0]).items():
                     if o.kind == SAME:
                         _merge(out, {p: Origin(p, UPDATED, call)})
+            elif isinstance(f, ast.Attribute) and f.attr == "set_value" and call.args:
+                p = self._own_root(f.value)
+                if p is not None:
+                    _merge(out, {p: Origin(p, UPDATED, call)})
+        for target, stmt in self.scope.stores if self.scope is not None \
+                and self.node is self.scope.node else ():
+            written = type(target) is ast.Attribute and target.attr == "value" or \
+                type(target) is ast.Subscript and type(target.slice) is ast.Constant \
+                and target.slice.value is Ellipsis
+            p = self._own_root(target.value) if written else None
+            if p is not None:
+                _merge(out, {p: Origin(p, UPDATED, stmt)})
         return out
+
+    def _own_root(self, expr: ast.expr) -> str | None:
+        """The parameter (not rebound here) an attribute or item chain starts from."""
+        while type(expr) is ast.Attribute or type(expr) is ast.Subscript:
+            expr = expr.value  # type: ignore[attr-defined]
+        if type(expr) is ast.Name and expr.id in self.all_params and expr.id not in self.assigned:
+            return expr.id  # type: ignore[attr-defined]
+        return None
 
     def flows_to_return(self, param: str) -> bool:
         """Whether the parameter's value reaches a returned value by any computation."""
@@ -696,6 +766,54 @@ def _updated(origins: dict[str, Origin], evidence: ast.AST,
     kinds = (SAME, UPDATED, ITEM) if items else (SAME, UPDATED)
     return {k: Origin(k, UPDATED, o.evidence if o.kind == UPDATED else evidence)
             for k, o in origins.items() if o.kind in kinds}
+
+
+def _entry(keys: list, values: list, key: str) -> ast.expr | None:
+    """The value written under the string ``key`` in a dict display or a call's keywords
+    (None: not there, or a ``**`` spread that may hold it)."""
+    found = None
+    for k, v in zip(keys, values):
+        if k is None:
+            found = None  # (`{**base, ...}`: what it holds is not known here)
+        elif isinstance(k, ast.Constant) and k.value == key:
+            found = v
+    return found
+
+
+_NAMEDTUPLE = ("namedtuple", "NamedTuple")
+
+
+def _record_class_fields(scope: Scope | None, func: ast.expr) -> list[str] | None:
+    """The fields, in order, of the record class ``func`` names when it is defined in this
+    module: ``collections.namedtuple("Out", ["state", "loss"])`` (or ``"state loss"``), or a
+    class body of annotated fields (``typing.NamedTuple``, a dataclass, a ``struct``)."""
+    if not isinstance(func, ast.Name) or scope is None:
+        return None
+    found = scope.lookup(func.id)
+    if found is None:
+        return None
+    where, values = found
+    child = where.children.get(func.id)
+    if child is not None and child.kind == "class":
+        return [st.target.id for st in child.node.body  # type: ignore[attr-defined]
+                if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)
+                and st.value is None] or None
+    if len(values) != 1 or not isinstance(values[0], ast.Call):
+        return None
+    call = values[0]
+    name = call.func.attr if isinstance(call.func, ast.Attribute) else \
+        call.func.id if isinstance(call.func, ast.Name) else ""
+    if name not in _NAMEDTUPLE or len(call.args) < 2:
+        return None
+    spec = call.args[1]
+    if isinstance(spec, ast.Constant) and isinstance(spec.value, str):
+        return spec.value.replace(",", " ").split() or None
+    if isinstance(spec, (ast.List, ast.Tuple)):
+        names = [e.value if isinstance(e, ast.Constant) and isinstance(e.value, str) else
+                 e.elts[0].value if isinstance(e, ast.Tuple) and e.elts and
+                 isinstance(e.elts[0], ast.Constant) else None for e in spec.elts]
+        return names if all(isinstance(n, str) for n in names) else None  # type: ignore[misc]
+    return None
 
 
 def _constructor(func: ast.expr) -> bool:

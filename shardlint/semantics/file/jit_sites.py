@@ -216,19 +216,24 @@ def exported_donations(facts: FileFacts) -> dict[str, list]:
 
 
 def calls_of(facts: FileFacts, site: JitSite) -> list[CallSite]:
-    """Calls of the callable a jit site produces, in this file."""
+    """Calls of the callable a jit site produces, in this file: by the name or ``self``
+    attribute it is bound to, and through a local name bound to what a function of this file
+    returns it from (``step = make_train_step(cfg)``, ``compiled = compile_step(s, b)``) or to
+    the attribute of an instance of its class (``step = Trainer().step``)."""
     out: list[CallSite] = []
     name = site.bound_name
     owner = _binding_owner(site)
     attr = _self_attr_binding(facts, site)
+    maker = _returned_from(facts, site)
     for c in facts.calls:
         func = c.node.func
         if func is site.node:  # `jax.jit(f, ...)(x)`
             out.append(c)
-        elif name is not None and isinstance(func, ast.Name) and func.id == name:
-            found = c.scope.lookup(name)
-            if found is not None and found[0] is owner:
-                out.append(c)
+        elif name is not None and isinstance(func, ast.Name) and func.id == name \
+                and (found := c.scope.lookup(name)) is not None and found[0] is owner:
+            out.append(c)
+        elif (maker is not None or attr is not None) and _made_here(c, maker, attr):
+            out.append(c)
         elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
                 and func.value.id == "self":
             cls = _class_of(c.scope)
@@ -296,6 +301,53 @@ def _body_nodes(node: ast.AST):
             todo.extend(n.decorator_list)  # (run here; the body is a scope of its own)
             continue
         todo.extend(ast.iter_child_nodes(n))
+
+
+def _returned_from(facts: FileFacts, site: JitSite) -> Scope | None:
+    """The function of this file whose result is the jit site's callable: ``return
+    jax.jit(step)``, ``return jax.jit(step).lower(*a).compile()``, or the name it is bound to
+    returned (a decorated inner function, ``step = jax.jit(f); return step``)."""
+    scope = site.scope if site.form == "call" else \
+        site.function.parent if site.function is not None else None
+    if scope is None or scope.kind != "function":
+        return None
+    for r in scope.returns:
+        node = r
+        while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("compile", "lower"):
+            node = node.func.value
+        if node is site.node or isinstance(node, ast.Name) and node.id == site.bound_name:
+            return scope
+    return None
+
+
+def _single_value(scope: Scope, name: str) -> ast.expr | None:
+    values = scope.assigned.get(name) if scope.kind == "function" else None
+    if values is None or len(values) != 1 or values[0].index:
+        return None
+    return values[0].value
+
+
+def _made_here(call: CallSite, maker: Scope | None, attr: tuple[Scope, str] | None) -> bool:
+    """``call`` runs what ``maker`` returns, or the ``attr`` of an instance of its class,
+    through a name of the caller's body bound once."""
+    func = call.node.func
+    value: ast.expr | None = func
+    if isinstance(func, ast.Name):
+        value = _single_value(call.scope, func.id)
+    if maker is not None and isinstance(value, ast.Call) and isinstance(value.func, ast.Name) \
+            and value.func.id == maker.name:
+        found = call.scope.lookup(maker.name)
+        return found is not None and found[0] is maker.parent
+    if attr is None or not isinstance(value, ast.Attribute) or value.attr != attr[1]:
+        return False
+    made = value.value
+    if isinstance(made, ast.Name):
+        made = _single_value(call.scope, made.id)
+    cls = attr[0]
+    return isinstance(made, ast.Call) and isinstance(made.func, ast.Name) \
+        and made.func.id == cls.name and (found := call.scope.lookup(cls.name)) is not None \
+        and found[0] is cls.parent
 
 
 def _binding_owner(site: JitSite) -> Scope | None:

@@ -159,12 +159,33 @@ class Resolver:
             return None
         if self.facts.resolve(func) is not None:
             return None  # a known API: dataflow.py reads it
+        if isinstance(func, ast.Attribute):
+            made = self._instance_of(func.value)
+            if made is not None:  # `Updater(lr).apply(state, g)`: the class's method
+                return Callee(f"{made}.{func.attr}", bound, True)
         ref = self.ref(func, self.scope)
         if ref is None:
             return None
         via_attr = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
             and func.value.id in ("self", "cls")
         return Callee(ref, bound, via_attr)
+
+    def _instance_of(self, value: ast.expr) -> str | None:
+        """The class (a reference) an object a method is called on was built from here: a
+        call of a project class, written in place or bound once to a local name
+        (``updater = Updater(lr)``). A call of something else names no method: unknown."""
+        if isinstance(value, ast.Name):
+            values = self.scope.assigned.get(value.id)
+            if values is None or len(values) != 1 or values[0].index:
+                return None
+            value = values[0].value  # type: ignore[assignment]
+        if not isinstance(value, ast.Call) or not isinstance(value.func, (ast.Name, ast.Attribute)):
+            return None
+        if self.facts.resolve(value.func) is not None:
+            return None
+        ref = self.ref(value.func, self.scope)
+        name = ref.rpartition(":")[2].rpartition(".")[2] if ref else ""
+        return ref if name[:1].isupper() else None  # (a class, by the convention of its name)
 
     def _is_partial(self, call: ast.Call) -> bool:
         known = self.facts.resolve(call.func) if isinstance(call.func, (ast.Name, ast.Attribute)) \
@@ -203,7 +224,7 @@ def function_flow(facts: FileFacts, scope: Scope, ref: RefFn,
     meshp = mesh_params(facts, scope, mesh_calls)
     if meshp:
         out["meshp"] = meshp
-    if not (scope.returns or scope.expr_calls or calls):
+    if not (scope.returns or scope.expr_calls or calls or scope.stores):
         return out  # (its parameters, for what its callers pass)
     flow = LocalFlow(facts, scope, callee=Resolver(facts, scope, ref))
     ret: dict[str, list] = {}
@@ -216,6 +237,10 @@ def function_flow(facts: FileFacts, scope: Scope, ref: RefFn,
             terms = terms_json(flow.returned_terms((i,)))
             if terms:
                 ret[str(i)] = terms
+        for name in _fields(flow) if whole else ():  # (a dict or record's fields: the same)
+            terms = terms_json(flow.returned_terms((name,)))
+            if terms:
+                ret[slot(name)] = terms
     if ret:
         out["ret"] = ret
     mut = _mutations(flow, calls or [])
@@ -301,7 +326,7 @@ def kind_terms(facts: FileFacts, scope: Scope, expr: ast.expr | None, ref: RefFn
     if tp is ast.Constant:
         return [["none"]] if expr.value is None and not index else [["other"]]
     if tp is ast.Tuple or tp is ast.List:
-        if index and index[0] < len(expr.elts) and not any(
+        if index and type(index[0]) is int and index[0] < len(expr.elts) and not any(
                 isinstance(e, ast.Starred) for e in expr.elts):
             return kind_terms(facts, scope, expr.elts[index[0]], ref, flow, index[1:], depth + 1,
                               assigned, seen)
@@ -324,6 +349,12 @@ def kind_terms(facts: FileFacts, scope: Scope, expr: ast.expr | None, ref: RefFn
         if inner is not None:  # `[tuple(r) for r in cfg["logical_axis_rules"]]`: what `x` is
             return kind_terms(facts, scope, inner, ref, flow, (), depth + 1, assigned, seen)
         return []
+    if tp is ast.Call and index and type(index[0]) is str:
+        # a field of a record built or copied here: `dataclasses.replace(cfg, mesh=mesh).mesh`,
+        # `Config(mesh=mesh).mesh` -- what the keyword holds (a call without it: unknown)
+        value = next((k.value for k in expr.keywords if k.arg == index[0]), None)
+        return kind_terms(facts, scope, value, ref, flow, index[1:], depth + 1, assigned, seen) \
+            if value is not None else []
     if tp is ast.Call:
         inner = _sequence_of(expr) if not index else None
         if inner is not None:  # `list(x)`, `tuple(x)`, `map(tuple, x)`: what `x` is
@@ -357,10 +388,24 @@ def kind_terms(facts: FileFacts, scope: Scope, expr: ast.expr | None, ref: RefFn
     if tp is ast.Attribute and not index and type(expr.value) is ast.Name \
             and expr.value.id == "self":
         return [["a", expr.attr], ["key", expr.attr]]
+    if tp is ast.Attribute and type(expr.value) is ast.Name and expr.value.id == "self" \
+            and len(index) == 1 and type(index[0]) is str:
+        return [["a", f"{expr.attr}.{index[0]}"]]  # `self.cfg.mesh` (see method_attributes)
     if not index and tp is ast.Attribute and expr.attr[:1].isupper():
         r = ref(expr, scope)  # `layers.Block`
         if r is not None:
             return [["sym", r]]
+    if tp is ast.Attribute and not index and not expr.attr[:1].isupper() and (
+            type(expr.value) is ast.Name and expr.value.id != "self"
+            or type(expr.value) is ast.Attribute and type(expr.value.value) is ast.Name
+            and expr.value.value.id == "self"):
+        # a field of a record held in a name or a `self` attribute: `cfg.mesh`, where
+        # `cfg = dataclasses.replace(cfg, mesh=mesh)` (and a configuration key, below)
+        field = kind_terms(facts, scope, expr.value, ref, flow, (expr.attr,), depth + 1,
+                           assigned, seen)
+        key = table_key(expr)
+        if field:
+            return [*field, ["key", key]] if key is not None else field
     if not index and (tp is ast.Attribute or tp is ast.Subscript):
         key = table_key(expr)
         if key is not None:
@@ -443,7 +488,22 @@ def _name_kinds(facts: FileFacts, scope: Scope, expr: ast.Name, ref: RefFn,
         return out
     if out:
         return out
-    found = scope.lookup(expr.id) if not index else None
+    field = len(index) == 1 and type(index[0]) is str
+    found = scope.lookup(expr.id) if not index or field else None
+    if found is not None and field:
+        # a field of a record bound at module level (or in an enclosing function): what the
+        # bindings that write that field say (`cfg = dataclasses.replace(cfg, mesh=mesh)`)
+        owner, values = found
+        key = (id(owner), expr.id)
+        if key in seen:
+            return []
+        out = []
+        for v in values:
+            if isinstance(v, ast.Call) and any(k.arg == index[0] for k in v.keywords):
+                out.extend(kind_terms(facts, owner, v, ref, None, index, depth + 1,
+                                      owner.assigned if owner.kind == "function" else None,
+                                      seen | {key}))
+        return out
     if found is not None:
         owner, values = found
         if owner is not scope and owner.kind == "function":
@@ -586,6 +646,13 @@ def method_attributes(facts: FileFacts, method: Scope, ref: RefFn) -> dict[str, 
         terms = kind_terms(facts, method, value, ref, flow)
         out.setdefault(target.attr, []).extend(
             [*t, method.name] if t[0] == "p" else t for t in terms)
+        if isinstance(value, ast.Call):  # `self.cfg = replace(CFG, mesh=m)`: "cfg.mesh" too
+            for kw in value.keywords:
+                if kw.arg is not None and not kw.arg.startswith("_"):
+                    more = kind_terms(facts, method, kw.value, ref, flow)
+                    if more:
+                        out.setdefault(f"{target.attr}.{kw.arg}", []).extend(
+                            [*t, method.name] if t[0] == "p" else t for t in more)
     return out
 
 
@@ -607,6 +674,26 @@ def _defaults(facts: FileFacts, scope: Scope, fn: ast.FunctionDef | ast.AsyncFun
             if terms and all(t[0] in ("none", "table", "key", "mesh") for t in terms):
                 out[arg.arg] = terms
     return out
+
+
+def slot(i: int | str) -> str:
+    """The key of one part of a result in a summary: a tuple's position (``"0"``), or a dict
+    entry's or record field's name (``".state"``)."""
+    return str(i) if type(i) is int else "." + i  # type: ignore[operator]
+
+
+def _fields(flow: LocalFlow) -> list[str]:
+    """The keys of the dicts and the fields of the records a return statement builds (directly
+    or through one local name), the first few."""
+    out: list[str] = []
+    for r in flow.returns:
+        values = [r]
+        if isinstance(r, ast.Name):
+            values = [a.value for a in flow.assigned.get(r.id, ()) if a.value is not None
+                      and not a.index]
+        for v in values:
+            out += [k for k in flow.record_fields(v) if k not in out]
+    return out[:_MAX_SLOTS]
 
 
 def _arity(flow: LocalFlow) -> int:
@@ -811,8 +898,8 @@ class FlowIndex:
                   depth: int) -> dict[str, Flowing]:
         rest = index
         terms = ret.get("")
-        if index and str(index[0]) in ret:
-            terms, rest = ret[str(index[0])], index[1:]
+        if index and slot(index[0]) in ret:
+            terms, rest = ret[slot(index[0])], index[1:]
         return self.resolve_terms(terms or [], rest, module, path, depth)
 
     def resolve_terms(self, terms: list[list], rest: tuple[int, ...], module: str, path: str,
