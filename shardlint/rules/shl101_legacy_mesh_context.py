@@ -76,6 +76,21 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
                 "parameter runs under it; a deprecation warning with jax >= 0.10.1 otherwise.")
     VALID = [
         example("""
+            import contextlib
+            import dataclasses
+            import jax
+
+            @dataclasses.dataclass
+            class Config:
+                embed: int = 8
+                mesh: object = None
+
+            def run(cfg, x):
+                cfg = dataclasses.replace(cfg, mesh=contextlib.nullcontext())
+                with cfg.mesh:
+                    return x * 2
+        """, title="a configuration record's field that holds no mesh"),
+        example("""
             import jax
             mesh = jax.make_mesh((4,), ("data",))
             with jax.set_mesh(mesh):
@@ -142,6 +157,22 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
         """, title="a conditional context manager is not a mesh"),
     ]
     INVALID = [
+        example("""
+            import dataclasses
+            import jax
+            from jax.sharding import AxisType, PartitionSpec as P
+
+            @dataclasses.dataclass
+            class Config:
+                embed: int = 8
+                mesh: jax.sharding.Mesh | None = None
+
+            def run(cfg, x):
+                mesh = jax.make_mesh((1,), ("x",), axis_types=(AxisType.Explicit,))
+                cfg = dataclasses.replace(cfg, mesh=mesh)
+                with cfg.mesh:  # expect: SHL101
+                    return jax.sharding.reshard(x, P("x"))
+        """, title="a mesh kept in a field of a configuration record (`cfg.mesh`)"),
         example("""
             import jax
             import jax.numpy as jnp

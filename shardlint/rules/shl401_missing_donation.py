@@ -71,7 +71,10 @@ Flags a jit site -- `@jax.jit`, `@jax.jit(...)`, `partial(jax.jit, ...)`, `jax.j
 its arguments. The function is followed wherever it is defined: in this file, imported from
 another module of the project, behind `functools.partial` (positions shift by what it binds),
 a method (`jax.jit(self.step)`), a local name, or the callable a project helper returns. The
-update is followed through the calls it makes, in any file, to where it happens:
+update is followed through the calls it makes, in any file (a package of a sibling
+sub-project included), through the methods of an object built there (`Updater(lr).apply(...)`)
+and through the item, dict entry or record field of a result the step picks
+(`apply(state, g)["state"]`, `.state` of a named tuple), to where it happens:
 
 * a returned value built from the argument by a state update -- `state.apply_gradients(...)`,
   `state.replace(...)`, `x._replace(...)`, `dataclasses.replace(x, ...)`,
@@ -86,7 +89,8 @@ update is followed through the calls it makes, in any file, to where it happens:
   what a branch of `lax.cond`/`lax.switch` returns (a lambda or a nested function, reading the
   step's names from the enclosing scope or taking them as operands);
 * under `nnx.jit`, an in-place update (`optimizer.update(model, grads)`, `nnx.update(model,
-  state)`), also inside a helper the step calls;
+  state)`, a variable written: `v.value = ...`, `v[...] = ...`, `v.set_value(...)`), also
+  inside a helper the step calls;
 * the same sharding for an argument and an output (`in_shardings=(state_sh, batch_sh),
   out_shardings=(state_sh, None)`), which is how large projects spell "this is updated";
 * callers that rebind the name they pass in a loop (`x = smooth(x, k)`).
@@ -141,6 +145,21 @@ jax >= 0.8.1 (no fix is offered on older jax).
 """
     versions = "All versions. The `@jax.jit(donate_argnums=...)` spelling of the fix needs jax >= 0.8.1."
     VALID = [
+        example("""
+            import jax
+
+            def make_train_step(config):
+                def train_step(state, batch):
+                    return state.apply_gradients(grads=batch)
+                return jax.jit(train_step)
+
+            def train(state, batches):
+                step = make_train_step(None)
+                for batch in batches:
+                    before = state
+                    state = step(state, batch)
+                    print(before.step)       # the old state is read after the call
+        """, title="a factory's step whose caller reads the old state after the call"),
         example("""
             import jax
 
@@ -474,6 +493,41 @@ jax >= 0.8.1 (no fix is offered on older jax).
     ]
 
     INVALID = [
+        example({
+            "models/modelpkg/__init__.py": "",
+            "models/modelpkg/updates.py": """
+                def apply_update(state, grads):
+                    new_state = state.apply_gradients(grads=grads)
+                    return {"state": new_state, "grad_norm": 0.0}
+            """,
+            "serving/steps.py": """
+                import jax
+                from modelpkg.updates import apply_update
+
+                @jax.jit  # expect: SHL401
+                def train_step(state, batch):
+                    grads = jax.grad(lambda s: (batch ** 2).mean())(state)
+                    return apply_update(state, grads)["state"]
+            """,
+        }, title="the update lives in a sibling sub-project's package, in a dict entry of its "
+                 "result"),
+        example("""
+            import jax
+            from flax import nnx
+
+            class Counter(nnx.Module):
+                def __init__(self, n):
+                    self.total = nnx.Variable(jax.numpy.zeros((n, n)))
+
+            @nnx.jit  # expect: SHL401
+            def accumulate(counter: Counter, x):
+                counter.total[...] = counter.total[...] + x
+
+            def run(counter, xs):
+                for x in xs:
+                    accumulate(counter, x)
+        """, title="an NNX variable written in place under `nnx.jit` (`v[...] =`, `v.value =`, "
+                   "`set_value`)"),
         example("""
             import jax
 
