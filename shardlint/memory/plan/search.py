@@ -1,0 +1,493 @@
+"""Inside the worker: the budgeted search for a rules table and mesh shape that fit.
+
+Loaded by the worker by path (the standard library and jax only; flax where the probe has it).
+:func:`install` runs before any user code: it lets the search change the mesh shape (it wraps
+``jax.make_mesh`` and ``mesh_utils.create_device_mesh``: a mesh of the same rank over the same N
+devices gets the candidate's shape) and records the logical names of every tree the probe hands
+to ``nn.logical_to_mesh_sharding`` (which leaf carries which logical axis). :func:`search` then
+compiles candidates one at a time, each by calling the probe again with its rules table rebound
+(``module.RULES = candidate``) and its mesh shape replaced; the user's files are never touched.
+
+How the compiles are spent: every neighbour of the current plan (one rule row mapped to another
+mesh axis, to several, or to none; a row added for a logical name the table lacks; another
+factorisation of N over the mesh axes) gets a predicted peak without compiling: the per-device
+bytes of each argument and output recomputed from its shape, its logical names and the
+candidate's rules and mesh, plus the current temporaries. The step's largest leaves therefore
+steer the order. The most promising neighbour is compiled; a measured peak below the current one
+is kept and the search goes on from there, until the step fits or the budget (compiles, seconds)
+is spent. Changes whose effect cannot be predicted (names only activations carry) are tried
+after those, when temporaries are a large part of the peak. Once a plan fits, each of its
+changes is reverted where the prediction says it still fits (fewer changes), and a few other
+single changes predicted to fit are compiled as alternatives.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import math
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_ALTERNATIVES = 2  # single changes compiled after a plan fits, when predicted to fit too
+_GAIN = 0.995  # a candidate is kept when its measured peak is below 99.5% of the current one
+
+
+def _sibling(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(f"_shardlint_plan_{name}",
+                                                  os.path.join(_HERE, f"{name}.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+collectives = _sibling("collectives")
+
+
+class Hooks:
+    """The mesh shape override and the logical names recorded from the probe's own calls."""
+
+    def __init__(self) -> None:
+        self.shape: tuple[int, ...] | None = None  # the candidate's mesh shape, while it runs
+        self.built: list[tuple[int, ...]] = []  # shapes of the meshes built in this run
+        self.logical: dict[str, tuple[Any, ...]] = {}  # keystr path -> logical names
+
+    def _shape(self, shape: Any) -> tuple[int, ...]:
+        shape = tuple(int(s) for s in shape)
+        want = self.shape
+        if want is not None and len(want) == len(shape) and math.prod(want) == math.prod(shape):
+            shape = want
+        self.built.append(shape)
+        return shape
+
+
+def install() -> Hooks:
+    hooks = Hooks()
+    make_mesh = jax.make_mesh
+
+    def _make_mesh(axis_shapes: Any, axis_names: Any, *args: Any, **kwargs: Any) -> Any:
+        return make_mesh(hooks._shape(axis_shapes), axis_names, *args, **kwargs)
+
+    jax.make_mesh = _make_mesh  # type: ignore[assignment]
+    try:
+        from jax.experimental import mesh_utils
+
+        create = mesh_utils.create_device_mesh
+
+        def _create(mesh_shape: Any, *args: Any, **kwargs: Any) -> Any:
+            return create(hooks._shape(mesh_shape), *args, **kwargs)
+
+        mesh_utils.create_device_mesh = _create
+    except Exception:  # noqa: BLE001 - an older jax without it: make_mesh only
+        pass
+    try:
+        import flax.linen as nn
+    except Exception:  # noqa: BLE001 - no flax: no logical names to record
+        return hooks
+    to_sharding = nn.logical_to_mesh_sharding
+    spec_type = jax.sharding.PartitionSpec
+
+    def _to_sharding(tree: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            flat = jax.tree_util.tree_flatten_with_path(
+                tree, is_leaf=lambda x: isinstance(x, spec_type))[0]
+            for path, spec in flat:
+                if isinstance(spec, spec_type):
+                    hooks.logical[jax.tree_util.keystr(tuple(path))] = tuple(spec)
+        except Exception:  # noqa: BLE001 - names only steer the order; the compile decides
+            pass
+        return to_sharding(tree, *args, **kwargs)
+
+    nn.logical_to_mesh_sharding = _to_sharding
+    return hooks
+
+
+# ---- plans -------------------------------------------------------------------------------------
+Rows = tuple[tuple[str, Any], ...]
+
+
+def _value(v: Any) -> Any:
+    if isinstance(v, (list, tuple)):
+        return tuple(v) if len(v) != 1 else v[0]
+    return v
+
+
+def _json(v: Any) -> Any:
+    return list(v) if isinstance(v, tuple) else v
+
+
+def _factorisations(n: int, rank: int) -> list[tuple[int, ...]]:
+    if rank == 1:
+        return [(n,)]
+    out = []
+    for first in range(1, n + 1):
+        if n % first == 0:
+            out.extend((first, *rest) for rest in _factorisations(n // first, rank - 1))
+    return out
+
+
+def _spec_axes(spec: str, ndim: int) -> list[tuple[str, ...]] | None:
+    """Mesh axes per dimension of a leaf's spec text ("PartitionSpec(None, 'fsdp')")."""
+    import ast
+
+    head, _, body = spec.partition("(")
+    if not head.endswith("PartitionSpec") or not body.endswith(")"):
+        return None
+    try:
+        parts = ast.literal_eval("(" + body[:-1] + ",)") if body[:-1].strip() else ()
+    except (ValueError, SyntaxError):
+        return None
+    axes = [() if p is None else (p,) if isinstance(p, str) else tuple(p) for p in parts]
+    return (axes + [()] * ndim)[:ndim]
+
+
+def _peak(memory: dict[str, Any] | None) -> int:
+    m = memory or {}
+    state = (m.get("argument") or 0) + (m.get("output") or 0) - (m.get("alias") or 0)
+    return max(m.get("peak") or 0, state + (m.get("temp") or 0))
+
+
+class Search:
+    def __init__(self, spec: dict[str, Any], base: dict[str, Any], hooks: Hooks,
+                 compile_once: Callable[[], tuple[dict[str, Any], Any]],
+                 base_compiled: Any, module: Callable[[], Any]) -> None:
+        self.spec, self.hooks, self.compile_once, self.module = spec, hooks, compile_once, module
+        self.started = time.perf_counter()
+        self.capacity = int(spec["capacity"])
+        self.max_compiles = int(spec.get("compiles", 40))
+        self.max_seconds = float(spec.get("seconds", 120.0))
+        table = spec.get("rules")
+        self.name: str | None = table["name"] if table else None
+        self.rows0: Rows = tuple((r[0], _value(r[1])) for r in table["rows"]) if table else ()
+        self.axes, self.shape0 = self._mesh(base)
+        self.mesh_note: str | None = None
+        if not self.axes:
+            self.mesh_note = "the step's values are not placed on one named mesh"
+        elif not hooks.built:
+            self.mesh_note = ("the probe builds its mesh without jax.make_mesh or "
+                              "mesh_utils.create_device_mesh: its shape cannot be varied")
+        self.compiles, self.failed = 0, 0
+        self.last_s = 0.0
+        self.measured: dict[tuple[Rows, tuple[int, ...]], dict[str, Any]] = {}
+        self.names = self._leaf_names(base)
+        self.base = self._record(self.rows0, self.shape0, base, base_compiled)
+
+    # ---- what the baseline tells ----------------------------------------------------------
+    @staticmethod
+    def _mesh(facts: dict[str, Any]) -> tuple[tuple[str, ...], tuple[int, ...]]:
+        counts: dict[str, int] = {}
+        for leaf in facts.get("leaves", ()):
+            if "=" in leaf.get("mesh", ""):
+                counts[leaf["mesh"]] = counts.get(leaf["mesh"], 0) + 1
+        if not counts:
+            return (), ()
+        text = max(sorted(counts), key=lambda k: counts[k])
+        pairs = [p.strip().split("=") for p in text.split(",")]
+        return tuple(p[0] for p in pairs), tuple(int(p[1]) for p in pairs)
+
+    def _leaf_names(self, facts: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
+        """leaf path -> logical names, from the leaf's own box or the recorded trees."""
+        recorded = sorted(self.hooks.logical.items(), key=lambda kv: -len(kv[0]))
+        out: dict[str, tuple[Any, ...]] = {}
+        for leaf in facts.get("leaves", ()):
+            ndim = len(leaf["shape"])
+            names = leaf.get("partition_names")
+            if names is not None and leaf.get("partition_kind") != "mesh":
+                out[leaf["path"]] = tuple(names)
+                continue
+            for key, spec in recorded:
+                if key and leaf["path"].endswith(key) and len(spec) == ndim:
+                    out[leaf["path"]] = spec
+                    break
+        return out
+
+    # ---- prediction ---------------------------------------------------------------------------
+    def _axes_of(self, names: tuple[Any, ...], rows: Rows) -> list[tuple[str, ...]]:
+        """flax's assignment: rows in order, a mesh axis used once per array."""
+        result: list[Any] = [None] * len(names)
+        used: set[str] = set()
+        for name, value in rows:
+            if name not in names:
+                continue
+            pos = names.index(name)
+            if result[pos] is not None:
+                continue
+            axes = () if value is None else (value,) if isinstance(value, str) else tuple(value)
+            if used & set(axes):
+                continue
+            result[pos] = axes
+            used.update(axes)
+        return [r or () for r in result]
+
+    def predict(self, rows: Rows, shape: tuple[int, ...], current: dict[str, Any]) -> int:
+        sizes = dict(zip(self.axes, shape))
+        arg = out = donated = 0
+        for leaf in current["leaves"]:
+            if leaf.get("devices") == 0:
+                continue
+            dims = leaf["shape"]
+            names = self.names.get(leaf["path"])
+            axes = self._axes_of(names, rows) if names is not None else \
+                _spec_axes(leaf.get("spec", ""), len(dims))
+            if axes is None:
+                size = leaf["per_device"]
+            else:
+                itemsize = leaf["bytes"] // max(1, math.prod(dims)) if dims else leaf["bytes"]
+                size = itemsize * math.prod(
+                    -(-d // math.prod(sizes.get(a, 1) for a in ax)) for d, ax in zip(dims, axes))
+            if leaf["role"] == "arg":
+                arg += size
+                donated += size if leaf.get("donated") else 0
+            else:
+                out += size
+        m = current["memory"]
+        base_donated = sum(l["per_device"] for l in current["leaves"] if l.get("donated"))
+        alias = (m.get("alias") or 0) * donated // base_donated if base_donated else 0
+        return arg + out - alias + (m.get("temp") or 0)
+
+    # ---- candidates -----------------------------------------------------------------------------
+    def _values(self, shape: tuple[int, ...]) -> list[Any]:
+        live = [a for a, s in zip(self.axes, shape) if s > 1]
+        values: list[Any] = [None, *live]
+        values += [pair for pair in itertools.combinations(live, 2)]
+        if len(live) > 2:
+            values.append(tuple(live))
+        return values
+
+    def neighbours(self, rows: Rows, shape: tuple[int, ...]) -> list[tuple[Rows, tuple[int, ...]]]:
+        out: list[tuple[Rows, tuple[int, ...]]] = []
+        if self.name is not None:
+            values = self._values(shape)
+            for i, (name, value) in enumerate(rows):
+                for v in values:
+                    if v != value:
+                        out.append((rows[:i] + ((name, v),) + rows[i + 1:], shape))
+            known = {n for n, _ in rows}
+            missing = sorted({n for names in self.names.values() for n in names
+                              if isinstance(n, str) and n not in known})
+            for name in missing:
+                for v in values[1:]:
+                    out.append((rows + ((name, v),), shape))
+        if self.mesh_note is None:
+            for other in _factorisations(math.prod(self.shape0), len(self.shape0)):
+                if other != shape:
+                    out.append((rows, other))
+        return [c for c in out if c not in self.measured]
+
+    def changes(self, rows: Rows, shape: tuple[int, ...]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for i, (name, value) in enumerate(rows):
+            if i >= len(self.rows0):
+                out.append({"kind": "rule", "row": i, "name": name, "from": "absent",
+                            "to": _json(value)})
+            elif value != self.rows0[i][1]:
+                out.append({"kind": "rule", "row": i, "name": name,
+                            "from": _json(self.rows0[i][1]), "to": _json(value)})
+        if shape != self.shape0:
+            out.append({"kind": "mesh", "from": dict(zip(self.axes, self.shape0)),
+                        "to": dict(zip(self.axes, shape))})
+        return out
+
+    # ---- compiles -------------------------------------------------------------------------------
+    def budget_left(self) -> bool:
+        elapsed = time.perf_counter() - self.started
+        return self.compiles < self.max_compiles and elapsed + self.last_s <= self.max_seconds
+
+    def measure(self, rows: Rows, shape: tuple[int, ...]) -> dict[str, Any] | None:
+        key = (rows, shape)
+        if key in self.measured:
+            return self.measured[key]
+        module = self.module() if self.name is not None else None
+        old = getattr(module, self.name) if module is not None and self.name else None
+        if module is not None and self.name:
+            kind = list if isinstance(old, list) else tuple
+            setattr(module, self.name, kind((n, v) for n, v in rows))
+        self.hooks.shape, self.hooks.built = (shape if shape != self.shape0 else None), []
+        started = time.perf_counter()
+        try:
+            facts, compiled = self.compile_once()
+        finally:
+            if module is not None and self.name:
+                setattr(module, self.name, old)
+            self.hooks.shape = None
+        self.compiles += 1
+        self.last_s = time.perf_counter() - started
+        if facts is None or (shape != self.shape0 and shape not in self.hooks.built):
+            if facts is not None:
+                self.mesh_note = ("the probe's mesh did not take the candidate's shape (it is "
+                                  "not built from jax.device_count() with jax.make_mesh or "
+                                  "mesh_utils.create_device_mesh)")
+            self.failed += 1
+            self.measured[key] = {"failed": True, "error": compiled}
+            return None
+        return self._record(rows, shape, facts, compiled)
+
+    def _record(self, rows: Rows, shape: tuple[int, ...], facts: dict[str, Any],
+                compiled: Any) -> dict[str, Any]:
+        hlo = ""
+        if compiled is not None:
+            try:
+                hlo = compiled.as_text() or ""
+            except Exception:  # noqa: BLE001
+                hlo = ""
+        found = collectives.count(hlo) if compiled is not None else \
+            {k: {"count": v, "bytes": None} for k, v in facts.get("collectives", {}).items()}
+        plan = {"rules": [[n, _json(v)] for n, v in rows] if self.name else None,
+                "mesh": dict(zip(self.axes, shape)), "peak_bytes": _peak(facts.get("memory")),
+                "fits": _peak(facts.get("memory")) <= self.capacity,
+                "changes": self.changes(rows, shape), "collectives": found,
+                "memory": facts.get("memory"), "leaves": facts.get("leaves", []),
+                "key": (rows, shape)}
+        self.measured[(rows, shape)] = plan
+        return plan
+
+    # ---- the walk -----------------------------------------------------------------------------
+    def _order(self, current: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+        rows, shape = current["key"]
+        scored, unknown = [], []
+        here = self.predict(rows, shape, current)  # the predictor's own figure for `current`
+        for cand in self.neighbours(rows, shape):
+            predicted = self.predict(cand[0], cand[1], current)
+            if predicted < here * _GAIN:
+                fits = predicted <= self.capacity
+                changes = len(self.changes(*cand)) if fits else 0
+                scored.append(((not fits, changes, predicted), cand, predicted))
+            elif cand[1] == shape and self._unpredictable(cand[0], rows):
+                unknown.append(cand)
+        scored.sort(key=lambda s: (s[0], repr(s[1])))
+        return [(c, p) for _, c, p in scored], unknown
+
+    def _unpredictable(self, rows: Rows, before: Rows) -> bool:
+        """A row change of a name no argument or output carries (activations only)."""
+        carried = {n for names in self.names.values() for n in names}
+        changed = {n for (n, v), (m, w) in zip(rows, before) if v != w} | \
+            {n for n, _ in rows[len(before):]}
+        return bool(changed) and not (changed & carried)
+
+    def run(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"capacity": self.capacity, "budget": {
+            "compiles": self.max_compiles, "seconds": self.max_seconds}}
+        if self.base["fits"]:
+            return {**out, "status": "fits", **self._totals()}
+        current = self.base
+        while not current["fits"] and self.budget_left():
+            known, unknown = self._order(current)
+            temp = (current["memory"] or {}).get("temp") or 0
+            queue = [c for c, _ in known] + (unknown if temp >= current["peak_bytes"] // 5
+                                             else [])
+            moved = False
+            for cand in queue:
+                if not self.budget_left():
+                    break
+                got = self.measure(*cand)
+                if got is not None and got["peak_bytes"] < current["peak_bytes"] * _GAIN:
+                    current, moved = got, True
+                    break
+            if not moved:
+                break
+        if current["fits"]:
+            current = self._prune(current)
+            self._alternatives()
+        return {**out, **self._verdict(), **self._totals()}
+
+    def _prune(self, plan: dict[str, Any]) -> dict[str, Any]:
+        """Revert each change of a fitting plan that the prediction says is not needed."""
+        changed = True
+        while changed and self.budget_left():
+            changed = False
+            rows, shape = plan["key"]
+            reverts = []
+            for i in range(len(rows)):
+                if i < len(self.rows0) and rows[i] != self.rows0[i]:
+                    reverts.append((rows[:i] + (self.rows0[i],) + rows[i + 1:], shape))
+            if len(rows) > len(self.rows0):
+                for i in range(len(self.rows0), len(rows)):
+                    reverts.append((rows[:i] + rows[i + 1:], shape))
+            if shape != self.shape0:
+                reverts.append((rows, self.shape0))
+            for cand in reverts:
+                if cand in self.measured or self.predict(*cand, plan) > self.capacity:
+                    continue
+                if not self.budget_left():
+                    break
+                got = self.measure(*cand)
+                if got is not None and got["fits"]:
+                    plan, changed = got, True
+                    break
+        return plan
+
+    def _alternatives(self) -> None:
+        """A few other single changes of the original that the prediction says fit."""
+        tried = 0
+        for cand in self.neighbours(self.rows0, self.shape0):
+            if tried >= _ALTERNATIVES or not self.budget_left():
+                return
+            if self.predict(*cand, self.base) <= self.capacity:
+                tried += 1
+                self.measure(*cand)
+
+    # ---- the report -------------------------------------------------------------------------------
+    def _totals(self) -> dict[str, Any]:
+        return {"compiles": self.compiles, "failed_compiles": self.failed,
+                "seconds": round(time.perf_counter() - self.started, 3),
+                "rules_name": self.name, "mesh_axes": list(self.axes),
+                "mesh_note": self.mesh_note,
+                "baseline": self._public(self.base)}
+
+    def _verdict(self) -> dict[str, Any]:
+        plans = [p for p in self.measured.values() if not p.get("failed") and p["fits"]
+                 and p is not self.base]
+        plans.sort(key=lambda p: (len(p["changes"]), collectives.total_bytes(p["collectives"]),
+                                  p["peak_bytes"], repr(p["key"])))
+        if plans:
+            return {"status": "plans", "plans": [self._public(p) for p in plans]}
+        tried = [p for p in self.measured.values() if not p.get("failed")]
+        best = min(tried, key=lambda p: (p["peak_bytes"], len(p["changes"]), repr(p["key"])))
+        stop = "budget" if not self.budget_left() else "space"
+        return {"status": "none", "stopped": stop, "plans": [],
+                "best": self._public(best, dominant=True)}
+
+    def _public(self, plan: dict[str, Any], dominant: bool = False) -> dict[str, Any]:
+        out = {k: plan[k] for k in ("rules", "mesh", "peak_bytes", "fits", "changes",
+                                    "collectives", "memory")}
+        if dominant:
+            out["dominant"] = self._dominant(plan)
+        return out
+
+    @staticmethod
+    def _dominant(plan: dict[str, Any]) -> list[dict[str, Any]]:
+        """What the peak is made of, biggest first: argument groups, outputs that do not reuse
+        an input, temporaries."""
+        m = plan["memory"] or {}
+        parts: dict[str, int] = {}
+        example: dict[str, dict[str, Any]] = {}
+        for leaf in plan["leaves"]:
+            if leaf["role"] != "arg":
+                continue
+            parts[leaf["group"]] = parts.get(leaf["group"], 0) + leaf["per_device"]
+            if leaf["group"] not in example or \
+                    leaf["per_device"] > example[leaf["group"]]["per_device"]:
+                example[leaf["group"]] = leaf
+        items = [{"what": g, "bytes": b, "largest": example[g]["path"],
+                  "spec": example[g]["spec"]} for g, b in parts.items()]
+        fresh = (m.get("output") or 0) - (m.get("alias") or 0)
+        if fresh > 0:
+            items.append({"what": "outputs (not reusing an input)", "bytes": fresh})
+        items.append({"what": "temporaries", "bytes": m.get("temp") or 0})
+        items.sort(key=lambda i: (-i["bytes"], i["what"]))
+        return items[:5]
+
+
+def search(spec: dict[str, Any], base: dict[str, Any], hooks: Hooks,
+           compile_once: Callable[[], tuple[dict[str, Any], Any]], base_compiled: Any,
+           module: Callable[[], Any]) -> dict[str, Any]:
+    """The ``fit`` event's payload for one probe at this worker's device count."""
+    return Search(spec, base, hooks, compile_once, base_compiled, module).run()
