@@ -87,7 +87,7 @@ def fit_json(fit: dict[str, Any] | None) -> dict[str, Any] | None:
 
     keys = ("status", "capacity", "budget", "compiles", "failed_compiles", "seconds",
             "stopped", "rules_name", "mesh_axes", "rules_note", "mesh_note", "table",
-            "message")
+            "message", "trail")
     out = {k: fit[k] for k in keys if k in fit}
     out["baseline"] = plan(fit.get("baseline"))
     out["plans"] = [plan(p) for p in fit.get("plans") or []]

@@ -35,7 +35,7 @@ from typing import Any
 import jax
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_ALTERNATIVES = 2  # single changes compiled after a plan fits, when predicted to fit too
+_ALTERNATIVES = 3  # single changes compiled after a plan fits, when predicted to fit too
 _GAIN = 0.995  # a candidate is kept when its measured peak is below 99.5% of the current one
 
 
@@ -139,7 +139,7 @@ def _spec_axes(spec: str, ndim: int) -> list[tuple[str, ...]] | None:
     import ast
 
     head, _, body = spec.partition("(")
-    if not head.endswith("PartitionSpec") or not body.endswith(")"):
+    if not (head == "P" or head.endswith("PartitionSpec")) or not body.endswith(")"):
         return None
     try:
         parts = ast.literal_eval("(" + body[:-1] + ",)") if body[:-1].strip() else ()
@@ -175,6 +175,7 @@ class Search:
             self.mesh_note = ("the probe builds its mesh without jax.make_mesh or "
                               "mesh_utils.create_device_mesh: its shape cannot be varied")
         self.compiles, self.failed = 0, 0
+        self.trail: list[dict[str, Any]] = []  # each compile: its changes, prediction, peak
         self.last_s = 0.0
         self.measured: dict[tuple[Rows, tuple[int, ...]], dict[str, Any]] = {}
         self.names = self._leaf_names(base)
@@ -227,7 +228,8 @@ class Search:
             used.update(axes)
         return [r or () for r in result]
 
-    def predict(self, rows: Rows, shape: tuple[int, ...], current: dict[str, Any]) -> int:
+    def predict(self, rows: Rows, shape: tuple[int, ...], current: dict[str, Any],
+                temp: int | None = None) -> int:
         sizes = dict(zip(self.axes, shape))
         arg = out = donated = 0
         for leaf in current["leaves"]:
@@ -251,7 +253,7 @@ class Search:
         m = current["memory"]
         base_donated = sum(l["per_device"] for l in current["leaves"] if l.get("donated"))
         alias = (m.get("alias") or 0) * donated // base_donated if base_donated else 0
-        return arg + out - alias + (m.get("temp") or 0)
+        return arg + out - alias + (m.get("temp") or 0 if temp is None else temp)
 
     # ---- candidates -----------------------------------------------------------------------------
     def _values(self, shape: tuple[int, ...]) -> list[Any]:
@@ -280,7 +282,20 @@ class Search:
             for other in _factorisations(math.prod(self.shape0), len(self.shape0)):
                 if other != shape:
                     out.append((rows, other))
-        return [c for c in out if c not in self.measured]
+        return [c for c in out if c not in self.measured and self._divisible(*c)]
+
+    def _divisible(self, rows: Rows, shape: tuple[int, ...]) -> bool:
+        """Whether every argument the names describe splits evenly (jit refuses otherwise)."""
+        sizes = dict(zip(self.axes, shape))
+        for leaf in self.base["leaves"]:
+            names = self.names.get(leaf["path"])
+            dims = leaf["shape"]
+            axes = self._axes_of(names, rows) if names is not None else \
+                _spec_axes(leaf.get("spec", ""), len(dims))
+            if leaf["role"] == "arg" and axes is not None and any(
+                    d % math.prod(sizes.get(a, 1) for a in ax) for d, ax in zip(dims, axes)):
+                return False
+        return True
 
     def changes(self, rows: Rows, shape: tuple[int, ...]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -301,10 +316,13 @@ class Search:
         elapsed = time.perf_counter() - self.started
         return self.compiles < self.max_compiles and elapsed + self.last_s <= self.max_seconds
 
-    def measure(self, rows: Rows, shape: tuple[int, ...]) -> dict[str, Any] | None:
+    def measure(self, rows: Rows, shape: tuple[int, ...], predicted: int | None = None,
+                why: str = "") -> dict[str, Any] | None:
         key = (rows, shape)
         if key in self.measured:
             return self.measured[key]
+        step = {"why": why, "changes": self.changes(rows, shape), "predicted": predicted}
+        self.trail.append(step)
         module = self.module() if self.name is not None else None
         old = getattr(module, self.name) if module is not None and self.name else None
         if module is not None and self.name:
@@ -327,8 +345,11 @@ class Search:
                                   "mesh_utils.create_device_mesh)")
             self.failed += 1
             self.measured[key] = {"failed": True, "error": compiled}
+            step["error"] = str(compiled)[:300] if facts is None else self.mesh_note
             return None
-        return self._record(rows, shape, facts, compiled)
+        got = self._record(rows, shape, facts, compiled)
+        step["peak_bytes"] = got["peak_bytes"]
+        return got
 
     def _record(self, rows: Rows, shape: tuple[int, ...], facts: dict[str, Any],
                 compiled: Any) -> dict[str, Any]:
@@ -381,13 +402,14 @@ class Search:
         while not current["fits"] and self.budget_left():
             known, unknown = self._order(current)
             temp = (current["memory"] or {}).get("temp") or 0
-            queue = [c for c, _ in known] + (unknown if temp >= current["peak_bytes"] // 5
-                                             else [])
+            queue = known + ([(c, None) for c in unknown]
+                             if temp >= current["peak_bytes"] // 5 else [])
             moved = False
-            for cand in queue:
+            for cand, predicted in queue:
                 if not self.budget_left():
                     break
-                got = self.measure(*cand)
+                got = self.measure(*cand, predicted=predicted,
+                                   why="descend" if predicted is not None else "activations")
                 if got is not None and got["peak_bytes"] < current["peak_bytes"] * _GAIN:
                     current, moved = got, True
                     break
@@ -395,7 +417,7 @@ class Search:
                 break
         if current["fits"]:
             current = self._prune(current)
-            self._alternatives()
+            self._alternatives(current)
         return {**out, **self._verdict(), **self._totals()}
 
     def _prune(self, plan: dict[str, Any]) -> dict[str, Any]:
@@ -418,25 +440,31 @@ class Search:
                     continue
                 if not self.budget_left():
                     break
-                got = self.measure(*cand)
+                got = self.measure(*cand, predicted=self.predict(*cand, plan), why="prune")
                 if got is not None and got["fits"]:
                     plan, changed = got, True
                     break
         return plan
 
-    def _alternatives(self) -> None:
-        """A few other single changes of the original that the prediction says fit."""
-        tried = 0
+    def _alternatives(self, plan: dict[str, Any]) -> None:
+        """A few single changes of the original predicted to fit: with the original's
+        temporaries, or (when those alone would not fit) with the fitting plan's, on the chance
+        that one change lowers them as much as the plan's did."""
+        temp = min((plan["memory"] or {}).get("temp") or 0,
+                   (self.base["memory"] or {}).get("temp") or 0)
+        scored = []
         for cand in self.neighbours(self.rows0, self.shape0):
-            if tried >= _ALTERNATIVES or not self.budget_left():
+            predicted = self.predict(*cand, self.base, temp=temp)
+            if predicted <= self.capacity:
+                scored.append((predicted, repr(cand), cand))
+        for predicted, _, cand in sorted(scored)[:_ALTERNATIVES]:
+            if not self.budget_left():
                 return
-            if self.predict(*cand, self.base) <= self.capacity:
-                tried += 1
-                self.measure(*cand)
+            self.measure(*cand, predicted=predicted, why="alternative")
 
     # ---- the report -------------------------------------------------------------------------------
     def _totals(self) -> dict[str, Any]:
-        return {"compiles": self.compiles, "failed_compiles": self.failed,
+        return {"compiles": self.compiles, "failed_compiles": self.failed, "trail": self.trail,
                 "seconds": round(time.perf_counter() - self.started, 3),
                 "rules_name": self.name, "mesh_axes": list(self.axes),
                 "mesh_note": self.mesh_note,

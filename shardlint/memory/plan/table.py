@@ -39,3 +39,17 @@ def statement_indent(table: RulesTable) -> str:
     except (OSError, IndexError, UnicodeDecodeError):
         return ""
     return line[: len(line) - len(line.lstrip())]
+
+
+def paste(text: str, table: dict[str, Any], code: str) -> str:
+    """``text`` (the probe's source) with the table's value replaced by ``code``; the range is
+    ast's: 1-based lines, 0-based UTF-8 byte columns."""
+    lines = text.splitlines(keepends=True)
+
+    def offset(line: int, col: int) -> int:
+        head = "".join(lines[: line - 1])
+        return len(head) + len(lines[line - 1].encode("utf-8")[:col].decode("utf-8"))
+
+    start = offset(table["line"], table["col"])
+    end = offset(table["end_line"], table["end_col"])
+    return text[:start] + code + text[end:]
