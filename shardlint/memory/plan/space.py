@@ -155,12 +155,15 @@ def rules_table(path: Path) -> tuple[RulesTable | None, str | None]:
     name = names[0]
     bound = _bindings(tree, name)
     if not bound:
-        return None, (f"{name} is not bound at the top level of {path.name} (imported from "
-                      "elsewhere or a local name): --fit rebinds only the probe module's own")
+        return None, (f"{name} is not bound at the top level of {path.name} (a local name?): "
+                      "--fit rebinds only a module-level table of the probe's own file")
     if len(bound) > 1:
         return None, (f"{name} is bound {len(bound)} times in {path.name} (lines "
                       f"{', '.join(str(b.lineno) for b in bound)}): not one literal table")
     stmt = bound[0]
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return None, (f"{name} is imported into {path.name} (line {stmt.lineno}), not written "
+                      "in it: --fit varies only a literal table bound in the probe's own file")
     value = stmt.value if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else None
     if value is None:
         return None, f"{name} at {path.name}:{stmt.lineno} is not an assignment of a table"
