@@ -43,10 +43,16 @@ def fit_lines(run: Any) -> list[str]:
                      f"{format_bytes(plan['peak_bytes'])}; mesh "
                      + ", ".join(f"{a}={n}" for a, n in plan["mesh"].items())
                      + f"; collectives added: {_comm(plan, base)}")
-    if plans and plans[0].get("code"):
+    coded = next(((i, p) for i, p in enumerate(plans, 1)
+                  if p.get("code") and any(c["kind"] == "rule" for c in p["changes"])), None)
+    if coded is not None:
+        i, plan = coded
         name = (fit.get("table") or {}).get("name", "RULES")
-        lines.append(f"    plan 1 as code ({name} = ...):")
-        lines += ["      " + line for line in f"{name} = {plans[0]['code']}".splitlines()]
+        lines.append(f"    plan {i}'s table as code ({name} = ...)"
+                     + (", with the mesh it names" if any(c["kind"] == "mesh"
+                                                          for c in plan["changes"]) else "")
+                     + ":")
+        lines += ["      " + line for line in f"{name} = {plan['code']}".splitlines()]
     if status == "none":
         best = fit.get("best") or {}
         lines.append(f"    stopped: {'budget spent' if fit.get('stopped') == 'budget' else 'nothing left to try'}"

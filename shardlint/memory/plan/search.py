@@ -1,11 +1,9 @@
 """Inside the worker: the budgeted search for a rules table and mesh shape that fit.
 
-Loaded by the worker by path (the standard library and jax only; flax where the probe has it).
-:func:`install` runs before any user code: it lets the search change the mesh shape (it wraps
-``jax.make_mesh`` and ``mesh_utils.create_device_mesh``: a mesh of the same rank over the same N
-devices gets the candidate's shape) and records the logical names of every tree the probe hands
-to ``nn.logical_to_mesh_sharding`` (which leaf carries which logical axis). :func:`search` then
-compiles candidates one at a time, each by calling the probe again with its rules table rebound
+Loaded by the worker by path (the standard library only; its siblings by path too).
+:func:`install` (``hooks.py``) runs before any user code, so that the mesh shape can be changed
+and the logical names of the leaves are recorded. :func:`search` then compiles candidates one at
+a time, each by calling the probe again with its rules table rebound
 (``module.RULES = candidate``) and its mesh shape replaced; the user's files are never touched.
 
 How the compiles are spent: every neighbour of the current plan (one rule row mapped to another
@@ -32,7 +30,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import jax
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _ALTERNATIVES = 3  # single changes compiled after a plan fits, when predicted to fit too
@@ -50,68 +47,14 @@ def _sibling(name: str) -> Any:
 
 
 collectives = _sibling("collectives")
-
-
-class Hooks:
-    """The mesh shape override and the logical names recorded from the probe's own calls."""
-
-    def __init__(self) -> None:
-        self.shape: tuple[int, ...] | None = None  # the candidate's mesh shape, while it runs
-        self.built: list[tuple[int, ...]] = []  # shapes of the meshes built in this run
-        self.logical: dict[str, tuple[Any, ...]] = {}  # keystr path -> logical names
-
-    def _shape(self, shape: Any) -> tuple[int, ...]:
-        shape = tuple(int(s) for s in shape)
-        want = self.shape
-        if want is not None and len(want) == len(shape) and math.prod(want) == math.prod(shape):
-            shape = want
-        self.built.append(shape)
-        return shape
-
-
-def install() -> Hooks:
-    hooks = Hooks()
-    make_mesh = jax.make_mesh
-
-    def _make_mesh(axis_shapes: Any, axis_names: Any, *args: Any, **kwargs: Any) -> Any:
-        return make_mesh(hooks._shape(axis_shapes), axis_names, *args, **kwargs)
-
-    jax.make_mesh = _make_mesh  # type: ignore[assignment]
-    try:
-        from jax.experimental import mesh_utils
-
-        create = mesh_utils.create_device_mesh
-
-        def _create(mesh_shape: Any, *args: Any, **kwargs: Any) -> Any:
-            return create(hooks._shape(mesh_shape), *args, **kwargs)
-
-        mesh_utils.create_device_mesh = _create
-    except Exception:  # noqa: BLE001 - an older jax without it: make_mesh only
-        pass
-    try:
-        import flax.linen as nn
-    except Exception:  # noqa: BLE001 - no flax: no logical names to record
-        return hooks
-    to_sharding = nn.logical_to_mesh_sharding
-    spec_type = jax.sharding.PartitionSpec
-
-    def _to_sharding(tree: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            flat = jax.tree_util.tree_flatten_with_path(
-                tree, is_leaf=lambda x: isinstance(x, spec_type))[0]
-            for path, spec in flat:
-                if isinstance(spec, spec_type):
-                    hooks.logical[jax.tree_util.keystr(tuple(path))] = tuple(spec)
-        except Exception:  # noqa: BLE001 - names only steer the order; the compile decides
-            pass
-        return to_sharding(tree, *args, **kwargs)
-
-    nn.logical_to_mesh_sharding = _to_sharding
-    return hooks
+hooks_module = _sibling("hooks")
+predict = _sibling("predict")
+install = hooks_module.install
+Hooks = hooks_module.Hooks
 
 
 # ---- plans -------------------------------------------------------------------------------------
-Rows = tuple[tuple[str, Any], ...]
+Rows = predict.Rows
 
 
 def _value(v: Any) -> Any:
@@ -132,21 +75,6 @@ def _factorisations(n: int, rank: int) -> list[tuple[int, ...]]:
         if n % first == 0:
             out.extend((first, *rest) for rest in _factorisations(n // first, rank - 1))
     return out
-
-
-def _spec_axes(spec: str, ndim: int) -> list[tuple[str, ...]] | None:
-    """Mesh axes per dimension of a leaf's spec text ("PartitionSpec(None, 'fsdp')")."""
-    import ast
-
-    head, _, body = spec.partition("(")
-    if not (head == "P" or head.endswith("PartitionSpec")) or not body.endswith(")"):
-        return None
-    try:
-        parts = ast.literal_eval("(" + body[:-1] + ",)") if body[:-1].strip() else ()
-    except (ValueError, SyntaxError):
-        return None
-    axes = [() if p is None else (p,) if isinstance(p, str) else tuple(p) for p in parts]
-    return (axes + [()] * ndim)[:ndim]
 
 
 def _peak(memory: dict[str, Any] | None) -> int:
@@ -178,7 +106,7 @@ class Search:
         self.trail: list[dict[str, Any]] = []  # each compile: its changes, prediction, peak
         self.last_s = 0.0
         self.measured: dict[tuple[Rows, tuple[int, ...]], dict[str, Any]] = {}
-        self.names = self._leaf_names(base)
+        self.names = predict.leaf_names(base.get("leaves", []), hooks.logical)
         self.base = self._record(self.rows0, self.shape0, base, base_compiled)
 
     # ---- what the baseline tells ----------------------------------------------------------
@@ -194,66 +122,10 @@ class Search:
         pairs = [p.strip().split("=") for p in text.split(",")]
         return tuple(p[0] for p in pairs), tuple(int(p[1]) for p in pairs)
 
-    def _leaf_names(self, facts: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
-        """leaf path -> logical names, from the leaf's own box or the recorded trees."""
-        recorded = sorted(self.hooks.logical.items(), key=lambda kv: -len(kv[0]))
-        out: dict[str, tuple[Any, ...]] = {}
-        for leaf in facts.get("leaves", ()):
-            ndim = len(leaf["shape"])
-            names = leaf.get("partition_names")
-            if names is not None and leaf.get("partition_kind") != "mesh":
-                out[leaf["path"]] = tuple(names)
-                continue
-            for key, spec in recorded:
-                if key and leaf["path"].endswith(key) and len(spec) == ndim:
-                    out[leaf["path"]] = spec
-                    break
-        return out
-
-    # ---- prediction ---------------------------------------------------------------------------
-    def _axes_of(self, names: tuple[Any, ...], rows: Rows) -> list[tuple[str, ...]]:
-        """flax's assignment: rows in order, a mesh axis used once per array."""
-        result: list[Any] = [None] * len(names)
-        used: set[str] = set()
-        for name, value in rows:
-            if name not in names:
-                continue
-            pos = names.index(name)
-            if result[pos] is not None:
-                continue
-            axes = () if value is None else (value,) if isinstance(value, str) else tuple(value)
-            if used & set(axes):
-                continue
-            result[pos] = axes
-            used.update(axes)
-        return [r or () for r in result]
-
     def predict(self, rows: Rows, shape: tuple[int, ...], current: dict[str, Any],
                 temp: int | None = None) -> int:
-        sizes = dict(zip(self.axes, shape))
-        arg = out = donated = 0
-        for leaf in current["leaves"]:
-            if leaf.get("devices") == 0:
-                continue
-            dims = leaf["shape"]
-            names = self.names.get(leaf["path"])
-            axes = self._axes_of(names, rows) if names is not None else \
-                _spec_axes(leaf.get("spec", ""), len(dims))
-            if axes is None:
-                size = leaf["per_device"]
-            else:
-                itemsize = leaf["bytes"] // max(1, math.prod(dims)) if dims else leaf["bytes"]
-                size = itemsize * math.prod(
-                    -(-d // math.prod(sizes.get(a, 1) for a in ax)) for d, ax in zip(dims, axes))
-            if leaf["role"] == "arg":
-                arg += size
-                donated += size if leaf.get("donated") else 0
-            else:
-                out += size
-        m = current["memory"]
-        base_donated = sum(l["per_device"] for l in current["leaves"] if l.get("donated"))
-        alias = (m.get("alias") or 0) * donated // base_donated if base_donated else 0
-        return arg + out - alias + (m.get("temp") or 0 if temp is None else temp)
+        return predict.peak(current["leaves"], current["memory"] or {}, self.names, rows,
+                            dict(zip(self.axes, shape)), temp)
 
     # ---- candidates -----------------------------------------------------------------------------
     def _values(self, shape: tuple[int, ...]) -> list[Any]:
@@ -285,17 +157,8 @@ class Search:
         return [c for c in out if c not in self.measured and self._divisible(*c)]
 
     def _divisible(self, rows: Rows, shape: tuple[int, ...]) -> bool:
-        """Whether every argument the names describe splits evenly (jit refuses otherwise)."""
-        sizes = dict(zip(self.axes, shape))
-        for leaf in self.base["leaves"]:
-            names = self.names.get(leaf["path"])
-            dims = leaf["shape"]
-            axes = self._axes_of(names, rows) if names is not None else \
-                _spec_axes(leaf.get("spec", ""), len(dims))
-            if leaf["role"] == "arg" and axes is not None and any(
-                    d % math.prod(sizes.get(a, 1) for a in ax) for d, ax in zip(dims, axes)):
-                return False
-        return True
+        return predict.divisible(self.base["leaves"], self.names, rows,
+                                 dict(zip(self.axes, shape)))
 
     def changes(self, rows: Rows, shape: tuple[int, ...]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
