@@ -83,7 +83,8 @@ def headline(fit: dict[str, Any]) -> str | None:
                 f"peak {format_bytes(base or 0)} -> {format_bytes(best['peak_bytes'])}")
     if status == "none":
         best = fit.get("best") or {}
-        return (f"no plan fits ({fit.get('compiles', 0)} compiles); best found "
+        n = fit.get("compiles", 0)
+        return (f"no plan fits ({n} compile{'s' * (n != 1)}); best found "
                 f"{format_bytes(best.get('peak_bytes') or 0)}")
     if status == "error":
         return f"the fit search failed: {fit.get('message', '')}"
