@@ -200,3 +200,19 @@ def test_collectives_are_counted_with_their_bytes_from_hlo_text() -> None:
         "all-reduce": {"count": 1, "bytes": 8 * 8 * 2},
         "collective-permute": {"count": 1, "bytes": 4},
     }
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--fit"], "--fit needs a capacity"),
+    (["--capacity", "1GiB", "--fit-budget-compiles", "3"], "need --fit"),
+    (["--capacity", "1GiB", "--fit", "--fit-budget-compiles", "0"], "at least 1"),
+])
+def test_fit_options_are_checked_before_anything_runs(tmp_path: Path, argv: list[str],
+                                                      message: str) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text("def shardlint_probe_x():\n    raise SystemExit('never called')\n",
+                     encoding="utf-8")
+    err = io.StringIO()
+    with contextlib.chdir(tmp_path), contextlib.redirect_stderr(err):
+        code = main([str(probe), *argv, "--quiet"])
+    assert code == 2 and message in err.getvalue()
