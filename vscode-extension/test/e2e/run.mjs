@@ -12,7 +12,7 @@
 //            `jax.set_mesh(mesh)`; Fix All on original.py -> `jax.tree.map` on disk; a folder
 //            setting ignoring SHL103 applies live; probes.py shows the server's "Measure memory"
 //            code lens; clicking it measures the probe and the lens shows the headline figure;
-//            fit/probe.py (a decoder that does not fit its folder's capacity): measured, its lens
+//            fit/fit_probe.py (a decoder that does not fit its folder's capacity): measured, its lens
 //            says a plan fits, and the refactor over its rules table puts the plan's table on disk.
 // untrusted: Restricted Mode; the bundled server runs (not the interpreter setting); the Problems
 //            panel lists the static findings; probes.py shows no memory code lens.
@@ -237,11 +237,11 @@ async function fitPlan() {
     expect(probe.includes(from), `examples/decoder_1b/probe.py no longer has ${from}`);
     probe = probe.replace(from, to);
   }
-  const file = path.join(dir, "probe.py");
+  const file = path.join(dir, "fit_probe.py");
   fs.writeFileSync(file, probe);
   const lines = probe.split("\n");
   const probeLine = lines.findIndex((l) => l.startsWith("def shardlint_probe_")) + 1;
-  await openFile(page, `fit/probe.py:${probeLine}`);
+  await openFile(page, `fit_probe.py:${probeLine}`);
   const editor = ".editor-group-container.active .monaco-editor";
   await page.locator(`${editor} .codelens-decoration a`, { hasText: "Measure memory" }).first().waitFor({ timeout: 30000 });
   await page.locator(`${editor} .codelens-decoration a`, { hasText: "Measure memory" }).first().click();
@@ -254,7 +254,7 @@ async function fitPlan() {
   const rulesLine = lines.findIndex((l) => l.startsWith("RULES = (")) + 1;
   let applied = false;
   for (let attempt = 1; attempt <= 3 && !applied; attempt++) {
-    await openFile(page, `fit/probe.py:${rulesLine}:3`);
+    await openFile(page, `fit_probe.py:${rulesLine}:3`);
     await runCommand(page, "Refactor...");
     try {
       await page.locator(".action-widget .monaco-list-row", { hasText: "Apply the memory plan" }).first().waitFor({ timeout: 8000 });
