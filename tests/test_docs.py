@@ -188,7 +188,8 @@ def bench_options() -> list[tuple[str, str, str]]:
         spans += [line for b in blocks(page) for line in b.text.splitlines()]
         for span in spans:
             m = re.search(r"(bench/[\w/]+\.py)((?: [^`]*)?)", span)
-            if m:
+            # `shardlint memory bench/some_probe.py --devices 64`: a probe, not a bench script
+            if m and "shardlint " not in span[: m.start()]:
                 for option in re.findall(r"--[\w-]+", m.group(2)):
                     found.append((_id(page), m.group(1), option))
     return sorted(set(found))

@@ -141,6 +141,12 @@ class MemoryLenses:
             out = []
             if current.headline:
                 out.append(lens(current.headline, "", "hover the probe's name for the table"))
+            if current.fit and current.fit.get("headline"):
+                out.append(lens(f"memory at {current.fit['devices']} devices: "
+                                f"{current.fit['headline']}", "",
+                                "a code action on the rules table puts the plan's table in"
+                                if current.fit.get("edit") else
+                                "shardlint memory --fit: the plans, in the hover's table"))
             saved = savings_line(current)
             if saved:
                 out.append(lens(saved, "", "what-if compiles: the probe compiled again with "
@@ -220,6 +226,40 @@ class MemoryLenses:
                 title=f"{stale}{m.headline} ({m.probe.function})", command="",
                 tooltip=f"measured by {m.probe.path.name}:{m.probe.function}")))
         return lenses
+
+    # ---- the plan as a code action ------------------------------------------------------------------
+    def code_actions(self, uri: str, rng: types.Range) -> list[types.CodeAction]:
+        """Over the rules table of a file whose current measurement has a plan that fits:
+        replace the table with the plan's (a WorkspaceEdit in the client's position encoding)."""
+        if not self.settings.active:
+            return []
+        found = self._document(uri)
+        if found is None:
+            return []
+        text, path = found
+        out = []
+        for m in self.latest.values():
+            edit = (m.fit or {}).get("edit")
+            if edit is None or Path(edit["path"]).resolve() != path.resolve() or \
+                    not self._current(m):
+                continue
+            lines = split_lines(text)
+            if edit["end_line"] > len(lines):
+                continue
+            encoding = self.session.features.encoding
+
+            def position(line: int, utf8_col: int) -> types.Position:
+                head = lines[line - 1].encode("utf-8")[:utf8_col].decode("utf-8", "replace")
+                return types.Position(line - 1, code_units(head, encoding))
+
+            table = types.Range(position(edit["line"], edit["col"]),
+                                position(edit["end_line"], edit["end_col"]))
+            if rng.end.line < table.start.line or rng.start.line > table.end.line:
+                continue
+            out.append(types.CodeAction(
+                title=edit["title"], kind=types.CodeActionKind.RefactorRewrite,
+                edit=types.WorkspaceEdit(changes={uri: [types.TextEdit(table, edit["code"])]})))
+        return out
 
     # ---- hover --------------------------------------------------------------------------------------
     def hover(self, uri: str, pos: types.Position) -> types.Hover | None:

@@ -19,6 +19,8 @@ from pathlib import Path
 
 from shardlint.lsp.settings import MemoryClientSettings
 from shardlint.memory.findings import report_findings, saving_records
+from shardlint.memory.plan import attach, describe, fit_request
+from shardlint.memory.plan import headline as fit_headline
 from shardlint.memory.probes import PREFIX, Probe, function_in_source, probes_in_source
 from shardlint.memory.reach import probe_reach
 from shardlint.memory.reasons import explained_report
@@ -117,6 +119,10 @@ class Measurement:
     # What fixing each static finding the probe reaches saved (findings.saving_records, paths
     # absolute), biggest saving first.
     savings: list[dict] = dataclasses.field(default_factory=list)
+    # `--fit` at the widest device count, when a capacity is set and the step does not fit:
+    # "headline" (one line), and "edit" (the rules table's range in the probe's file, ast's
+    # positions, and the best plan's table as code) when a plan that keeps the mesh fits.
+    fit: dict | None = None
 
     def summary(self) -> dict:
         return {"probe": self.probe.function, "ok": self.failure is None, "headline": self.headline,
@@ -167,16 +173,21 @@ def measure(probe: Probe, plan: Plan, progress: Callable[[int, str], None],
 
     imports = reached_files(probe, plan.root)  # before the run: what the worker will import
     options, prepared = prepare([probe], plan.root, s.devices, options)
+    fit = fit_request([probe], s.capacity) if s.capacity is not None else None
+    if fit is not None:
+        options = dataclasses.replace(options, fit=fit.specs)
     runs = run_all([probe], s.devices, options, on_progress, jobs, cancel)
     finish(runs, prepared)
     report = explained_report(runs, [probe], s.devices, s, plan.root, prepared.plans)
+    if fit is not None:
+        attach(report, fit)
     detail = render_text(report, report_findings(report))
     (probe_report,) = report.probes
     savings = [{**r, "path": str((plan.root / r["path"]).resolve())}
                for r in saving_records(report) if r.get("text")]
     savings.sort(key=lambda r: -_best(r))
     out = Measurement(probe, plan.key, detail=detail, target=jitted_target(probe),
-                      imports=imports, savings=savings)
+                      imports=imports, savings=savings, fit=fit_summary(probe_report))
     errors = [r.error for r in probe_report.runs if r.error is not None]
     if errors:
         out.failure = f"{errors[0].kind}: {errors[0].message.strip().splitlines()[0]}"
@@ -184,6 +195,26 @@ def measure(probe: Probe, plan: Plan, progress: Callable[[int, str], None],
         out.headline, out.peak, out.devices = headline(report, probe_report)
     elif out.failure is None:
         out.failure = "the probe produced no figures"
+    return out
+
+
+def fit_summary(probe: ProbeReport) -> dict | None:
+    """The editor's view of `--fit`: the widest device count's outcome, and the edit that puts
+    its best plan's table in place of the probe's (a plan that keeps the mesh shape)."""
+    run = next((r for r in reversed(probe.ok_runs) if r.fit), None)
+    if run is None or run.fit is None:
+        return None
+    fit = run.fit
+    out: dict = {"headline": fit_headline(fit), "devices": run.devices}
+    table = fit.get("table")
+    plan = next((p for p in fit.get("plans") or ()
+                 if p.get("code") and all(c["kind"] == "rule" for c in p["changes"])), None)
+    if table is not None and plan is not None:
+        out["edit"] = {**table, "code": plan["code"],
+                       "title": f"Apply the memory plan to {table['name']} "
+                       f"({describe(plan['changes'])}): peak "
+                       f"{format_bytes(fit['baseline']['peak_bytes'])} -> "
+                       f"{format_bytes(plan['peak_bytes'])} per device at {run.devices} devices"}
     return out
 
 

@@ -128,13 +128,18 @@ def build() -> ShardlintServer:
         return types.RelatedFullDocumentDiagnosticReport(items=items, result_id=result_id)
 
     @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
-        code_action_kinds=[types.CodeActionKind.QuickFix, actions.FIX_ALL]))
+        code_action_kinds=[types.CodeActionKind.QuickFix, actions.FIX_ALL,
+                           types.CodeActionKind.RefactorRewrite]))
     async def code_action(ls: ShardlintServer, params: types.CodeActionParams):
-        res = await _result(s, params.text_document.uri)
-        if res is None or not s.features.code_action_literals:
+        if not s.features.code_action_literals:
             return None
-        return actions.code_actions(res, params.text_document.uri, params.range,
-                                    params.context.only, s.features) or None
+        uri, only = params.text_document.uri, params.context.only
+        res = await _result(s, uri)
+        found = actions.code_actions(res, uri, params.range, only, s.features) \
+            if res is not None else []
+        if actions.wanted(types.CodeActionKind.RefactorRewrite, only):
+            found += ls.memory.code_actions(uri, params.range)  # a `--fit` plan's table
+        return found or None
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     async def on_hover(ls: ShardlintServer, params: types.HoverParams):

@@ -21,6 +21,7 @@ from shardlint.errors import ConfigError, ShardlintError, UsageError
 from shardlint.fsio import write_atomic
 from shardlint.memory.findings import report_findings
 from shardlint.memory.hardware import ACCELERATORS, find_accelerator
+from shardlint.memory.plan import DEFAULT_COMPILES, DEFAULT_SECONDS, FitRequest, attach, fit_request
 from shardlint.memory.probes import Probe, discover, resolve
 from shardlint.memory.reasons import explained_report
 from shardlint.memory.runner import Cancelled, WorkerOptions, interpreter, run_all
@@ -88,6 +89,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="do not compile the probes again with the remedies of the findings they reach "
         "(what each fix saves)",
+    )
+    parser.add_argument(
+        "--fit",
+        action="store_true",
+        help="when a step does not fit the capacity, search the probe's rules table and mesh "
+        "shape for a plan that fits, each candidate an AOT compile (needs --hardware or "
+        "--capacity)",
+    )
+    parser.add_argument(
+        "--fit-budget-compiles",
+        type=int,
+        metavar="N",
+        help=f"--fit: at most N compiles per probe and device count (default {DEFAULT_COMPILES})",
+    )
+    parser.add_argument(
+        "--fit-budget-seconds",
+        type=float,
+        metavar="SECONDS",
+        help=f"--fit: stop searching after this long per probe and device count "
+        f"(default {DEFAULT_SECONDS:g})",
     )
     parser.add_argument("--jobs", type=int, metavar="N", help="device counts measured in parallel")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -173,6 +194,24 @@ def _list_hardware() -> int:
     return 0
 
 
+def _fit(args: argparse.Namespace, settings: MemorySettings, probes: list[Probe]
+         ) -> FitRequest | None:
+    compiles, seconds = args.fit_budget_compiles, args.fit_budget_seconds
+    if not args.fit:
+        if compiles is not None or seconds is not None:
+            raise UsageError("--fit-budget-compiles and --fit-budget-seconds need --fit")
+        return None
+    if settings.capacity is None:
+        raise UsageError("--fit needs a capacity to fit: --hardware NAME or --capacity SIZE")
+    if compiles is not None and compiles < 1:
+        raise UsageError("--fit-budget-compiles must be at least 1")
+    if seconds is not None and seconds <= 0:
+        raise UsageError("--fit-budget-seconds must be above 0")
+    return fit_request(probes, settings.capacity,
+                       DEFAULT_COMPILES if compiles is None else compiles,
+                       DEFAULT_SECONDS if seconds is None else seconds)
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.list_hardware:
         return _list_hardware()
@@ -212,6 +251,9 @@ def _run(args: argparse.Namespace) -> int:
         options, prepared = prepare(probes, cwd, counts, options)
         if prepared.note:
             print(f"shardlint memory: no what-if compiles: {prepared.note}", file=sys.stderr)
+    fit = _fit(args, settings, probes)
+    if fit is not None:
+        options = dataclasses.replace(options, fit=fit.specs)
     progress = ProgressLine(sys.stderr, cwd, enabled=not args.quiet)
     cancel = threading.Event()
     try:
@@ -221,6 +263,8 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     finish(runs, prepared)
     report = explained_report(runs, probes, counts, settings, cwd, prepared.plans)
+    if fit is not None:
+        attach(report, fit)
     findings = report_findings(report)
     if args.format == "json":
         from shardlint.memory.render_json import render_json

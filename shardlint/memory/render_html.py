@@ -6,6 +6,7 @@ import html
 from typing import Any
 
 from shardlint.memory.reasons import distinct
+from shardlint.memory.plan.render import fit_html
 from shardlint.memory.report import MemoryReport, ProbeReport, RunReport
 from shardlint.memory.units import format_bytes
 from shardlint.memory.whatif import describe
@@ -184,6 +185,7 @@ def _probe_section(report: MemoryReport, probe: ProbeReport, findings: list[dict
             )
     if probe.savings:
         out.append(savings_chart(probe))
+    out.extend(fit_html(run) for run in ok if run.fit)
     mine = [
         f for f in findings if f["probe"] == probe.probe.function and f["line"] == probe.probe.line
     ]

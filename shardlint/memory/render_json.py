@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from shardlint.memory.plan.render import fit_json
 from shardlint.memory.report import ESTIMATED_FIGURES, EXACT_FIGURES, MemoryReport, RunReport
 
 SCHEMA_VERSION = 1
@@ -63,6 +64,8 @@ def _run(report: MemoryReport, run: RunReport) -> dict[str, Any]:
         collectives=run.collectives,
         timings=run.timings,
     )
+    if run.fit is not None:
+        data["fit"] = fit_json(run.fit)
     return data
 
 

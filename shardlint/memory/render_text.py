@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from shardlint.memory.reasons import distinct
+from shardlint.memory.plan.render import fit_lines
 from shardlint.memory.report import MemoryReport, ProbeReport, RunReport, Scaling, scale
 from shardlint.memory.units import format_bytes
 from shardlint.memory.whatif import describe
@@ -198,6 +199,8 @@ def render_probe(
         for f in mine:
             lines.append(f"    {f['severity']} {f['code']} {f['name']}: {f['message']}")
     lines += _saving_lines(probe, ok)
+    for run in ok:
+        lines += fit_lines(run)
     return lines
 
 

@@ -74,6 +74,7 @@ class RunReport:
     environment: dict[str, Any] = field(default_factory=dict)
     memory: dict[str, Any] | None = None  # the worker's memory figures, as it sent them
     whatifs: list[dict[str, Any]] = field(default_factory=list)  # what-if compiles (whatif.py)
+    fit: dict[str, Any] | None = None  # `--fit`: the plans found (memory/plan)
 
     @property
     def donated_unused(self) -> int:
@@ -129,6 +130,7 @@ def _run_report(run: ProbeRun) -> RunReport:
     report.figures = Figures.from_dict(facts["memory"]) if facts.get("memory") else None
     report.memory = facts.get("memory")
     report.whatifs = list(run.whatifs)
+    report.fit = run.fit
     report.devices_used = int(facts.get("devices_used") or 1)
     report.leaves = sorted(facts.get("leaves", []), key=lambda leaf: -leaf["per_device"])
     report.donated = sum(leaf["per_device"] for leaf in report.leaves if leaf["donated"])

@@ -59,6 +59,9 @@ class WorkerOptions:
     whatif: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     # "probe key@devices" -> the baseline fingerprint of cached what-ifs: skipped when it holds.
     whatif_cached: dict[str, str] = field(default_factory=dict)
+    # Probe key -> what `--fit` searches for it (memory/plan): the worker's planner runs after
+    # its baseline when the step does not fit.
+    fit: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -87,6 +90,7 @@ class ProbeRun:
     environment: dict[str, Any] = field(default_factory=dict)
     worker_max_rss: int | None = None
     whatifs: list[dict[str, Any]] = field(default_factory=list)  # one per remedy, in order
+    fit: dict[str, Any] | None = None  # the `--fit` search's outcome (memory/plan/search.py)
 
 
 class Cancelled(Exception):
@@ -111,7 +115,8 @@ class _Session:
                     "probes": [
                         {"key": p.key, "path": str(p.path), "function": p.function,
                          "whatif": options.whatif.get(p.key, []),
-                         "whatif_cached": options.whatif_cached.get(f"{p.key}@{devices}")}
+                         "whatif_cached": options.whatif_cached.get(f"{p.key}@{devices}"),
+                         **({"fit": options.fit[p.key]} if p.key in options.fit else {})}
                         for p in probes
                     ],
                 }
@@ -184,6 +189,9 @@ class _Session:
                     {k: v for k, v in event.items() if k not in ("event", "probe")})
                 if progress:
                     progress(probe, self.devices, f"what-if {event.get('id', '')}")
+            elif kind == "fit" and probe and probe.key in self.results:
+                self.results[probe.key].fit = {k: v for k, v in event.items()
+                                               if k not in ("event", "probe")}
             elif kind == "result" and probe:
                 run = ProbeRun(
                     probe,

@@ -47,6 +47,16 @@ class EventWriter:
             handle.write(json.dumps(event, default=str) + "\n")
 
 
+def _load_path(name: str, path: str) -> Any:
+    """A module of shardlint's by its file path (the parent sends it), under a private name."""
+    spec = importlib.util.spec_from_file_location(f"_shardlint_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def _load_sibling(name: str) -> Any:
     # By path and under a private name: shardlint need not be importable here, and a user
     # module called `step_facts` can never shadow ours (or ours theirs).
@@ -229,11 +239,13 @@ def run_probe(
     remedies: Any = None,
     active: list[dict[str, Any]] | None = None,
     quiet: bool = False,
+    on_compiled: Any = None,
 ) -> dict[str, Any]:
     """One call of the probe and one compile of what it returns. With ``remedies``: the
     remedies ``active`` are in force (a what-if run, which never runs the step), and the
     baseline run (``active`` empty) tells them the mesh it placed values on. ``quiet``: no
-    stage events (a what-if run is not the probe's progress)."""
+    stage events (a what-if run is not the probe's progress). ``on_compiled`` is handed the
+    compiled step (the fit search reads its collectives)."""
     key = probe["key"]
     state = {"stage": "import"}
 
@@ -270,6 +282,8 @@ def run_probe(
                         measure_peak=peak.measure_peak,
                         on_compiled=compiled.append,
                     )
+                if on_compiled is not None and compiled:
+                    on_compiled(compiled[0])
             if remedies is not None:
                 # Backend compiles of this run: the probe's own eager code, and the step.
                 result["compiles"] = {"probe": in_call,
@@ -399,9 +413,16 @@ def main(argv: list[str]) -> int:
         remedies.count_compiles()
         remedies.planned = [r for p in probes for r in p.get("whatif", ())
                             if r["kind"] in ("donate", "out-shardings")]
+    fitting = hooks = None
+    fit_path = next((p["fit"]["module"] for p in probes if p.get("fit")), None)
+    if fit_path:  # `--fit`: its mesh and rules hooks go in before any user module is imported
+        fitting = _load_path("fit_search", fit_path)
+        hooks = fitting.install()
     for probe in probes:
         events.write(event="begin", probe=probe["key"])
-        result = run_probe(probe, request, events, facts, peak, remedies)
+        kept: list[Any] = []
+        result = run_probe(probe, request, events, facts, peak, remedies,
+                           on_compiled=kept.append if probe.get("fit") else None)
         cached = False
         if result.get("ok") and remedies is not None and probe.get("whatif"):
             fingerprint = result["facts"]["whatif_fingerprint"] = _fingerprint(result["facts"])
@@ -410,6 +431,8 @@ def main(argv: list[str]) -> int:
         events.write(event="result", probe=probe["key"], **result)
         if result.get("ok") and remedies is not None and probe.get("whatif") and not cached:
             run_whatifs(probe, request, events, facts, peak, remedies)
+        if result.get("ok") and fitting is not None and probe.get("fit"):
+            run_fit(probe, request, events, facts, peak, fitting, hooks, result["facts"], kept)
         if result.get("ok") and result["facts"].get("measured", {}).get("available"):
             events.write(event="end", reason="fresh-process", **_rusage())
             return 0
@@ -445,6 +468,27 @@ def run_whatifs(probe: dict[str, Any], request: dict[str, Any], events: EventWri
         else:
             events.write(event="whatif", probe=probe["key"], id=remedy["id"], ok=False,
                          error=result.get("error"), compiles={"total": total})
+
+
+def run_fit(probe: dict[str, Any], request: dict[str, Any], events: EventWriter, facts: Any,
+            peak: Any, fitting: Any, hooks: Any, base: dict[str, Any], kept: list[Any]) -> None:
+    """`--fit`: the planner's compiles (memory/plan/search.py), one `fit` event with its plans."""
+    quiet = {**request, "measure": "never"}  # a candidate is compiled, never run
+
+    def compile_once() -> tuple[Any, Any]:
+        got: list[Any] = []
+        result = run_probe(probe, quiet, events, facts, peak, quiet=True, on_compiled=got.append)
+        if not result.get("ok"):
+            return None, (result.get("error") or {}).get("message", "the compile failed")
+        return result["facts"], got[0] if got else None
+
+    try:
+        payload = fitting.search(probe["fit"], base, hooks, compile_once, kept[0] if kept else None,
+                                 lambda: import_probe_module(probe["path"]))
+    except Exception as exc:  # noqa: BLE001 - the figures stand without a plan
+        payload = {"status": "error", "message": f"{type(exc).__name__}: {exc}",
+                   "traceback": traceback.format_exc()[-4000:]}
+    events.write(event="fit", probe=probe["key"], **payload)
 
 
 def _fingerprint(got: dict[str, Any]) -> str:

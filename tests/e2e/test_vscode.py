@@ -5,7 +5,9 @@ Trusted folder: open original.py, the Problems panel lists SHL102, SHL103 and SH
 quick fix on the SHL101 line of a copy of discussion_advice.py, save, and the file on disk reads
 `with ..., jax.set_mesh(mesh):`; shardlint: Fix All fixes original.py on disk; a folder setting
 that ignores SHL103 takes effect at once; probes.py has the server's "Measure memory" code lens,
-and clicking it measures that probe: the lens then shows the per-device figure.
+and clicking it measures that probe: the lens then shows the per-device figure; a probe over its
+folder's capacity gets a `--fit` plan in its lens, and the refactor over its rules table writes the
+plan's table to disk.
 Untrusted folder (Restricted Mode): the bundled server runs, the Problems panel lists the same
 static findings, and there is no memory code lens.
 No Python on PATH: one notification that says what to do, however often the server restarts.
@@ -174,6 +176,11 @@ def test_trusted_folder_shows_findings_and_applies_the_quick_fix(vsix, code_serv
     assert "Measure memory" in checks["codeLenses"]
     if HAS_JAX:
         assert any("/device at" in t for t in checks["memoryRun"]), checks["memoryRun"]
+        # `--fit`: a probe over its folder's capacity gets a plan (the lens), and the refactor
+        # over its rules table writes the plan's table, changed rows marked
+        assert any("fits with a plan" in t for t in checks["fitLens"]), checks["fitLens"]
+        assert any("Apply the memory plan to RULES" in t for t in checks["fitActionTitles"])
+        assert checks["fitTableOnDisk"]
     # shardlint.interpreter has shardlint: the server ran there, not the bundled copy
     assert checks["serverChoice"].startswith(f"shardlint.interpreter {sys.executable}")
     assert (ARTIFACTS / "trusted-problems.png").stat().st_size > 0

@@ -415,3 +415,66 @@ async def test_savings_reach_the_diagnostic_the_hover_and_the_lens(opened, clien
     ed.replace(uri, "E, D_IN, FEATURES, BATCH", "E, D_IN, FEATURES, BATCH  ")
     diags = await ed.diagnostics(uri)  # measured before the edit: stale, so not claimed
     assert any(d.code == "SHL302" for d in diags) and not saved(diags)
+
+
+# ---- `--fit` in the editor: the lens says a plan fits, a code action puts its table in ------------
+def _fit_probe() -> str:
+    """The shipped decoder probe at CI scale with `embed` unsharded (~135 MiB per device at 8
+    devices), its table renamed `RÜLES`: a column where UTF-8 and UTF-16 differ."""
+    text = (Path(__file__).resolve().parents[2] / "examples" / "decoder_1b" / "probe.py").read_text(
+        encoding="utf-8")
+    sizes = "LAYERS, D_MODEL, D_MLP, HEADS, VOCAB, SEQ, BATCH = 20, 2048, 8192, 16, 32000, 512, 8"
+    assert sizes in text and '    ("embed", "fsdp"),' in text
+    text = text.replace(sizes, sizes.split(" = ")[0] + " = 4, 512, 2048, 8, 4096, 128, 8")
+    return text.replace('    ("embed", "fsdp"),', '    ("embed", None),').replace("RULES", "RÜLES")
+
+
+@needs_jax
+@pytest.mark.memory
+@pytest.mark.slow
+async def test_fit_plan_lens_and_code_action_replace_the_rules_table(start, project):
+    from shardlint.memory.plan.space import rules_table
+    from shardlint.memory.plan.table import paste
+
+    source = _fit_probe()
+    root = project({"probes.py": source})
+    opts = {"shardlint": {"memory": {"enabled": True, "trusted": True, "devices": [8],
+                                     "capacity": "100MiB", "python": sys.executable}}}
+    ed = await start(root, opts)
+    assert types.CodeActionKind.RefactorRewrite in \
+        ed.result.capabilities.code_action_provider.code_action_kinds
+    uri = ed.open(root / "probes.py")
+    probe = "shardlint_probe_decoder_1b_train_step"
+    summary = await asyncio.wait_for(ed.client.protocol.send_request_async(
+        types.WORKSPACE_EXECUTE_COMMAND,
+        types.ExecuteCommandParams(command=MEASURE, arguments=[uri, probe])), 120)
+    assert summary["ok"] is True, summary
+
+    found = titles(await lenses(ed, uri), line_of(source, f"def {probe}"))
+    (fit,) = [t for t in found if "fits with a plan" in t]
+    assert fit.startswith("memory at 8 devices: fits with a plan: 1 change (")
+
+    # Nothing offered away from the table; over it, one refactor that rewrites it.
+    start_line = line_of(source, "RÜLES = (")
+    elsewhere = types.Range(types.Position(0, 0), types.Position(0, 1))
+    assert [a for a in await ed.code_actions(uri, elsewhere)
+            if a.kind == types.CodeActionKind.RefactorRewrite] == []
+    at = types.Range(types.Position(start_line, 2), types.Position(start_line, 2))
+    (action,) = [a for a in await ed.code_actions(uri, at)
+                 if a.kind == types.CodeActionKind.RefactorRewrite]
+    assert action.title.startswith("Apply the memory plan to RÜLES (")
+    ((edit_uri, (edit,)),) = action.edit.changes.items()
+    assert edit_uri == uri
+    assert edit.range.start == types.Position(start_line, len("RÜLES = "))  # UTF-16, not bytes
+    assert edit.range.end == types.Position(line_of(source, '    ("length", None),') + 1, 1)
+    assert "# shardlint --fit: was" in edit.new_text
+
+    # The edit gives the text `shardlint memory --fit`'s plan pasted in gives.
+    table, why = rules_table(root / "probes.py")
+    assert why is None
+    expected = paste(source, table.to_dict(), edit.new_text)
+    ed.apply(action.edit)
+    assert ed.texts[uri] == expected
+    # The measurement now describes other code: no plan is offered for the changed text.
+    assert [a for a in await ed.code_actions(uri, at)
+            if a.kind == types.CodeActionKind.RefactorRewrite] == []

@@ -11,7 +11,9 @@
 //            quick fix on the SHL101 line of discussion_advice.py, save -> the file on disk has
 //            `jax.set_mesh(mesh)`; Fix All on original.py -> `jax.tree.map` on disk; a folder
 //            setting ignoring SHL103 applies live; probes.py shows the server's "Measure memory"
-//            code lens; clicking it measures the probe and the lens shows the headline figure.
+//            code lens; clicking it measures the probe and the lens shows the headline figure;
+//            fit/fit_probe.py (a decoder that does not fit its folder's capacity): measured, its lens
+//            says a plan fits, and the refactor over its rules table puts the plan's table on disk.
 // untrusted: Restricted Mode; the bundled server runs (not the interpreter setting); the Problems
 //            panel lists the static findings; probes.py shows no memory code lens.
 // nopython:  no Python on PATH and none configured: one notification, also after a restart, and
@@ -76,7 +78,7 @@ async function waitForFile(file, done, tries = 100) {
 }
 
 const steps = {
-  trusted: [problemsPanel, quickFixOnDisk, fixAllOnDisk, settingAppliesLive, memoryLens, measureMemory, serverChoice],
+  trusted: [problemsPanel, quickFixOnDisk, fixAllOnDisk, settingAppliesLive, memoryLens, measureMemory, fitPlan, serverChoice],
   untrusted: [problemsPanel, memoryLens, serverChoice],
   nopython: [oneNotification],
 }[scenario];
@@ -213,6 +215,76 @@ async function measureMemory() {
   check("memoryRun", lenses.filter((t) => /\/device at|memory check failed|measuring/.test(t)).map((t) => t.slice(0, 200)));
   await shot(page, "memory");
   expect(lenses.some((t) => t.includes("/device at")), `the probe's lens did not show a figure: ${JSON.stringify(lenses)}`);
+}
+
+/** `shardlint memory --fit` in the editor: a probe that does not fit its folder's capacity gets a
+ * plan; its lens says so, and the refactor over the rules table writes the plan's table. */
+async function fitPlan() {
+  if (process.env.MEASURE_MEMORY === "0") return;
+  const dir = path.join(s.ws, "fit");
+  fs.mkdirSync(dir, { recursive: true });
+  // The capacity comes from the folder's config: the client sends devices only.
+  fs.writeFileSync(path.join(dir, "pyproject.toml"), '[project]\nname = "fit"\n\n[tool.shardlint.memory]\ncapacity = "250MiB"\n');
+  // The 1B decoder probe at CI scale, `embed` unsharded, on a (devices, 1) mesh: 286 MiB at 2 devices.
+  const decoder = fs.readFileSync(path.join(repo, "examples", "decoder_1b", "probe.py"), "utf8");
+  const edits = [
+    ["= 20, 2048, 8192, 16, 32000, 512, 8", "= 4, 512, 2048, 8, 4096, 128, 8"],
+    ['    ("embed", "fsdp"),', '    ("embed", None),'],
+    ["    tensor = 2 if n % 2 == 0 else 1", "    tensor = 1"],
+  ];
+  let probe = decoder;
+  for (const [from, to] of edits) {
+    expect(probe.includes(from), `examples/decoder_1b/probe.py no longer has ${from}`);
+    probe = probe.replace(from, to);
+  }
+  const file = path.join(dir, "fit_probe.py");
+  fs.writeFileSync(file, probe);
+  const lines = probe.split("\n");
+  const probeLine = lines.findIndex((l) => l.startsWith("def shardlint_probe_")) + 1;
+  await openFile(page, `fit_probe.py:${probeLine}`);
+  const editor = ".editor-group-container.active .monaco-editor";
+  await page.locator(`${editor} .codelens-decoration a`, { hasText: "Measure memory" }).first().waitFor({ timeout: 30000 });
+  await page.locator(`${editor} .codelens-decoration a`, { hasText: "Measure memory" }).first().click();
+  await page.locator(`${editor} .codelens-decoration`, { hasText: "fits with a plan" }).first().waitFor({ timeout: 240000 }).catch(() => undefined);
+  const lenses = await codeLensTexts(page);
+  check("fitLens", lenses.filter((t) => /fits with a plan|no plan fits|memory check failed|measuring/.test(t)).map((t) => t.slice(0, 200)));
+  await shot(page, "fit-lens");
+  expect(lenses.some((t) => t.includes("fits with a plan")), `the probe's lens did not say a plan fits: ${JSON.stringify(lenses)}`);
+
+  const rulesLine = lines.findIndex((l) => l.startsWith("RULES = (")) + 1;
+  let applied = false;
+  for (let attempt = 1; attempt <= 3 && !applied; attempt++) {
+    await openFile(page, `fit_probe.py:${rulesLine}:3`);
+    await runCommand(page, "Refactor...");
+    try {
+      await page.locator(".action-widget .monaco-list-row", { hasText: "Apply the memory plan" }).first().waitFor({ timeout: 8000 });
+    } catch {
+      log(`refactor menu without the plan (attempt ${attempt})`);
+      await page.keyboard.press("Escape");
+      continue;
+    }
+    check("fitActionTitles", await page.locator(".action-widget .monaco-list-row").allInnerTexts());
+    for (let i = 0; i < 10 && !applied; i++) {
+      const focused = await page.locator(".action-widget .monaco-list-row.focused").first().innerText().catch(() => "");
+      if (focused.includes("Apply the memory plan")) {
+        await page.keyboard.press("Enter");
+        applied = true;
+      } else {
+        await page.keyboard.press("ArrowDown");
+      }
+    }
+  }
+  expect(applied, "the refactor that applies the memory plan was not offered");
+  await page.waitForTimeout(300);
+  await page.keyboard.press("Control+S");
+  let after = await waitForFile(file, (t) => t !== probe);
+  if (after === probe) {
+    await runCommand(page, "File: Save");
+    after = await waitForFile(file, (t) => t !== probe, 50);
+  }
+  check("fitTableOnDisk", after.split("\n").filter((l) => l.includes("# shardlint --fit: was")));
+  expect(result.checks.fitTableOnDisk.length > 0, "the plan's table is not on disk");
+  await shot(page, "fit-applied");
 }
 
 /** Which server ran and why, as the output channel says (Show Logs). */
