@@ -8,4 +8,8 @@ Modules, each a thin layer over the engine:
 - ``documents``: text documents and notebooks, with LSP line and column semantics;
 - ``convert``: findings to diagnostics, spans to ranges in the negotiated position encoding;
 - ``actions``, ``hover``, ``settings``, ``protocol``.
+
+Holds: the handlers above and the memory code lens (``memory_lens``, ``memory_run``).
+May import: the engine, ``config``, ``findings``, ``rules.base``, ``memory`` and ``source``;
+nothing imports the server.
 """
