@@ -10,6 +10,7 @@ Modules, each a thin layer over the engine:
 - ``actions``, ``hover``, ``settings``, ``protocol``.
 
 Holds: the handlers above and the memory code lens (``memory_lens``, ``memory_run``).
-May import: the engine, ``config``, ``findings``, ``rules.base``, ``memory`` and ``source``;
+May import: the engine and what it reads (``config``, ``cache``, ``incremental``), ``findings``,
+``rules.base``, ``memory``, ``report.sarif`` (rule links) and the ground (``source``, ``errors``);
 nothing imports the server.
 """
