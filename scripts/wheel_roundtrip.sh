@@ -59,7 +59,7 @@ for need in ("pyproject.toml", "README.md", "shardlint/__init__.py", "shardlint/
     assert top + need in names, f"the sdist lacks {need}"
 w = zipfile.ZipFile(wheel)
 files = set(w.namelist())
-for need in ("shardlint/__init__.py", "shardlint/py.typed", "shardlint/memory/worker.py",
+for need in ("shardlint/__init__.py", "shardlint/py.typed", "shardlint/memory/worker/worker.py",
              "shardlint/lsp/server.py", f"shardlint-{version}.dist-info/entry_points.txt"):
     assert need in files, f"the wheel lacks {need}"
 assert not any(n.startswith(("tests/", "bench/", "examples/")) for n in files), "stray files"

@@ -12,7 +12,7 @@ from shardlint import config as config_mod
 from shardlint.config import Config
 from shardlint.engine import Engine
 from shardlint.errors import ShardlintError, UsageError
-from shardlint.fixes import apply_fixes, fixable, unified_diff
+from shardlint.findings.fixes import apply_fixes, fixable, unified_diff
 from shardlint.fsio import write_atomic
 from shardlint.report import formats
 from shardlint.rules.base import Finding, all_rules
@@ -138,13 +138,13 @@ def run_check(args: argparse.Namespace) -> int:
         print(f"shardlint: error: {formats.display_path(err.path)}: {err.message}", file=sys.stderr)
 
     if args.write_baseline is not None:
-        from shardlint import baseline
+        from shardlint.findings import baseline
 
         baseline.write(args.write_baseline, findings, sources, cfg.root)
         print(f"wrote {len(findings)} finding(s) to {args.write_baseline}", file=sys.stderr)
         return 2 if errors else 0
     if args.baseline is not None:
-        from shardlint import baseline
+        from shardlint.findings import baseline
 
         known = baseline.load(args.baseline)
         findings = baseline.new_findings(findings, sources, cfg.root, known)

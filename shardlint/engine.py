@@ -24,6 +24,7 @@ from shardlint import __version__
 from shardlint import cache as cache_mod
 from shardlint.config import Config
 from shardlint.errors import ShardlintError
+from shardlint.findings.suppress import parse as parse_suppressions
 from shardlint.grammar import newer_syntax
 from shardlint.incremental import IncrementalParser
 from shardlint.rules.base import Finding, Rule, RuleContext, all_rules
@@ -36,7 +37,6 @@ from shardlint.semantics.flow.project import ProjectIndex
 from shardlint.semantics.flow.summary import ModuleSummary, summarise
 from shardlint.semantics.flow.summary import FORMAT as SUMMARY_FORMAT
 from shardlint.source import SourceText, Span, decode_source
-from shardlint.suppress import parse as parse_suppressions
 from shardlint.syntax import parse as parse_module
 
 CACHE_DIR = cache_mod.DIR

@@ -12,7 +12,7 @@ import pytest
 from helpers import lint_files
 
 from shardlint.cli import main
-from shardlint.fixes import apply_fixes, fixable
+from shardlint.findings.fixes import apply_fixes, fixable
 from shardlint.rules.base import Finding, all_rules
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,7 +106,7 @@ def test_fixes_of_several_rules_compose_and_skip_suppressed_lines(tmp_path):
 def test_a_costly_fix_is_built_only_when_asked_for(tmp_path):
     """SHL102's fix rewrites the statement with libcst: the finding carries a recipe, not the
     edit, so linting (every keystroke in the editor) never runs libcst; applying builds it."""
-    import shardlint.fixes as fixes
+    import shardlint.findings.fixes as fixes
 
     rule = next(r for r in all_rules() if r.code == "SHL102")
     ex = next(e for e in rule.INVALID

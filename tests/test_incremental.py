@@ -13,7 +13,7 @@ from shardlint.syntax import parse
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted([*ROOT.glob("examples/**/*.py"), *ROOT.glob("shardlint/semantics/**/*.py"),
-                  *ROOT.glob("shardlint/rules/shl1*.py")])
+                  *ROOT.glob("shardlint/rules/contexts/shl1*.py")])
 SNIPPETS = ["#", "x", "\n", "\n\n", "(", ")", "'", '"""', "    ", "\n    y = 1\n", "def f(:",
             ":", "@dec\n", "\\\n", "; z = 2", "class C:\n    pass\n", "",
             "from __future__ import annotations\n", "else:\n", "\t", "é", "😀", "= =", "}", "f'{",

@@ -2,9 +2,9 @@
 rules' own examples, and round trips of their fixes.
 
 Each case is a small project; lines that must be flagged end with ``# expect: SHLnnn`` and every
-other line must stay clean for that rule. A fix is applied with ``shardlint.fixes.apply_fixes``:
-the result must parse, lint without that finding and without a new one, and applying the fixes
-again must change nothing.
+other line must stay clean for that rule. A fix is applied with
+``shardlint.findings.fixes.apply_fixes``: the result must parse, lint without that finding and
+without a new one, and applying the fixes again must change nothing.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from helpers import expected_markers, lint_files, run_example
 
 from shardlint.config import Config
-from shardlint.fixes import apply_fixes
+from shardlint.findings.fixes import apply_fixes
 from shardlint.rules.base import Example, Finding, get_rule
 
 CODES = ("SHL104", "SHL105", "SHL204", "SHL205", "SHL206", "SHL303", "SHL304")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from helpers import expected_markers, lint_files
 
-from shardlint.fixes import apply_fixes, fixable
+from shardlint.findings.fixes import apply_fixes, fixable
 from shardlint.rules.base import Finding, get_rule
 from shardlint.semantics.flow.summary import ModuleSummary
 

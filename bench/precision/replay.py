@@ -36,7 +36,7 @@ WRONG = ("FP", "overclaim")
 def findings_of(src: Path, packages: list[str]) -> list[dict]:
     from shardlint.config import Config
     from shardlint.engine import Engine
-    from shardlint.fingerprint import fingerprints
+    from shardlint.findings.fingerprint import fingerprints
     from shardlint.source import SourceText
 
     out: list[dict] = []

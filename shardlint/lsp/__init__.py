@@ -8,4 +8,9 @@ Modules, each a thin layer over the engine:
 - ``documents``: text documents and notebooks, with LSP line and column semantics;
 - ``convert``: findings to diagnostics, spans to ranges in the negotiated position encoding;
 - ``actions``, ``hover``, ``settings``, ``protocol``.
+
+Holds: the handlers above and the memory code lens (``memory_lens``, ``memory_run``).
+May import: the engine and what it reads (``config``, ``cache``, ``incremental``), ``findings``,
+``rules.base``, ``memory``, ``report.sarif`` (rule links) and the ground (``source``, ``errors``);
+nothing imports the server.
 """

@@ -13,13 +13,13 @@ import tokenize
 
 from lsprotocol import types
 
+from shardlint.findings.fixes import resolve
+from shardlint.findings.suppress import parse as parse_suppressions
 from shardlint.lsp.client import ClientFeatures
 from shardlint.lsp.convert import SOURCE, to_range
 from shardlint.lsp.result import Result, View
-from shardlint.fixes import resolve
 from shardlint.rules.base import Finding, Fix
 from shardlint.source import SourceText, Span
-from shardlint.suppress import parse as parse_suppressions
 
 FIX_ALL = "source.fixAll.shardlint"
 _CODE = re.compile(r"SHL\d{0,3}", re.IGNORECASE)

@@ -7,11 +7,11 @@ from collections.abc import Callable
 
 from lsprotocol import types
 
+from shardlint.findings.suppress import parse as parse_suppressions
 from shardlint.lsp.convert import to_range, utf8_col
 from shardlint.lsp.result import Result
 from shardlint.rules.base import Finding, all_rules, get_rule
 from shardlint.source import Span
-from shardlint.suppress import parse as parse_suppressions
 
 _CODE = re.compile(r"SHL\d{0,3}", re.IGNORECASE)
 

@@ -24,7 +24,7 @@ from shardlint.memory.plan import headline as fit_headline
 from shardlint.memory.probes import PREFIX, Probe, function_in_source, probes_in_source
 from shardlint.memory.reach import probe_reach
 from shardlint.memory.reasons import explained_report
-from shardlint.memory.render_text import render_text
+from shardlint.memory.render.render_text import render_text
 from shardlint.memory.report import MemoryReport, ProbeReport
 from shardlint.memory.runner import WorkerOptions, interpreter, run_all
 from shardlint.memory.settings import MemorySettings, default_memory_limit, load_settings

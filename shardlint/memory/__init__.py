@@ -9,6 +9,13 @@ Public API (nothing here imports jax; only the worker does, in the user's interp
 - `shardlint.memory.probes.discover(root)` / `probes_in_file(path)`: probes found with `ast` only
 - `shardlint.memory.runner.run_probes(...)`: the worker protocol, for the language server
 
-Layout: probes (find) -> runner + process (spawn, limit, kill) -> worker + step_facts + device_peak
-(inside the subprocess) -> report (figures, scaling, fit) -> findings -> render_text/json/html.
+Layout: probes (find) -> runner + worker.process (spawn, limit, kill) -> the ``worker`` package
+(inside the subprocess: worker, step_facts, device_peak, remedies) -> report (figures, scaling,
+fit) -> reasons and whatif (why, and what would help) -> findings -> the ``render`` package (text,
+JSON, HTML). ``cli`` drives them for ``shardlint memory``.
+
+Holds: the parent side of the check, the modules above; ``worker`` and ``render`` below.
+May import: ``shardlint.errors``, ``shardlint.fsio``, and, where a report is explained with the
+linter's own findings, ``shardlint.engine``, ``shardlint.config`` and ``shardlint.cache``; never
+the rules, the CLI of the linter or the language server.
 """

@@ -267,15 +267,15 @@ def _run(args: argparse.Namespace) -> int:
         attach(report, fit)
     findings = report_findings(report)
     if args.format == "json":
-        from shardlint.memory.render_json import render_json
+        from shardlint.memory.render.render_json import render_json
 
         sys.stdout.write(render_json(report, findings))
     else:
-        from shardlint.memory.render_text import render_text
+        from shardlint.memory.render.render_text import render_text
 
         sys.stdout.write(render_text(report, findings))
     if args.html:
-        from shardlint.memory.render_html import render_html
+        from shardlint.memory.render.render_html import render_html
 
         try:
             write_atomic(args.html, render_html(report, findings), newline=None)

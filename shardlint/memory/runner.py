@@ -26,7 +26,9 @@ from typing import Any
 
 from shardlint.errors import UsageError
 from shardlint.memory.probes import Probe
-from shardlint.memory.process import (
+from shardlint.memory.units import format_bytes
+from shardlint.memory.worker import WORKER
+from shardlint.memory.worker.process import (
     HAS_PROC,
     MARKER_VAR,
     describe_exit,
@@ -36,9 +38,7 @@ from shardlint.memory.process import (
     stop,
     worker_env,
 )
-from shardlint.memory.units import format_bytes
 
-WORKER = Path(__file__).with_name("worker.py")
 _POLL_S = 0.05
 _LOG_TAIL = 4000
 _START_TIMEOUT = 120.0  # importing jax can be slow on a cold disk; a probe's own limit starts after

@@ -6,7 +6,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from shardlint.fingerprint import fingerprints
+from shardlint.findings.fingerprint import fingerprints
 from shardlint.report.formats import Located
 from shardlint.source import SourceText
 

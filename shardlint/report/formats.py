@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from shardlint.fixes import resolve
+from shardlint.findings.fixes import resolve
 from shardlint.rules.base import Finding
 from shardlint.source import SourceText
 

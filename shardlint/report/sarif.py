@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from shardlint import __version__
-from shardlint.fingerprint import fingerprints
-from shardlint.fixes import resolve
+from shardlint.findings.fingerprint import fingerprints
+from shardlint.findings.fixes import resolve
 from shardlint.report.formats import Located, relative_uri
 from shardlint.rules.base import Rule
 from shardlint.source import SourceText

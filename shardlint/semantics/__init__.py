@@ -8,4 +8,7 @@ packages below it (``docs/architecture.md``; ``tests/test_layers.py`` checks it)
 3. ``flow``     -- what crosses files: module summaries, the project index, value flow.
 4. ``buffers`` and ``sharding`` -- the topic analyses rules ask; siblings, neither imports the
    other.
+
+Holds: nothing of its own; the five packages above. May import: ``shardlint.syntax`` only, of
+the rest of shardlint.
 """

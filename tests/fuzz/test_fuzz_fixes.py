@@ -18,7 +18,7 @@ from conftest import Tally
 from shardlint.cli import main
 from shardlint.config import Config
 from shardlint.engine import Engine
-from shardlint.fixes import fixable, resolve
+from shardlint.findings.fixes import fixable, resolve
 from shardlint.rules.base import all_rules
 
 pytestmark = [pytest.mark.fuzz, pytest.mark.slow]

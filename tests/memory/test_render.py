@@ -8,9 +8,9 @@ from pathlib import Path
 
 from shardlint.memory.findings import report_findings
 from shardlint.memory.probes import Probe
-from shardlint.memory.render_html import render_html
-from shardlint.memory.render_json import report_dict
-from shardlint.memory.render_text import render_text
+from shardlint.memory.render.render_html import render_html
+from shardlint.memory.render.render_json import report_dict
+from shardlint.memory.render.render_text import render_text
 from shardlint.memory.report import build_report
 from shardlint.memory.runner import ProbeError, ProbeRun
 

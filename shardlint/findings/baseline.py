@@ -1,7 +1,7 @@
 """Baselines: record today's findings, then report only new ones.
 
-A baseline file holds fingerprints (see ``shardlint.fingerprint``), not line numbers, so
-inserting lines above an old finding does not bring it back.
+A baseline file holds fingerprints (see ``shardlint.findings.fingerprint``), not line numbers,
+so inserting lines above an old finding does not bring it back.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 from shardlint import __version__
 from shardlint.errors import UsageError
+from shardlint.findings.fingerprint import fingerprints, relative
 from shardlint.fsio import write_atomic
-from shardlint.fingerprint import fingerprints, relative
 from shardlint.rules.base import Finding
 from shardlint.source import SourceText
 

@@ -3,7 +3,8 @@
 Runs in a subprocess of the user's interpreter (the one that has jax), never in shardlint's own
 process or the language server. It is started by path rather than `-m` so that it works in an
 interpreter where shardlint itself is not installed, and it imports nothing but the standard
-library until jax. (`python -m shardlint.memory.worker` works too where shardlint is installed.)
+library until jax. (`python -m shardlint.memory.worker.worker` works too where shardlint is
+installed.)
 
 Protocol: the request is a JSON file; events are JSON lines appended to EVENTS.jsonl, never
 written to stdout, because user code may print there. The parent fixes the device count
