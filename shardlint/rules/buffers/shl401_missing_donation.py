@@ -493,6 +493,21 @@ jax >= 0.8.1 (no fix is offered on older jax).
     ]
 
     INVALID = [
+        example("""
+            import jax
+            import optax
+
+            tx = optax.adam(1e-3)
+
+            def update_fn(params, opt, batch, *flags):
+                grads = jax.grad(lambda p: (batch ** 2).mean())(params)
+                updates, opt = tx.update(grads, opt, params)
+                return optax.apply_updates(params, updates), opt
+
+            FLAGS = ["dropout", "remat"]
+            p_update = jax.pmap(update_fn, axis_name="batch",  # expect: SHL401
+                                static_broadcasted_argnums=tuple(range(3, 3 + len(FLAGS))))
+        """, title="static positions computed as `range(k, ...)`: the ones below `k` are read"),
         example({
             "models/modelpkg/__init__.py": "",
             "models/modelpkg/updates.py": """

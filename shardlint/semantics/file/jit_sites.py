@@ -146,6 +146,10 @@ def resolve_positions(facts: FileFacts, site: JitSite, sig: Signature | None,
         nums = kws.get("static_broadcasted_argnums")
     if nums is not None:
         value = _ints(facts.literal(nums, site.scope))
+        start = _range_start(facts, nums, site.scope) if value is None and kind == "static" \
+            and sig is not None else None
+        if start is not None:  # `tuple(range(5, 5 + len(names)))`: from 5 on, all static
+            value = list(range(start, max(start, len(sig.params))))  # type: ignore[union-attr]
         if value is None:
             return None
         out.positions |= {v for v in value if v >= 0} | \
@@ -163,6 +167,23 @@ def resolve_positions(facts: FileFacts, site: JitSite, sig: Signature | None,
         if sig is not None:
             out.positions |= {i for i, p in enumerate(sig.params) if p in value_s}
     return out
+
+
+def _range_start(facts: FileFacts, node: ast.expr, scope) -> int | None:
+    """``k`` of positions computed as ``range(k, ...)`` (in ``tuple(...)`` or ``list(...)``):
+    every position they name is ``k`` or above, however many there are."""
+    for _ in range(2):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id in ("tuple", "list") and len(node.args) == 1:
+            node = node.args[0]
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id == "range" and node.args and not node.keywords):
+        return None
+    if len(node.args) == 1:
+        return 0
+    start = facts.literal(node.args[0], scope)
+    return start if isinstance(start, int) and not isinstance(start, bool) and start >= 0 \
+        else None
 
 
 # ---- donors ----------------------------------------------------------------------------------------
