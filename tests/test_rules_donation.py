@@ -493,9 +493,10 @@ def test_shl401_fix_relints_clean(tmp_path, index):
         fixed = apply_edits(path.read_text(encoding="utf-8"), f.fix.edits)
         ast.parse(fixed)
         out = tmp_path / "fixed"
-        files = {**ex.files, path.name: fixed}
+        rel = path.relative_to(tmp_path).as_posix()  # (an example may have folders)
+        files = {**ex.files, rel: fixed}
         again = lint_files(out, files, select=("SHL401",), versions=ex.versions)
-        assert not [g for g in again if Path(g.path).name == path.name], fixed
+        assert not [g for g in again if Path(g.path).relative_to(out).as_posix() == rel], fixed
 
 
 def test_shl401_fix_prefers_partial_when_imported(tmp_path):

@@ -8,6 +8,13 @@
 
 This module is the glue between them: what the worker is sent, and the plans it brings back
 turned into code (``attach``).
+
+Holds: the planner of ``--fit`` (the search space, the search, the collectives count, the
+table as code, and the prediction that ranks candidates before they are compiled).
+
+May import: its own modules and ``memory.units``; the worker-side modules (``search``,
+``hooks``, ``predict``, ``collectives``) import jax and nothing of shardlint's, since the worker
+loads them by path in the user's interpreter.
 """
 
 from __future__ import annotations

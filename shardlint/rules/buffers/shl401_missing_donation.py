@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from shardlint.rules.base import Edit, Fix, Related, Rule, example, register
 from shardlint.semantics.buffers.liveness import chain, use_after
 from shardlint.semantics.buffers.lowering import inspected_only
-from shardlint.semantics.file.dataflow import UPDATED, LocalFlow
+from shardlint.semantics.file.dataflow import UPDATED
 from shardlint.semantics.file.execution import Execution, execution_of
 from shardlint.semantics.file.facts import CallSite, JitSite
 from shardlint.semantics.file.jit_sites import (
@@ -30,6 +30,7 @@ from shardlint.semantics.flow.compiled import (
     compiled,
     flowing,
     may_call_a_wrapper,
+    rebind_facts,
     wrapper_sites,
 )
 from shardlint.semantics.flow.valueflow import Flowing
@@ -924,8 +925,8 @@ jax >= 0.8.1 (no fix is offered on older jax).
             for i, what in same_sharding(facts, site):
                 evidence.setdefault(f"#{i}", Evidence(
                     "returns {0} with the sharding it came in with (`{1}`)", what, ()))
-        if not evidence and (target is None or target.scope is None):
-            return None  # (no loop rebind can say more without the function's body)
+        if not evidence and (target is None or target.scope is None and target.key is None):
+            return None  # (no loop rebind can say more without the function or its summary)
         all_calls = calls_of(facts, site)
         calls = [c for c in all_calls if not execution.is_traced(c)]
         if not calls and (all_calls or self._handed_on_traced(site, execution)):
@@ -935,9 +936,8 @@ jax >= 0.8.1 (no fix is offered on older jax).
         kept: set[str] = set()
         # A rebind alone is weaker evidence: not for jits that place their outputs elsewhere
         # (a reshard cannot reuse the input buffer: the donation would be unusable).
-        rebind_counts = "out_shardings" not in (jit_keywords(facts, site) or {}) \
-            and target is not None and target.scope is not None
-        flow = LocalFlow(facts, target.scope) if rebind_counts and target is not None else None
+        rebind_counts = "out_shardings" not in (jit_keywords(facts, site) or {})
+        flow = rebind_facts(self.project, target, facts) if rebind_counts else None
         if sig is not None:
             passing: dict[str, list[tuple[CallSite, ast.expr]]] = {}
             for c in calls:
@@ -951,8 +951,7 @@ jax >= 0.8.1 (no fix is offered on older jax).
                         at = _rebinds(c, arg)
                         # (a result of another shape, `x = resize(x, shape)`, is new data the
                         # old buffer could not hold: the rebind says nothing of an update)
-                        if at is not None and flow.flows_to_return(name) \
-                                and not flow.returned_as_is(name) and not flow.reshaped(at):
+                        if at is not None and flow.computed(name) and not flow.reshaped(at):
                             evidence[name] = Evidence(
                                 "is called as `{1}` in a loop, rebinding what it passes as {0}",
                                 f"{self.text(arg)} = {self.text(c.node.func)}(...)", ())

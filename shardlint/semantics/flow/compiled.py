@@ -25,7 +25,7 @@ from shardlint.semantics.file.execution import function_named
 from shardlint.semantics.file.facts import FileFacts, JitSite, Scope
 from shardlint.semantics.file.wrappers import jit_name, jit_wrapper_sites
 from shardlint.semantics.flow.summary import reference
-from shardlint.semantics.flow.valueflow import Flowing, Resolver, terms_json
+from shardlint.semantics.flow.valueflow import Flowing, Resolver, slot, terms_json
 
 from shardlint.semantics.flow.project import ProjectIndex, project_cached
 
@@ -80,6 +80,39 @@ def compiled_at(project: ProjectIndex, key: str) -> Compiled | None:
     the one a module-level alias wraps (``train_step = jax.jit(_step, donate_argnums=0)``)."""
     found = project.flows.function(key)
     return _remote(project, *found) if found is not None else None
+
+
+class RebindFacts:
+    """What a loop that rebinds an argument of a compiled function (``x = step(x, ...)``) may
+    conclude, from the function's body in this file or its summary in another module: whether
+    the parameter is computed into the result (not handed back as it came), and whether the
+    part of the result a caller rebinds is visibly of another shape."""
+
+    def __init__(self, project: ProjectIndex, target: Compiled, facts: FileFacts):
+        self._local = LocalFlow(facts, target.scope) if target.scope is not None else None
+        sym = project.symbol(target.key) if target.key is not None and self._local is None \
+            else None
+        flow = (sym.flow or {}) if sym is not None else {}
+        self._computed = set(flow.get("rb", ()))
+        self._shaped = set(flow.get("rs", ()))
+
+    def computed(self, param: str) -> bool:
+        if self._local is not None:
+            return self._local.flows_to_return(param) and not self._local.returned_as_is(param)
+        return param in self._computed
+
+    def reshaped(self, index: tuple[int, ...]) -> bool:
+        if self._local is not None:
+            return self._local.reshaped(index)
+        return (slot(index[0]) if index else "") in self._shaped if len(index) <= 1 else False
+
+
+def rebind_facts(project: ProjectIndex, target: Compiled | None,
+                 facts: FileFacts) -> RebindFacts | None:
+    """:class:`RebindFacts` of a compiled function known here or in the project index."""
+    if target is None or (target.scope is None and target.key is None):
+        return None
+    return RebindFacts(project, target, facts)
 
 
 def _key(facts: FileFacts, scope: Scope) -> str:

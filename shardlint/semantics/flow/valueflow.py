@@ -243,6 +243,16 @@ def function_flow(facts: FileFacts, scope: Scope, ref: RefFn,
                 ret[slot(name)] = terms
     if ret:
         out["ret"] = ret
+    if flow.returns:
+        # What a caller's loop rebind says of an argument (``x = f(x)`` in another module):
+        # the parameters computed into the result (not handed back as they came), and the
+        # parts of the result that are visibly of another shape (a resize, an index).
+        rb = [p for p in params[method:] if flow.flows_to_return(p) and not flow.returned_as_is(p)]
+        if rb:
+            out["rb"] = rb
+            shaped = [slot(i) for i in range(min(_arity(flow), _MAX_SLOTS))
+                      if flow.reshaped((i,))]
+            out["rs"] = ([""] if flow.reshaped() else []) + shaped
     mut = _mutations(flow, calls or [])
     if mut:
         out["mut"] = mut
