@@ -144,6 +144,9 @@ class Terms:
 
 
 _EMPTY = Terms()
+# How deep a value is picked apart by entry or field (`out["state"].params`): `cfg = cfg.model`
+# rebinding a name to a field of itself must not build ever longer paths.
+_MAX_FIELDS = 2
 
 
 class LocalFlow:
@@ -283,7 +286,8 @@ class LocalFlow:
             return self._trace_call(expr, index, _seen)  # type: ignore[arg-type]
         if tp is ast.Attribute:
             value = expr.value  # type: ignore[attr-defined]
-            if type(value) is ast.Call or type(value) is ast.Name and value.id in self.assigned:
+            if len(index) < _MAX_FIELDS and (type(value) is ast.Call or type(value) is ast.Name
+                                             and value.id in self.assigned):
                 # a field of a record a call builds: `apply(state, g).state`, `out.state`
                 projected = self.trace_terms(value, (expr.attr, *index), _seen)  # type: ignore[attr-defined]
                 if projected.origins or projected.calls:
@@ -293,8 +297,8 @@ class LocalFlow:
         if tp is ast.Subscript:
             key = expr.slice  # type: ignore[attr-defined]
             value = expr.value  # type: ignore[attr-defined]
-            if isinstance(key, ast.Constant) and isinstance(key.value, (int, str)) and \
-                    not isinstance(key.value, bool) and \
+            if isinstance(key, ast.Constant) and (type(key.value) is int or type(key.value) is str
+                                                  and len(index) < _MAX_FIELDS) and \
                     isinstance(value, (ast.Call, ast.Tuple, ast.Name, ast.Dict)):
                 # an item of a tuple, or an entry of a dict (`apply(state, g)["state"]`)
                 projected = self.trace_terms(value, (key.value, *index), _seen)
