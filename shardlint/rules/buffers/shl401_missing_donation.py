@@ -94,7 +94,10 @@ and through the item, dict entry or record field of a result the step picks
   inside a helper the step calls;
 * the same sharding for an argument and an output (`in_shardings=(state_sh, batch_sh),
   out_shardings=(state_sh, None)`), which is how large projects spell "this is updated";
-* callers that rebind the name they pass in a loop (`x = smooth(x, k)`).
+* a parameter whose fields or items the function writes where they are and then returns
+  (`cache.k[i] = new; return cache`), or rebinds to a record rebuilt from its own fields;
+* callers that rebind the name they pass in a loop (`x = smooth(x, k)`), wherever the
+  function lives.
 
 The message names the argument, the exact `donate_argnums`/`donate_argnames` to add (counting
 `self` for methods, leaving out static arguments) and the chain of calls that proves the update
@@ -494,6 +497,57 @@ jax >= 0.8.1 (no fix is offered on older jax).
     ]
 
     INVALID = [
+        example("""
+            import dataclasses
+            import jax
+
+            @dataclasses.dataclass
+            class KVCache:
+                k: list
+                v: list
+
+            def forward(x, cache, idx, last):
+                cache.k[idx], cache.v[idx] = x, x          # written in place, then handed back
+                return (x, None) if last else (x, cache)
+
+            @jax.jit  # expect: SHL401
+            def decode_step(x, cache):
+                logits, cache = forward(x, cache=cache, idx=0, last=False)
+                return logits, cache
+        """, title="a cache written in place by a helper and returned through a conditional"),
+        example("""
+            import jax
+            import optax
+
+            tx = optax.adam(1e-3)
+
+            def update_fn(train_state, batch):
+                params, opt = train_state["params"], train_state["opt"]
+                grads = jax.grad(lambda p: (batch ** 2).mean())(params)
+                updates, opt = tx.update(grads, opt, params)
+                train_state = {"params": optax.apply_updates(params, updates), "opt": opt}
+                return train_state
+
+            update = jax.jit(update_fn)  # expect: SHL401
+        """, title="the argument rebound to a record rebuilt from its fields"),
+        example({
+            "model.py": """
+                def decode_step(tokens, weights, cache):
+                    logits = tokens @ weights
+                    return logits.argmax(-1), cache * 0.5 + logits.sum()
+            """,
+            "main.py": """
+                import jax
+                import model
+
+                decode = jax.jit(model.decode_step)  # expect: SHL401
+
+                def run(tokens, weights, cache):
+                    for _ in range(16):
+                        tokens, cache = decode(tokens, weights, cache)
+                    return cache
+            """,
+        }, title="a loop rebinds the cache of a function that lives in another module"),
         example("""
             import jax
             import optax

@@ -241,7 +241,11 @@ class LocalFlow:
         if found is not None:
             return found
         if len(_seen) > 40 or key in self._tracing:
-            return Terms()  # (a value reached again while it is traced: a cycle, cut)
+            # (a value reached again while it is traced: a cycle, cut; a parameter rebound by
+            # the call it is handed to, `x, cache = f(x, cache)`, is at least what came in)
+            if type(expr) is ast.Name and not index and expr.id in self.all_params:  # type: ignore[attr-defined]
+                return Terms({expr.id: Origin(expr.id, SAME)})  # type: ignore[attr-defined]
+            return Terms()
         self._tracing.add(key)
         try:
             found = self._trace(expr, index, _seen)
@@ -260,6 +264,9 @@ class LocalFlow:
             assigned = self.assigned.get(name)
             if not assigned or seen_key in _seen:
                 if param:
+                    written = self.written_in_place(name)
+                    if written is not None:  # `cache.k[i] = new; return cache`: an update
+                        return Terms({name: Origin(name, UPDATED, written)})
                     return Terms({name: Origin(name, SAME)})
                 if index and not assigned and name in self.all_params:
                     return Terms({name: Origin(name, ITEM)})
@@ -337,6 +344,24 @@ class LocalFlow:
             out.merge(self.trace_terms(expr.orelse, index, _seen))  # type: ignore[attr-defined]
             return out
         return _EMPTY
+
+    def written_in_place(self, name: str) -> ast.stmt | None:
+        """The first statement of the body that writes a field or an item of the parameter
+        ``name`` where it is (``cache.k[idx] = v``, ``state["step"] = s``, ``x.value += 1``): a
+        parameter handed back after that is an updated version of what came in."""
+        found = self.__dict__.get("_written")
+        if found is None:
+            found = {}
+            stores = self.scope.stores if self.scope is not None \
+                and self.node is self.scope.node else ()
+            for target, stmt in stores:
+                root = target
+                while type(root) is ast.Attribute or type(root) is ast.Subscript:
+                    root = root.value  # type: ignore[attr-defined]
+                if type(root) is ast.Name and root is not target:
+                    found.setdefault(root.id, stmt)  # type: ignore[attr-defined]
+            self.__dict__["_written"] = found
+        return found.get(name) if name not in self.assigned else None
 
     def _rebinds_from_opaque_call(self, name: str, value: ast.expr) -> bool:
         """``decode_state = self.engine.step(params, decode_state)`` (or ``tok, decode_state =
@@ -577,7 +602,7 @@ class LocalFlow:
         (through the values of the local names it reads, within ``budget`` nodes), and whether
         it is that field itself."""
         direct = _field_of(value, key)
-        if direct is not None and direct in self.all_params and direct not in self.assigned:
+        if direct is not None and direct in self.all_params and self._unbound(direct):
             return [(direct, True)]
         found: set[str] = set()
         seen: set[str] = set()
@@ -588,7 +613,7 @@ class LocalFlow:
             budget -= len(nodes)
             for n in nodes:
                 p = _field_of(n, key)  # type: ignore[arg-type]
-                if p is not None and p in self.all_params and p not in self.assigned:
+                if p is not None and p in self.all_params and self._unbound(p):
                     found.add(p)
                 elif type(n) is ast.Name and n.id not in seen:  # type: ignore[attr-defined]
                     seen.add(n.id)  # type: ignore[attr-defined]
@@ -599,6 +624,13 @@ class LocalFlow:
         # Entries only picked out of the field and packed again (`{"id": batch["label"]["id"],
         # ...}`) are a selection of it, not a new value computed from it.
         return [(p, not computed) for p in sorted(found)]
+
+    def _unbound(self, param: str) -> bool:
+        """The parameter's fields still read what came in: it is not rebound, or rebound only
+        to a record rebuilt from those fields (``state = {"params": p, "opt": o}`` after
+        ``p, o = state["params"], state["opt"]``, read before it)."""
+        values = self.assigned.get(param)
+        return not values or all(type(a.value) is ast.Dict and not a.index for a in values)
 
     def returned_terms(self, index: tuple[int, ...] = ()) -> Terms:
         """What the function returns (at ``index`` of its result), over every return."""

@@ -363,8 +363,11 @@ def kind_terms(facts: FileFacts, scope: Scope, expr: ast.expr | None, ref: RefFn
         # a field of a record built or copied here: `dataclasses.replace(cfg, mesh=mesh).mesh`,
         # `Config(mesh=mesh).mesh` -- what the keyword holds (a call without it: unknown)
         value = next((k.value for k in expr.keywords if k.arg == index[0]), None)
-        return kind_terms(facts, scope, value, ref, flow, index[1:], depth + 1, assigned, seen) \
-            if value is not None else []
+        if value is None:  # `dataclasses.replace(cfg, other=...)`, `cfg.replace(...)`: kept
+            value = _replaced(facts, expr)
+            return kind_terms(facts, scope, value, ref, flow, index, depth + 1, assigned, seen) \
+                if value is not None else []
+        return kind_terms(facts, scope, value, ref, flow, index[1:], depth + 1, assigned, seen)
     if tp is ast.Call:
         inner = _sequence_of(expr) if not index else None
         if inner is not None:  # `list(x)`, `tuple(x)`, `map(tuple, x)`: what `x` is
@@ -485,6 +488,13 @@ def _name_kinds(facts: FileFacts, scope: Scope, expr: ast.Name, ref: RefFn,
             out = [["mesh"], ["none"]]  # (`Mesh | None`: a mesh wherever used as one)
         else:
             out = [["p", expr.id]]
+    elif expr.id in params and len(index) == 1 and type(index[0]) is str \
+            and scope.kind == "function" and not assigned_to(assigned, expr.id):
+        # a field of a parameter typed with a record class of this module (`cfg: Config`,
+        # `mesh: Mesh | None` in it): a mesh wherever used as one
+        ann = _field_annotation(facts, scope, scope.annotations.get(expr.id), index[0])
+        if ann is not None and _is_mesh_annotation(facts, ann, optional=True):
+            return [["mesh"], ["none"]]
     if values:
         key = (id(scope), expr.id)
         if key in seen:
@@ -535,6 +545,34 @@ def _name_kinds(facts: FileFacts, scope: Scope, expr: ast.Name, ref: RefFn,
         if r is not None:
             return [["sym", r]]
     return []
+
+
+def assigned_to(assigned: dict | None, name: str) -> bool:
+    return bool(assigned and assigned.get(name))
+
+
+def _replaced(facts: FileFacts, call: ast.Call) -> ast.expr | None:
+    """The record a copy is made of, its other fields kept: ``x`` of ``dataclasses.replace(x,
+    ...)`` or ``x.replace(...)`` (a flax struct, a NamedTuple's ``_replace``)."""
+    func = call.func
+    if isinstance(func, (ast.Name, ast.Attribute)) and call.args \
+            and facts.qualify(func) == "dataclasses.replace":
+        return call.args[0]
+    if isinstance(func, ast.Attribute) and func.attr in ("replace", "_replace") and not call.args \
+            and facts.qualify(func) is None:
+        return func.value
+    return None
+
+
+def _field_annotation(facts: FileFacts, scope: Scope, ann: ast.expr | None,
+                      field: str) -> ast.expr | None:
+    """The annotation of ``field`` in the record class a parameter is annotated with, when this
+    module defines the class (``cfg: Config`` and ``class Config: mesh: Mesh | None = None``)."""
+    if not isinstance(ann, ast.Name):
+        return None
+    found = scope.lookup(ann.id)
+    cls = found[0].children.get(ann.id) if found is not None else None
+    return cls.annotations.get(field) if cls is not None and cls.kind == "class" else None
 
 
 def _closure_param(scope: Scope, name: str) -> bool:
@@ -714,8 +752,11 @@ def _arity(flow: LocalFlow) -> int:
         if isinstance(r, ast.Name):
             values = [a.value for a in flow.assigned.get(r.id, ()) if a.value is not None
                       and not a.index]
-        for v in values:
-            if isinstance(v, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in v.elts):
+        while values:
+            v = values.pop()
+            if isinstance(v, ast.IfExp):  # `(x, None) if full else (x, cache)`
+                values += [v.body, v.orelse]
+            elif isinstance(v, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in v.elts):
                 n = max(n, len(v.elts))
     return n
 
