@@ -532,8 +532,10 @@ jax >= 0.8.1 (no fix is offered on older jax).
         """, title="the argument rebound to a record rebuilt from its fields"),
         example({
             "model.py": """
+                import jax.numpy as jnp
+
                 def decode_step(tokens, weights, cache):
-                    logits = tokens @ weights
+                    logits = jnp.einsum("bd,dv->bv", tokens, weights)
                     return logits.argmax(-1), cache * 0.5 + logits.sum()
             """,
             "main.py": """
