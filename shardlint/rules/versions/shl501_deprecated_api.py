@@ -8,11 +8,13 @@ import bisect
 from shardlint.rules.base import Edit, Fix, Rule, example, register
 from shardlint.semantics.catalog.api import KEYWORD_MOVES, MOVE_FIXES, MoveFix
 from shardlint.semantics.file.moves import (
+    IMPORT_ERRORS,
     MoveUse,
     api_moves,
     import_line,
     import_statement,
     spell,
+    swallows,
     uses_of_name,
 )
 from shardlint.source import Span
@@ -167,6 +169,16 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
         """, title="flax 0.12.3 still takes sharding_names silently", flax="0.12.3"),
     ]
     INVALID = [
+        example("""
+            import jax
+
+            def to_host(batch):
+                try:
+                    batch = jax.tree_map(lambda x: x.copy_to_host_async(), batch)  # expect: SHL501
+                except AttributeError:
+                    pass  # (meant for arrays without the method: it also hides the removal)
+                return batch
+        """, title="under `except AttributeError: pass`, which swallows the removal, no fallback"),
         example("""
             import jax
             import numpy as np
@@ -428,13 +440,14 @@ def version_guarded(tree: ast.Module, lines: list[int] | None = None) -> list[tu
         elif isinstance(node, _TRY):
             caught = set()
             for h in node.handlers:
-                if h.type is None:
-                    caught.add("Exception")
+                mine = {"Exception"} if h.type is None else set()
                 for n in ast.walk(h.type) if h.type is not None else ():
                     if isinstance(n, ast.Name):
-                        caught.add(n.id)
+                        mine.add(n.id)
                     elif isinstance(n, ast.Attribute):
-                        caught.add(n.attr)
+                        mine.add(n.attr)
+                if mine & IMPORT_ERRORS or not swallows(h):  # (see moves.swallows)
+                    caught |= mine
             if caught & _GUARD_ERRORS and node.body:
                 out.append((node.body[0].lineno, node.body[-1].end_lineno or node.lineno))
         for field in ("body", "orelse", "finalbody", "handlers", "cases"):

@@ -38,6 +38,17 @@ class MoveUse:
 _GUARD_ERRORS = frozenset({"AttributeError", "ImportError", "ModuleNotFoundError"})
 
 
+IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
+
+
+def swallows(handler: ast.excepthandler) -> bool:
+    """The handler's body does nothing (``pass``, ``...``, ``continue``): no fallback. Where the
+    API is gone, what the ``try`` body does silently stops happening -- except for an optional
+    import (``except ImportError: pass``), which is what that spelling means."""
+    return all(isinstance(st, (ast.Pass, ast.Continue)) or isinstance(st, ast.Expr)
+               and isinstance(st.value, ast.Constant) for st in handler.body)  # type: ignore[attr-defined]
+
+
 def _feature_guards(facts: FileFacts) -> list[tuple[int, int, str | None]]:
     """(first line, last line, attribute) of the code that runs only where an API exists:
     the body of ``if hasattr(jax.sharding, "use_mesh"):`` (that attribute) and of a ``try:``
@@ -56,11 +67,13 @@ def _feature_guards(facts: FileFacts) -> list[tuple[int, int, str | None]]:
                     out.append((node.body[0].lineno, node.body[-1].end_lineno or node.lineno,
                                 t.args[1].value))
         elif isinstance(node, ast.Try) and node.body:
-            caught = set()
+            caught: set[str] = set()
             for h in node.handlers:
                 types = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]
-                caught.update(t.id if isinstance(t, ast.Name) else
-                              t.attr if isinstance(t, ast.Attribute) else "" for t in types if t)
+                mine = {t.id if isinstance(t, ast.Name) else
+                        t.attr if isinstance(t, ast.Attribute) else "" for t in types if t}
+                if mine & IMPORT_ERRORS or not swallows(h):
+                    caught |= mine
             if caught & _GUARD_ERRORS:
                 out.append((node.body[0].lineno, node.body[-1].end_lineno or node.lineno, None))
     facts.derived["feature_guards"] = out
