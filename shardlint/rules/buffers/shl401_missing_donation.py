@@ -152,6 +152,19 @@ jax >= 0.8.1 (no fix is offered on older jax).
         example("""
             import jax
 
+            @jax.jit
+            def prepare(meta, length, pos):
+                meta.length = length     # fields replaced by values of their own, not updated
+                meta.pos = pos
+                return pos * 2, meta
+
+            def loop(meta, xs):
+                for x in xs:
+                    out, meta = prepare(meta, x, x)
+        """, title="a record whose fields are set to new values and handed back"),
+        example("""
+            import jax
+
             def make_train_step(config):
                 def train_step(state, batch):
                     return state.apply_gradients(grads=batch)

@@ -358,7 +358,17 @@ class LocalFlow:
                 root = target
                 while type(root) is ast.Attribute or type(root) is ast.Subscript:
                     root = root.value  # type: ignore[attr-defined]
-                if type(root) is ast.Name and root is not target:
+                if type(root) is not ast.Name or root is target:
+                    continue
+                # An update, not a replacement: a slot written inside a container the parameter
+                # holds (`cache.k[idx] = v`: the other slots are kept), or a value computed from
+                # the parameter (`state["step"] = state["step"] + 1`, `x.n += 1`). A field set to
+                # a value of its own (`meta.length = length`) replaces it.
+                inner = type(target) is ast.Subscript and target.value is not root  # type: ignore[attr-defined]
+                value = getattr(stmt, "value", None)
+                reads = type(stmt) is ast.AugAssign or value is not None and any(
+                    type(n) is ast.Name and n.id == root.id for n in walk_nodes(value))  # type: ignore[attr-defined]
+                if inner or reads:
                     found.setdefault(root.id, stmt)  # type: ignore[attr-defined]
             self.__dict__["_written"] = found
         return found.get(name) if name not in self.assigned else None
