@@ -8,9 +8,14 @@ classes or lambdas. It answers the questions the donation and init rules ask:
   ``optax.apply_updates(params, ...)``, the state half of ``tx.update(...)``, ``.replace(...)``,
   ``._replace(...)``, ``x.at[i].set(v)``, ``lax.dynamic_update_slice(cache, ...)``, a record
   rebuilt field by field from the same fields of a parameter, ``jax.tree.map`` arithmetic,
-  ``nnx.state``/``nnx.split`` of a module) -- :meth:`LocalFlow.updated_params`;
+  ``nnx.state``/``nnx.split`` of a module, a parameter written where it is and handed back:
+  ``cache.k[i] = v; return cache``) -- :meth:`LocalFlow.updated_params`;
 * whether a value is returned as part of the result -- :meth:`LocalFlow.returns_structure_of` --
   or reaches it by any computation -- :meth:`LocalFlow.flows_to_return`.
+
+A part of a value is named by an *index*: tuple positions (ints) and dict keys or record fields
+(strs, at most two deep): ``f(s)[1]`` is ``(1,)``, ``f(s)["state"].params`` ``("state",
+"params")``.
 
 Given a ``callee`` resolver, a call of a project function is kept as a :class:`CallTerm` (which
 of our parameters it is handed, and which part of its result is used) instead of being dropped:
