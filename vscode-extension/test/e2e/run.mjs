@@ -65,6 +65,7 @@ const s = await startSession({
 const folder = path.join(s.ws, "examples", "seed_ensemble");
 fs.mkdirSync(folder, { recursive: true });
 for (const f of ["original.py", "discussion_advice.py", "probes.py"]) fs.copyFileSync(path.join(EXAMPLES, f), path.join(folder, f));
+const fitProbe = scenario === "trusted" && process.env.MEASURE_MEMORY !== "0" ? writeFitProbe() : "";
 const page = s.page;
 const outputChannel = () => findFiles(s.tmp, /shardlint\.log$/).map((f) => fs.readFileSync(f, "utf8")).join("\n");
 /** Polls a file until `done(text)`; returns the last text read. */
@@ -217,10 +218,9 @@ async function measureMemory() {
   expect(lenses.some((t) => t.includes("/device at")), `the probe's lens did not show a figure: ${JSON.stringify(lenses)}`);
 }
 
-/** `shardlint memory --fit` in the editor: a probe that does not fit its folder's capacity gets a
- * plan; its lens says so, and the refactor over the rules table writes the plan's table. */
-async function fitPlan() {
-  if (process.env.MEASURE_MEMORY === "0") return;
+/** The fit scenario's folder, written before the workbench starts (Quick Open indexes the
+ * workspace then: a file written later may not be found in time). Returns the probe's text. */
+function writeFitProbe() {
   const dir = path.join(s.ws, "fit");
   fs.mkdirSync(dir, { recursive: true });
   // The capacity comes from the folder's config: the client sends devices only.
@@ -239,6 +239,15 @@ async function fitPlan() {
   }
   const file = path.join(dir, "fit_probe.py");
   fs.writeFileSync(file, probe);
+  return probe;
+}
+
+/** `shardlint memory --fit` in the editor: a probe that does not fit its folder's capacity gets a
+ * plan; its lens says so, and the refactor over the rules table writes the plan's table. */
+async function fitPlan() {
+  if (process.env.MEASURE_MEMORY === "0") return;
+  const probe = fitProbe;
+  const file = path.join(s.ws, "fit", "fit_probe.py");
   const lines = probe.split("\n");
   const probeLine = lines.findIndex((l) => l.startsWith("def shardlint_probe_")) + 1;
   await openFile(page, `fit_probe.py:${probeLine}`);
