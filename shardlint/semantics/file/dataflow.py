@@ -718,7 +718,11 @@ class LocalFlow:
 
     def flows_to_return(self, param: str) -> bool:
         """Whether the parameter's value reaches a returned value by any computation."""
-        return any(isinstance(n, ast.Name) and n.id == param for n in self._return_closure())
+        names = self.__dict__.get("_closure_names")
+        if names is None:  # (asked for every parameter of every function: walked once)
+            names = self.__dict__["_closure_names"] = {
+                n.id for n in self._return_closure() if type(n) is ast.Name}  # type: ignore[attr-defined]
+        return param in names
 
     def returned_as_is(self, param: str) -> bool:
         """Some return hands the parameter back unchanged (``return x``): an identity or a

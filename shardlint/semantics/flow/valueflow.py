@@ -243,10 +243,12 @@ def function_flow(facts: FileFacts, scope: Scope, ref: RefFn,
                 ret[slot(name)] = terms
     if ret:
         out["ret"] = ret
-    if flow.returns:
+    if flow.returns and scope.parent is not None and scope.parent.kind == "module":
         # What a caller's loop rebind says of an argument (``x = f(x)`` in another module):
         # the parameters computed into the result (not handed back as they came), and the
-        # parts of the result that are visibly of another shape (a resize, an index).
+        # parts of the result that are visibly of another shape (a resize, an index). Asked
+        # of module-level functions only (`jax.jit(model.decode_step)`): walking every
+        # method's returns back through its body cost a fifth of a cold run.
         rb = [p for p in params[method:] if flow.flows_to_return(p) and not flow.returned_as_is(p)]
         if rb:
             out["rb"] = rb
@@ -696,7 +698,11 @@ def method_attributes(facts: FileFacts, method: Scope, ref: RefFn) -> dict[str, 
             [*t, method.name] if t[0] == "p" else t for t in terms)
         if isinstance(value, ast.Call):  # `self.cfg = replace(CFG, mesh=m)`: "cfg.mesh" too
             for kw in value.keywords:
-                if kw.arg is not None and not kw.arg.startswith("_"):
+                # (a field handed a name or an attribute, `mesh=self.mesh`: what a mesh or a
+                # table kept in a record is; computed keywords of every layer built in a
+                # `setup` are not worth their cost)
+                if kw.arg is not None and not kw.arg.startswith("_") \
+                        and type(kw.value) in (ast.Name, ast.Attribute):
                     more = kind_terms(facts, method, kw.value, ref, flow)
                     if more:
                         out.setdefault(f"{target.attr}.{kw.arg}", []).extend(
