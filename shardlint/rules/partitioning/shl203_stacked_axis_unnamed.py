@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from shardlint.rules.base import Edit, Finding, Fix, Related, Rule, example, register
 from shardlint.semantics.catalog.api import NNX_MODULE, Role
-from shardlint.semantics.file.facts import Scope
+from shardlint.semantics.file.facts import Opaque, Scope
 from shardlint.semantics.flow.summary import reference
 from shardlint.semantics.flow.valueflow import kind_terms
 from shardlint.semantics.sharding.lifts import (
@@ -128,6 +128,78 @@ def build(config, rngs):
     return Pipeline(config, make_stage, rngs=rngs)
 """
 
+# A decoder that scans a layer class its callers pick, through `nn.remat` applied in a loop, along
+# an axis read from the configuration (the shape of maxtext's Decoder.scan_decoder_layers).
+_HANDED_LINEN = """
+import flax.linen as nn
+from layers import {layer}
+
+
+class Decoder(nn.Module):
+    scan_axis: int = 0
+
+    def layer_classes(self):
+        return [{layer}]
+
+    def with_remat(self, block_layers):
+        out = []
+        for block_layer in block_layers:
+            out.append(nn.remat(block_layer, prevent_cse=False))
+        return out
+
+    def scan_layers(self, layer_cls, length):
+        spec = self.scan_axis if self.is_mutable_collection("params") else 1
+        return nn.scan(layer_cls, variable_axes={{"params": spec}},  # {mark}
+                       split_rngs={{"params": True}}, length=length)
+
+    @nn.compact
+    def __call__(self, x):
+        layers = self.with_remat(self.layer_classes())
+        y, _ = self.scan_layers(layers[0], 4)(x, None)
+        return y
+"""
+
+_LINEN_LAYERS = """
+import flax.linen as nn
+
+
+class Boxed(nn.Module):
+    @nn.compact
+    def __call__(self, x, _):
+        init = nn.with_logical_partitioning(nn.initializers.lecun_normal(), ("embed", "mlp"))
+        return nn.Dense(16, kernel_init=init)(x), None
+
+
+class Plain(nn.Module):
+    @nn.compact
+    def __call__(self, x, _):
+        return nn.Dense(16)(x), None
+"""
+
+# A scanned wrapper chosen by if/else: the class, or `nn.remat` of it (maxdiffusion's flux).
+_CHOSEN = """
+import flax.linen as nn
+
+
+class Block(nn.Module):
+    @nn.compact
+    def __call__(self, x, _):
+        init = nn.with_logical_partitioning(nn.initializers.lecun_normal(), ("embed", "mlp"))
+        return nn.Dense(16, kernel_init=init)(x), None
+
+
+class Stack(nn.Module):
+    remat: bool = False
+
+    def setup(self):
+        if self.remat:
+            Wrapped = nn.remat(Block, prevent_cse=True)
+        else:
+            Wrapped = Block
+        self.blocks = nn.scan(Wrapped, variable_axes={{"params": {axis}}},  # {mark}
+                              split_rngs={{"params": True}}, length=4)
+"""
+
 
 @register
 class StackedAxisUnnamed(Rule):
@@ -139,10 +211,15 @@ class StackedAxisUnnamed(Rule):
 Flags a lifted transform that stacks the variables of a model whose code annotates them with
 partition names, without saying how the new leading axis is named:
 
-* Linen `nn.vmap` / `nn.scan` with a literal `variable_axes` that maps `"params"` (or every
+* Linen `nn.vmap` / `nn.scan` with a `variable_axes` dict that maps `"params"` (or every
   collection) to an axis, over a module that boxes its params (`nn.with_logical_partitioning`,
   `nn.with_partitioning`, `LogicallyPartitioned`, `Partitioned`), with no
-  `metadata_params={nn.PARTITION_NAME: ...}`. An error: init raises.
+  `metadata_params={nn.PARTITION_NAME: ...}`. An error: init raises. The axis is a literal, or
+  a value that is an axis on every path (`cfg.param_scan_axis`, a local set from one); a value
+  that may be None or `nn.broadcast` is not known to stack. The module is a class named there,
+  a local bound to a class or `nn.remat` of one (in either branch of an `if`), or a class the
+  callers hand in, which the value-flow layer follows through lists, loops and `nn.remat`
+  (the first boxing class, by name, is reported).
 * NNX `nnx.vmap` / `nnx.scan`, as a decorator or a call, whose function constructs and returns
   an `nnx.Module` of the project annotated with `nnx.with_partitioning` or `out_sharding=` (or an
   `nnx` layer given such an initializer), with no `transform_metadata={nnx.PARTITION_NAME: ...}`.
@@ -333,8 +410,20 @@ def forward(block, x):   # runs the stacked blocks, creates nothing
                         return ResBlock(dim, rngs=rngs)
                     self.blocks = make(rngs)
         """, title="the annotated variables are made only under a flag this call leaves off"),
+        example({"layers.py": _LINEN_LAYERS,
+                 "decoder.py": _HANDED_LINEN.format(layer="Plain", mark="no box")},
+                title="a handed-in layer class, through `nn.remat` in a loop: none of the "
+                      "classes its callers pick boxes its params"),
+        example(_CHOSEN.format(axis="None if self.remat else 0", mark="may be None"),
+                title="a params axis that is None on one path: not known to stack"),
     ]
     INVALID = [
+        example({"layers.py": _LINEN_LAYERS,
+                 "decoder.py": _HANDED_LINEN.format(layer="Boxed", mark="expect: SHL203")},
+                title="a layer class the callers hand in, through `nn.remat` applied in a loop "
+                      "and a list, scanned along an axis read from the configuration"),
+        example(_CHOSEN.format(axis="0", mark="expect: SHL203"),
+                title="the scanned class chosen by if/else: the class or `nn.remat` of it"),
         example("""
             import jax
             import jax.numpy as jnp
@@ -460,16 +549,19 @@ def make_blocks(rngs):
         if lift.opaque_kwargs:
             return None
         axes = literal_dict(self.facts, lift.keywords.get("variable_axes"), lift.scope)
-        stacked = next((self._stacked_params(k, v) for k, v in axes or () if self._stacked_params(k, v)), None)
+        stacked = next((found for k, v in axes or ()
+                        if (found := self._stacked_params(k, v, lift.scope))), None)
         if stacked is None or self._names_axis(lift, "metadata_params") is not False:
             return None
-        ref = lifted_ref(self.facts, lift)
-        if ref is None or not self._traced_apis(ref, lift) & LINEN_BOXES:
+        boxed = self._boxed_target(lift)
+        if boxed is None:
             return None
+        ref, how = boxed
         name = self._display(ref)
         spelled = self._spelling(lift)
         nn = self._prefix(lift, "flax.linen", "nn")
-        msg = (f"`{spelled}` stacks the params of `{name}` along a new axis ({stacked}) but no "
+        what = f"`{name}`" if not how else f"`{how}` (`{name}`{self._others})"
+        msg = (f"`{spelled}` stacks the params of {what} along a new axis ({stacked}) but no "
                f"`metadata_params={{{nn}.PARTITION_NAME: ...}}` names it; `{name}` boxes its "
                f"params with partition names, so init raises `PartitioningUnspecifiedError`. "
                f"Add `metadata_params={{{nn}.PARTITION_NAME: \"layers\"}}` (a logical name with a "
@@ -477,8 +569,63 @@ def make_blocks(rngs):
         fix = self._fix(lift, "metadata_params", f"{nn}.PARTITION_NAME", '"layers"')
         return self.finding(lift.node, msg, related=self._box_sites(ref, LINEN_BOXES), fix=fix)
 
-    def _stacked_params(self, key: ast.expr, value: ast.expr) -> str | None:
-        """``"params": 0`` (or ``True: 0``): the collection holding boxed params gets an axis."""
+    def _boxed_target(self, lift: Lift) -> tuple[str, str | None] | None:
+        """The lifted class whose traced code boxes its params, and how the target names it when
+        not directly (a local chosen by if/else, a class the callers hand in): the first such
+        class, by name, among those the target may be."""
+        self._others = ""
+        ref = lifted_ref(self.facts, lift)
+        if ref is not None:
+            key = self.project.resolve(ref, self.facts.module)
+            if key is not None and self.project.symbol(key) is not None:
+                return (ref, None) if self._traced_apis(ref, lift) & LINEN_BOXES else None
+        target = _unwrapped(self.facts, lift.target)
+        if not isinstance(target, ast.Name):
+            return None
+        keys = self._local_targets(target, lift.scope)
+        if keys is None:  # a parameter: the classes the callers hand in
+            terms = kind_terms(self.facts, lift.scope, target,
+                               lambda n, s: reference(self.facts, n, s), None,
+                               assigned=lift.scope.assigned if lift.scope.kind == "function"
+                               else None)
+            where = f"{self.facts.module}:{lift.scope.qualname}"
+            keys = sorted(self.project.flows.classes(terms, where)) if terms else []
+        boxed = [k for k in keys if self._traced_apis(k, lift) & LINEN_BOXES]
+        if not boxed:
+            return None
+        if len(boxed) > 1:
+            self._others = f" or one of {len(boxed) - 1} other boxed classes"
+        return boxed[0], target.id
+
+    def _local_targets(self, name: ast.Name, scope: Scope) -> list[str] | None:
+        """The project classes a local name is bound to, looking through `nn.remat` and other
+        lifts of a class (`Block = nn.remat(Wrapper) if remat else Wrapper`, or set in both
+        branches of an `if`); None when a binding is not a class shardlint can name (a
+        parameter, a value it cannot see)."""
+        found = name and scope.lookup(name.id)
+        if not found:
+            return None
+        owner, values = found
+        out: list[str] = []
+        todo = list(values)
+        while todo:
+            value = _unwrapped(self.facts, todo.pop())
+            if isinstance(value, ast.IfExp):
+                todo += [value.body, value.orelse]
+                continue
+            if not isinstance(value, (ast.Name, ast.Attribute)) or isinstance(value, Opaque):
+                return None
+            ref = symbol_ref(self.facts, value, owner)
+            key = self.project.resolve(ref, self.facts.module) if ref else None
+            if key is None:
+                return None
+            out.append(key)
+        return sorted(set(out))
+
+    def _stacked_params(self, key: ast.expr, value: ast.expr, scope: Scope) -> str | None:
+        """``"params": 0`` (or ``True: 0``): the collection holding boxed params gets an axis.
+        The axis may be any value that is an axis on every path (``cfg.param_scan_axis``, a
+        local set from it); a value that may be None or ``nn.broadcast`` stacks nothing."""
         keys = key.elts if isinstance(key, (ast.Tuple, ast.List)) else [key]
         if isinstance(key, ast.Constant) and key.value is True:
             label = "all collections"
@@ -492,7 +639,37 @@ def make_blocks(rngs):
         if isinstance(axis, ast.Constant) and isinstance(axis.value, int) \
                 and not isinstance(axis.value, bool):
             return f"{label} on axis {ast.unparse(value)}"
+        if self._always_an_axis(value, scope, 0):
+            return f"{label} on axis `{ast.unparse(value)}`"
         return None
+
+    def _always_an_axis(self, value: ast.expr, scope: Scope, depth: int) -> bool:
+        """Whether a non-literal ``variable_axes`` value is an axis on every path: a config field
+        or a call is; None, ``nn.broadcast``, a parameter or a name bound to one of them on some
+        path is not known to be."""
+        if depth > 4 or isinstance(value, Opaque):
+            return False
+        if isinstance(value, ast.Constant):
+            return isinstance(value.value, int) and not isinstance(value.value, bool)
+        if isinstance(value, ast.IfExp):
+            return all(self._always_an_axis(v, scope, depth + 1) for v in (value.body, value.orelse))
+        if isinstance(value, (ast.Name, ast.Attribute)):
+            qualified = self.facts.qualify(value) or ""
+            if qualified.partition(".")[0] in ("flax", "jax"):
+                return False  # `nn.broadcast`, or a constant shardlint does not read
+        if isinstance(value, ast.Name):
+            found = scope.lookup(value.id)
+            if found is None or value.id in scope.params:
+                return False
+            owner, values = found
+            return bool(values) and all(isinstance(v, ast.expr) and
+                                        self._always_an_axis(v, owner, depth + 1) for v in values)
+        if isinstance(value, ast.Attribute):
+            return True  # a config field: `cfg.param_scan_axis`
+        if isinstance(value, ast.Call):
+            known = self.facts.resolve(value.func)
+            return known is None
+        return False
 
     # ---- NNX -----------------------------------------------------------------------------------
     def _nnx(self, lift: Lift) -> Finding | None:
@@ -786,3 +963,15 @@ def _guard(fn: ast.AST, line: int, flags: set[str]) -> str | None:
             continue
         todo.extend(ast.iter_child_nodes(node))
     return None
+
+
+def _unwrapped(facts, target: ast.expr | None) -> ast.expr | None:
+    """A lift's target seen through `nn.remat(...)` and other lifts that keep the class."""
+    for _ in range(8):
+        if isinstance(target, ast.Call) and target.args:
+            known = facts.resolve(target.func)
+            if known is not None and known.role in (Role.REMAT, Role.LINEN_LIFT):
+                target = target.args[0]
+                continue
+        break
+    return target

@@ -289,6 +289,8 @@ def interesting(terms: list[list]) -> bool:
     return False
 # The kinds a class or an instance can come through (``FlowIndex.classes``/``instances``).
 _CLASS_KINDS = frozenset({"sym", "pc", "elts", "sub", "c", "p"})
+# Linen transforms of a module class that give a module class with the same variables.
+_CLASS_WRAPPERS = frozenset({Role.REMAT, Role.LINEN_LIFT})
 # APIs whose argument (position, keyword) must be a mesh: a name handed there is one.
 MESH_ARGUMENTS = {
     "jax.sharding.NamedSharding": (0, "mesh"),
@@ -382,6 +384,13 @@ def kind_terms(facts: FileFacts, scope: Scope, expr: ast.expr | None, ref: RefFn
             return [["key", key]]  # `getattr(config, "logical_axis_rules", ())`
         known = facts.resolve(expr.func) if isinstance(expr.func, (ast.Name, ast.Attribute)) \
             else None
+        if known is not None and known.role in _CLASS_WRAPPERS and expr.args \
+                and known.name.startswith("flax.linen."):
+            # `nn.remat(Block, ...)`, `nn.scan(Block, ...)`: a Linen class made of `Block`,
+            # with its variables (what it stacks or rematerialises does not change which)
+            inner = [t for t in kind_terms(facts, scope, expr.args[0], ref, flow, (), depth + 1,
+                                           assigned, seen) if t[0] in _CLASS_KINDS]
+            return inner or [["other"]]
         if known is not None:
             return [["mesh"]] if known.role in _MESH_ROLES else [["other"]]
         c = Resolver(facts, scope, ref)(expr)
@@ -504,9 +513,18 @@ def _name_kinds(facts: FileFacts, scope: Scope, expr: ast.Name, ref: RefFn,
         inner = seen | {key}
         for a in values:
             if a.value is None:
-                return []  # a value shardlint cannot see makes the name unknown
+                # `for layer in layers:` -- an item of the sequence (classes only); any other
+                # value shardlint cannot see makes the name unknown
+                items = _loop_items(facts, scope, a, expr.id, ref, flow, depth, assigned, inner) \
+                    if not index else []
+                if not items:
+                    return []
+                out.extend(items)
+                continue
             out.extend(kind_terms(facts, scope, a.value, ref, flow, (*a.index, *index),
                                   depth + 1, assigned, inner))
+        if not index and scope.kind == "function":
+            out.extend(_appended(facts, scope, expr.id, ref, flow, depth, assigned, inner))
         return out
     if out:
         return out
@@ -582,6 +600,29 @@ def _closure_param(scope: Scope, name: str) -> bool:
     found = scope.lookup(name)
     return found is not None and found[0] is not scope and found[0].kind == "function" \
         and name in found[0].params
+
+
+def _loop_items(facts: FileFacts, scope: Scope, a, name: str, ref: RefFn,
+                flow: LocalFlow | None, depth: int, assigned: dict | None,
+                seen: frozenset) -> list[list]:
+    """``[["sub", terms]]`` for the target of ``for name in seq:`` when ``seq`` may hold
+    classes (``for block in blocks: nn.remat(block)``), else nothing."""
+    loop = a.node
+    if type(loop) is not ast.For or type(loop.target) is not ast.Name or loop.target.id != name:
+        return []
+    inner = [t for t in kind_terms(facts, scope, loop.iter, ref, flow, (), depth + 1, assigned,
+                                   seen) if t[0] in _CLASS_KINDS]
+    return [["sub", inner]] if inner else []
+
+
+def _appended(facts: FileFacts, scope: Scope, name: str, ref: RefFn, flow: LocalFlow | None,
+              depth: int, assigned: dict | None, seen: frozenset) -> list[list]:
+    """``[["elts", terms]]`` for the classes a function appends to a list it holds by name
+    (``layers = []`` ... ``layers.append(nn.remat(block))``), else nothing."""
+    calls = flow.expr_calls if flow is not None else scope.expr_calls
+    items = [c.args[0] for c in calls if type(c.func) is ast.Attribute and c.func.attr == "append"
+             and type(c.func.value) is ast.Name and c.func.value.id == name and len(c.args) == 1]
+    return _items(facts, scope, items, ref, flow, depth, assigned, seen) if items else []
 
 
 def _items(facts: FileFacts, scope: Scope, elts: list, ref: RefFn, flow: LocalFlow | None,
