@@ -418,12 +418,6 @@ def forward(block, x):   # runs the stacked blocks, creates nothing
                 title="a params axis that is None on one path: not known to stack"),
     ]
     INVALID = [
-        example({"layers.py": _LINEN_LAYERS,
-                 "decoder.py": _HANDED_LINEN.format(layer="Boxed", mark="expect: SHL203")},
-                title="a layer class the callers hand in, through `nn.remat` applied in a loop "
-                      "and a list, scanned along an axis read from the configuration"),
-        example(_CHOSEN.format(axis="0", mark="expect: SHL203"),
-                title="the scanned class chosen by if/else: the class or `nn.remat` of it"),
         example("""
             import jax
             import jax.numpy as jnp
@@ -526,6 +520,12 @@ def make_blocks(rngs):
                 "repeats = nnx.vmap(", "repeats = nnx.vmap(  # expect: SHL203\n            "),
         }, title="a factory handed to the base class of a pipeline, `nnx.split` of what it "
                  "builds stacked again by an outer `nnx.vmap`"),
+        example({"layers.py": _LINEN_LAYERS,
+                 "decoder.py": _HANDED_LINEN.format(layer="Boxed", mark="expect: SHL203")},
+                title="a layer class the callers hand in, through `nn.remat` applied in a loop "
+                      "and a list, scanned along an axis read from the configuration"),
+        example(_CHOSEN.format(axis="0", mark="expect: SHL203"),
+                title="the scanned class chosen by if/else: the class or `nn.remat` of it"),
     ]
 
     @classmethod
