@@ -275,7 +275,7 @@ display-only suggestion: it was chosen on purpose.
         for s in p.summaries.values():
             for sym in s.symbols.values():
                 for site in sym.sites:
-                    if site.api in wanted:
+                    if site.api in wanted and site.needs:
                         span = Span(site.line, site.col, site.end_line, site.end_col)
                         return (Related(s.path, span, "this constraint needs Auto axes"),)
         return ()

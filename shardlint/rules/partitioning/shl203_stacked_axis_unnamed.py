@@ -526,6 +526,21 @@ def make_blocks(rngs):
                       "and a list, scanned along an axis read from the configuration"),
         example(_CHOSEN.format(axis="0", mark="expect: SHL203"),
                 title="the scanned class chosen by if/else: the class or `nn.remat` of it"),
+        example({"layers.py": _LINEN_LAYERS + """
+
+def adapt(cls):
+    return nn.remat(cls)
+
+
+BoxedAdapted = adapt(Boxed)
+""", "decoder.py": _HANDED_LINEN.format(layer="Plain", mark="no box").replace(
+            "layers = self.with_remat(self.layer_classes())\n        y, _ = self.scan_layers(layers[0], 4)(x, None)",
+            "layer = self.with_remat([BoxedAdapted])[0]\n"
+            "        y, _ = nn.scan(layer, variable_axes={'params': 0},  # expect: SHL203\n"
+            "                       split_rngs={'params': True}, length=4)(x, None)").replace(
+            "from layers import Plain", "from layers import BoxedAdapted, Plain")},
+                title="a class made at import by a project function, handed in a list to a "
+                      "method that remats each class it is given"),
     ]
 
     @classmethod

@@ -316,7 +316,7 @@ class ProjectIndex:
             sym = self.symbol(key)
             if sym is not None:
                 path = self.summaries[key.partition(":")[0]].path
-                out.extend((path, site) for site in sym.sites)
+                out.extend((path, site) for site in sym.sites if site.needs)
             if len(out) >= limit:
                 break
         return out[:limit]

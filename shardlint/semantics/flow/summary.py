@@ -40,6 +40,7 @@ _WRAPPERS = frozenset({Role.JIT, Role.PARTIAL, Role.LINEN_LIFT, Role.NNX_LIFT, R
 _MESH_LIKE = frozenset({"Mesh", "make_mesh", "AbstractMesh"})
 _RULES_LIKE = frozenset({"logical_axis_rules", "axis_rules", "set_logical_axis_rules",
                          "set_axis_rules"})
+_BOX_ROLES = frozenset({Role.LOGICAL_PARTITIONING, Role.MESH_PARTITIONING})
 _NEEDS = {
     Role.LOGICAL_CONSTRAINT: RULES | MESH,
     Role.LOGICAL_PARTITIONING: RULES | MESH,
@@ -651,7 +652,9 @@ class _Summariser:
         edges, entries = frag.edges, frag.entries
         needs = site_needs(f, c)
         n = c.node
-        if needs and c.scope.qualname:
+        # (a box made with its own `mesh=`/`rules=` needs no context, but it is still a box:
+        # a lift that stacks it must name the new axis -- kept, with no needs)
+        if (needs or c.api is not None and c.api.role in _BOX_ROLES) and c.scope.qualname:
             site = Site(n.lineno, n.col_offset, n.end_lineno or n.lineno, n.end_col_offset or 0,
                         needs, c.api.name if c.api else "",
                         "none" if _all_none_names(f, c) else "")

@@ -406,7 +406,14 @@ def kind_terms(facts: FileFacts, scope: Scope, expr: ast.expr | None, ref: RefFn
         # that table's logical names; see FlowIndex.tables)
         first = kind_terms(facts, scope, expr.args[0], ref, flow, (), depth + 1, assigned, seen) \
             if expr.args and not isinstance(expr.args[0], ast.Starred) else []
+        # (and the classes it names, when it names only classes: `with_remat([Block])` gives
+        # what the function makes of these, not of every caller's -- FlowIndex.classes)
+        classes = [t for t in first if t[0] in _NAMED_CLASS_KINDS]
+        if classes and not _names_classes_only(classes):
+            classes = []
         first = [t for t in first if t[0] in ("table", "key", "p", "a", "c")]
+        if classes:
+            return [["c", c.ref, c.bound, c.via_attr, [], first, classes]]
         return [["c", c.ref, c.bound, c.via_attr, [], first]] if first else \
             [["c", c.ref, c.bound, c.via_attr, []]]
     if tp is ast.Attribute and not index and type(expr.value) is ast.Name \
@@ -600,6 +607,16 @@ def _closure_param(scope: Scope, name: str) -> bool:
     found = scope.lookup(name)
     return found is not None and found[0] is not scope and found[0].kind == "function" \
         and name in found[0].params
+
+
+_NAMED_CLASS_KINDS = frozenset({"sym", "elts", "sub"})
+
+
+def _names_classes_only(terms: list[list]) -> bool:
+    """Kind terms that name classes and nothing the caller's own context decides (no
+    parameter, attribute or call): ``[Block]``, ``Block``, ``(A, B)[0]``."""
+    return all(t[0] == "sym" or t[0] in ("elts", "sub") and _names_classes_only(t[1])
+               for t in terms)
 
 
 def _loop_items(facts: FileFacts, scope: Scope, a, name: str, ref: RefFn,
@@ -1323,7 +1340,8 @@ class FlowIndex:
         function or member ``key``, may be: a class named there, one a project function
         returns, one a caller hands in as the parameter (any caller: each is a class the code
         may run with). A list, tuple or dict of classes, and an item of one, count as their
-        classes (``layer_cls = blocks[0]``)."""
+        classes (``layer_cls = blocks[0]``). So does a module-level value a call makes of a
+        project class (``BlockLinen = to_linen_class(Block, ...)``): a class made at import."""
         out: set[str] = set()
         module = key.partition(":")[0]
         for t in terms:
@@ -1331,17 +1349,79 @@ class FlowIndex:
             if what == "sym":
                 found = self.project.resolve(t[1], module)
                 sym = self.project.symbol(found) if found is not None else None
-                if sym is not None and sym.kind == "class":
+                if sym is not None and (sym.kind == "class" or self._made_class(found, sym)):
                     out.add(found)  # type: ignore[arg-type]
             elif what in ("elts", "sub"):
                 out |= self.classes(t[1], key, depth)
             elif what == "c":
                 target = self.function(t[1], module)
                 if target is not None:
-                    out |= self._memo_classes(("ret", target[0]), depth)
+                    given = self._given_classes(target, t, depth) if len(t) > 6 else None
+                    out |= given if given is not None else \
+                        self._memo_classes(("ret", target[0]), depth)
             elif what == "p":
-                out |= self._memo_classes(("param", key, t[1]), depth)
+                fn = key if len(t) == 2 else f"{key.rpartition('.')[0]}.{t[2]}"
+                out |= self._memo_classes(("param", fn, t[1]), depth)
+            elif what == "a" and depth < _CLASS_HOPS:
+                # `self.layers`, set in a method to a class or a list of them
+                cls = key.partition(":")[2].rpartition(".")[0]
+                owner = f"{module}:{cls}" if cls else ""
+                sym = self.project.symbol(owner) if owner else None
+                attrs = (sym.flow or {}).get("attrs", {}) if sym is not None \
+                    and sym.kind == "class" else {}
+                if t[1] in attrs:
+                    out |= self.classes(attrs[t[1]], f"{owner}.__attr__", depth + 1)
         return frozenset(out)
+
+    def _made_class(self, key: str, sym) -> bool:
+        """A module-level value (not a function or class) whose definition refers to a
+        project class: ``BlockLinen = to_linen_class(Block, ...)``."""
+        if sym.kind != "value" or "." in key.partition(":")[2]:
+            return False
+        module = key.partition(":")[0]
+        for r in sym.refs:
+            found = self.project.resolve(r, module)
+            other = self.project.symbol(found) if found is not None else None
+            if other is not None and other.kind == "class":
+                return True
+        return False
+
+    def _given_classes(self, target: tuple[str, dict], t: list, depth: int
+                       ) -> frozenset[str] | None:
+        """The classes a call returns when what it returns comes from its first parameter
+        and the call names the classes it hands there (``with_remat([Block])[0]``): those,
+        not every caller's. None when the function's result does not come from there."""
+        key, flow = target
+        params = flow.get("params") or []
+        # (called as `self.f(...)`/`obj.f(...)`: past `self`; `t[2]`: arguments bound before)
+        pos = (flow.get("method", 0) if t[3] else 0) + (t[2] or 0)
+        if pos >= len(params) or depth >= _CLASS_HOPS:
+            return None
+        first = params[pos]
+        sym = self.project.symbol(key)
+        kinds = (sym.flow or {}).get("kind", {}) if sym is not None else {}
+        terms = [x for slot in kinds.values() for x in slot]
+
+        def bound(terms: list[list]) -> list[list] | None:
+            out = []
+            for x in terms:
+                if x[0] == "p" and x[1] == first:
+                    out.extend(t[6])
+                elif x[0] in ("elts", "sub"):
+                    inner = bound(x[1])
+                    if inner is None:
+                        return None
+                    out.append([x[0], inner])
+                elif x[0] in _CLASS_KINDS and x[0] != "sym":
+                    return None  # (another parameter, a call: not only the given classes)
+                else:
+                    out.append(x)
+            return out
+
+        mapped = bound(terms)
+        if mapped is None or mapped == terms:
+            return None
+        return self.classes(mapped, key, depth + 1)
 
     def instances(self, terms: list[list], key: str, depth: int = 0) -> frozenset[str]:
         """The project classes a value with these kind terms, written in ``key``, may be an
