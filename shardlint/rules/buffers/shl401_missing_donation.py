@@ -6,7 +6,7 @@ import ast
 from dataclasses import dataclass
 
 from shardlint.rules.base import Edit, Fix, Related, Rule, example, register
-from shardlint.semantics.buffers.liveness import chain, use_after
+from shardlint.semantics.flow.liveness import chain, use_after
 from shardlint.semantics.buffers.lowering import inspected_only
 from shardlint.semantics.file.dataflow import UPDATED
 from shardlint.semantics.file.execution import Execution, execution_of

@@ -6,7 +6,7 @@ import ast
 
 from shardlint.rules.base import Rule, example, register
 from shardlint.semantics.buffers.donation import DonatingCall, donating_calls, handed_back
-from shardlint.semantics.buffers.liveness import Use, use_after
+from shardlint.semantics.flow.liveness import Use, use_after
 from shardlint.semantics.file.execution import execution_of
 from shardlint.semantics.file.jit_sites import passed
 

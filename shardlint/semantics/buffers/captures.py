@@ -18,7 +18,7 @@ import math
 from collections import ChainMap
 from dataclasses import dataclass
 
-from shardlint.semantics.buffers.liveness import METADATA
+from shardlint.semantics.flow.liveness import METADATA
 from shardlint.semantics.catalog.names import call_arg, is_unknown, literal_or_unknown
 from shardlint.semantics.file.execution import compiled_function
 from shardlint.semantics.file.facts import FileFacts, JitSite, Scope
