@@ -310,7 +310,8 @@ def build(jit: Jit, update: Update, hop: Hop, driver: str = "other_module",
         project.add(step_module, "\n" + loop)
     else:
         head = get.split("(")[0].split(".")[0]
-        project.add(f"{PKG}/main.py", f"from {PKG}.steps import {head}\n\n" + loop)
+        # (a training loop's module uses jax itself: its summary is what says how it calls)
+        project.add(f"{PKG}/main.py", f"import jax\nfrom {PKG}.steps import {head}\n\n" + loop)
     if lookalike is not None:
         for path, text in project.files.items():
             project.files[path] = text.replace("  # JIT", "")

@@ -43,10 +43,10 @@ def wrong(tmp_path: Path, projects) -> list[str]:
     return out
 
 
-# (driver: where the training loop lives; the read-after look-alike needs it beside the step,
-# since the rule reads the callers of a step in the step's own file)
+# (driver: where the training loop lives, beside the step or in another module)
 CASES = [(None, "other_module"), (None, "same_module"), ("donated", "other_module"),
-         ("no_replace", "other_module"), ("read_after", "same_module")]
+         ("no_replace", "other_module"), ("read_after", "same_module"),
+         ("read_after", "other_module")]
 
 
 @pytest.mark.parametrize("lookalike, driver", CASES, ids=[f"{c or 'pitfall'}-{d}" for c, d in CASES])

@@ -22,6 +22,7 @@ from shardlint.semantics.file.jit_sites import (
     leaves_replicated,
     passed,
     references_of,
+    remote_names,
     resolve_positions,
     same_sharding,
 )
@@ -105,8 +106,11 @@ The message names the argument, the exact `donate_argnums`/`donate_argnames` to 
 
 Not flagged: steps that return only metrics, losses or predictions, or results of another
 structure (a few fields picked out of the batch and packed again is a selection, not an
-update); a step whose caller in the file keeps reading the old value after the call, directly
-or through an alias (donating would break that caller: SHL402); an argument every call passes
+update); a step whose caller keeps reading the old value after the call, directly or through
+an alias (donating would break that caller: SHL402) -- a caller in the file, or one in another
+module that rebinds what it passes (`old = state; state = step(state, b); old.step`), found
+through its module's summary, whether it calls the step by its name, through what a factory
+returns (`step = make_step(cfg)`) or as an instance's method (`Trainer().step`); an argument every call passes
 as `None` (no cache yet: nothing to donate); steps only called inside other traces, or only
 handed to them (a `lax.while_loop` body, a `functools.partial` of the step, in a jitted
 function), and `jax.jit(..., inline=True)`, where donation is ignored; one-tree maps such as
@@ -507,6 +511,28 @@ jax >= 0.8.1 (no fix is offered on older jax).
                 return state, params                      # ... which are still returned
         """, title="the caller keeps another reference to the state: a dict built around its "
                    "arrays"),
+        example({
+            "steps.py": """
+                import jax
+
+                def make_train_step():
+                    def train_step(state, grads):
+                        return state.apply_gradients(grads=grads)
+                    return jax.jit(train_step)
+            """,
+            "main.py": """
+                import jax
+                from steps import make_train_step
+
+                def train(state, batches):
+                    step = make_train_step()
+                    for batch in batches:
+                        old = state
+                        state = step(state, batch)
+                        print(old.step)   # the old state is read after the call
+            """,
+        }, title="a factory's step whose caller in another module reads the old state after "
+                 "the call"),
     ]
 
     INVALID = [
@@ -1031,6 +1057,14 @@ jax >= 0.8.1 (no fix is offered on older jax).
                     and name not in changed_in_place
                     and any(use_after(facts, c, arg) is not None
                             or _captured(c, arg) for c, arg in uses)}
+            # A caller in another module that rebinds the argument but still reads the old
+            # value (its module's summary says which) keeps it as well.
+            elsewhere = self._read_after_elsewhere(site)
+            if elsewhere:
+                kept |= {name for i, name in enumerate(sig.params)
+                         if name in evidence and name not in changed_in_place
+                         and (str(i - sig.offset) in elsewhere or name in elsewhere)}
+                kept |= {name for name in sig.kwonly if name in evidence and name in elsewhere}
             # Every call passes `None` there (`forward(x, params, None)`, no cache yet):
             # there is no buffer to donate, whatever the function does with a real one.
             kept |= {name for name, uses in passing.items() if calls and len(uses) == len(calls)
@@ -1062,6 +1096,14 @@ jax >= 0.8.1 (no fix is offered on older jax).
         related = tuple(r for c in candidates for r in c.evidence.related)
         return self.finding(site.node, self._message(name, candidates, keyword, in_place),
                             fix=fix, related=_unique(related))
+
+    def _read_after_elsewhere(self, site: JitSite) -> frozenset[str]:
+        """The arguments (positions as "0", keywords) that a call of this compiled callable in
+        another module rebinds while still reading the old value afterwards."""
+        out: set[str] = set()
+        for key in remote_names(self.facts, site):
+            out |= self.project.flows.read_after(key)
+        return frozenset(out)
 
     def _handed_on_traced(self, site: JitSite, execution: Execution) -> bool:
         """The callable is used in this file, and only inside traced code, as a value handed

@@ -371,6 +371,28 @@ def _made_here(call: CallSite, maker: Scope | None, attr: tuple[Scope, str] | No
         and found[0] is cls.parent
 
 
+def remote_names(facts: FileFacts, site: JitSite) -> list[str]:
+    """How another module calls the compiled callable, in the spelling of the module summaries'
+    ``kept`` calls: ``module:step`` (bound at module level, or a decorated module-level
+    function), ``module:make_step()`` (what a module-level function returns: ``step =
+    make_step(cfg)``), ``module:Trainer().step`` (the attribute of an instance: ``self.step =
+    jax.jit(...)`` in a method, or a decorated method)."""
+    out: list[str] = []
+    owner = _binding_owner(site)
+    if owner is not None and owner.kind == "module" and site.bound_name:
+        out.append(f"{facts.module}:{site.bound_name}")
+    maker = _returned_from(facts, site)
+    if maker is not None and maker.parent is not None and maker.parent.kind == "module":
+        out.append(f"{facts.module}:{maker.qualname}()")
+    attr = _self_attr_binding(facts, site)
+    if attr is None and site.form != "call" and site.function is not None \
+            and site.function.parent is not None and site.function.parent.kind == "class":
+        attr = (site.function.parent, site.function.name)
+    if attr is not None and attr[0].parent is not None and attr[0].parent.kind == "module":
+        out.append(f"{facts.module}:{attr[0].qualname}().{attr[1]}")
+    return out
+
+
 def _binding_owner(site: JitSite) -> Scope | None:
     if site.form == "call" or (site.form == "partial" and site.target is not None):
         return site.scope

@@ -21,6 +21,7 @@ from shardlint.semantics.file.facts import MESH, RULES, CallSite, FileFacts, Sco
 from shardlint.semantics.file.jit_sites import exported_donations, exported_jitted
 from shardlint.semantics.file.meshes import axis_kind
 from shardlint.semantics.file.reuse import Chunk, each_statement
+from shardlint.semantics.flow.liveness import use_after
 from shardlint.semantics.flow.valueflow import (
     MESH_ARGUMENTS,
     class_attributes,
@@ -130,6 +131,10 @@ class ModuleSummary:
     apis: list[str] = field(default_factory=list)  # canonical names of the known APIs called
     mesh_kinds: list[str] = field(default_factory=list)  # axis kind of each mesh built (meshes.py)
     jitted: list[str] = field(default_factory=list)  # module-level compiled callables (jitted.py)
+    # Calls that rebind an argument and still read its old value afterwards (`old = state;
+    # state = step(state, b); old.step`): [callee, [positions as "0", or keywords]], the callee
+    # as ``jit_sites.remote_names`` spells it. A donation of those would break this caller.
+    kept: list[list] = field(default_factory=list)
     flags: dict[str, list] = field(default_factory=dict)  # config flags set (config_flags.py)
     # names imported from other modules of the project (a re-export: `from .fn import step`)
     imports: dict[str, str] = field(default_factory=dict)
@@ -183,6 +188,14 @@ _LAID_OUT = frozenset({"module", "path", "symbols", "calls", "entries"})
 _NAMES_ARGS = ("names", "sharding", "out_sharding", "sharding_names", "logical_axes")
 # The arguments whose kind terms a call edge keeps (``_Summariser._arg_kinds``).
 _KIND_ARGS = frozenset({ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Tuple, ast.List})
+
+
+def _bound_once(scope: Scope, name: str) -> ast.expr | None:
+    """The value a name of a function body is bound to, when bound exactly once there."""
+    values = scope.assigned.get(name) if scope.kind == "function" else None
+    if values is None or len(values) != 1 or values[0].index:
+        return None
+    return values[0].value
 
 
 def _all_none_names(facts: FileFacts, c: CallSite) -> bool:
@@ -462,12 +475,63 @@ class _Summariser:
         out.apis = sorted(apis)
         out.mesh_kinds = [axis_kind(f, m) for m in f.meshes if m.call is not None]
         out.jitted = exported_jitted(f)
+        out.kept = self._kept()
         out.name_params, out.name_attrs = exported_name_params(f)
         out.flags = exported_flags(f)
         out.legacy_env = Role.LEGACY_ENV in f.roles
         out.imports = {name: q for name, q in f.imports.names.items()
                        if q.partition(".")[0] not in EXTERNAL_PACKAGES}
         return out
+
+    def _kept(self) -> list[list]:
+        """``ModuleSummary.kept``: the liveness walk is asked only of the arguments a call's
+        own assignment rebinds (`state = step(state, batch)`, `state, m = step(state)`), and
+        only where the callee is named (see ``_callee``)."""
+        out: list[list] = []
+        for c in self.f.calls:
+            stmt = c.stmt
+            if c.api is not None or type(stmt) is not ast.Assign or stmt.value is not c.node:
+                continue
+            rebound = {t.id for target in stmt.targets for t in
+                       (target.elts if type(target) in (ast.Tuple, ast.List) else (target,))
+                       if type(t) is ast.Name}
+            named: list[tuple[str, ast.expr]] = []
+            for i, a in enumerate(c.node.args):
+                if type(a) is ast.Starred:
+                    break
+                named.append((str(i), a))
+            named += [(kw.arg, kw.value) for kw in c.node.keywords if kw.arg is not None]
+            named = [(k, a) for k, a in named if type(a) is ast.Name and a.id in rebound]
+            callee = self._callee(c) if named else None
+            if callee is None:
+                continue
+            keys = [k for k, a in named if use_after(self.f, c, a) is not None]
+            if keys:
+                out.append([callee, keys])
+        return out
+
+    def _callee(self, c: CallSite) -> str | None:
+        """A called callable as ``jit_sites.remote_names`` spells it: a reference, ``ref()``
+        for what a local name bound once holds from a call of ``ref``, ``ref().attr`` for the
+        attribute of an instance (``Trainer().step``, ``t = Trainer()`` ... ``t.step``)."""
+        func = c.node.func
+        direct = self.ref(func, c.scope)
+        if direct is not None:
+            return direct
+        value: ast.expr | None = func
+        if type(func) is ast.Name:
+            value = _bound_once(c.scope, func.id)
+        if type(value) is ast.Call:
+            r = self.ref(value.func, c.scope)
+            return f"{r}()" if r is not None else None
+        if type(value) is ast.Attribute:
+            made = value.value
+            if type(made) is ast.Name:
+                made = _bound_once(c.scope, made.id)
+            if type(made) is ast.Call:
+                r = self.ref(made.func, c.scope)
+                return f"{r}().{value.attr}" if r is not None else None
+        return None
 
     def _fragment(self, part) -> _Fragment:
         """What one top-level statement adds: the symbols of its functions and classes with

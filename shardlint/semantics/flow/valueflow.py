@@ -964,6 +964,7 @@ class FlowIndex:
         self._classes: dict[tuple, frozenset[str]] = {}
         self._cuts = 0  # answers cut short so far (see _memo_classes)
         self._by_target: dict[str, list] | None = None
+        self._after: dict[str, set[str]] | None = None
         self._subclasses: dict[str, list[str]] | None = None
         self._active: set = set()
 
@@ -1293,6 +1294,22 @@ class FlowIndex:
             for cls in self._inheriting(fn[: -len(".__init__")]):
                 out += [(c, a, True) for c, a, _ in index.get(cls, ())]
         return out
+
+    def read_after(self, callee: str) -> frozenset[str]:
+        """The arguments (positions as "0", or keywords) that a call of ``callee`` somewhere in
+        the project rebinds while still reading the old value (``ModuleSummary.kept``).
+        ``callee``: a resolved key, with ``()`` for what a function returns or ``().attr`` for
+        an instance's attribute (``jit_sites.remote_names``)."""
+        index = self._after
+        if index is None:
+            index = self._after = {}
+            for mod, s in self.project.summaries.items():
+                for spec, keys in s.kept:
+                    base, paren, rest = spec.partition("()")
+                    t = self.project.resolve(base, mod)
+                    if t is not None:
+                        index.setdefault(f"{t}{paren}{rest}", set()).update(keys)
+        return frozenset(index.get(callee, ()))
 
     def _inheriting(self, cls: str) -> list[str]:
         """``cls`` and its project subclasses, at any depth, that define no ``__init__``."""
