@@ -467,6 +467,31 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
                     pass
             """,
         }, title="a layer library: its tests' and benchmarks' tables judge those programs"),
+        example({
+            "moe.py": """
+                import jax
+                from flax import nnx
+
+                def split_kernel_axes():
+                    return ("expert", "embed"), ("expert_solo", "embed")
+
+                class MoE(nnx.Module):
+                    def __init__(self, rngs):
+                        # (only the first spec is an annotation; the second is never handed on)
+                        self.wi_axes, self.wo_axes = split_kernel_axes()
+                        self.wi = nnx.Param(jax.numpy.zeros((8, 16)), out_sharding=self.wi_axes)
+            """,
+            "train.py": """
+                import jax
+                from flax import nnx
+                from moe import MoE
+
+                with jax.set_mesh(jax.make_mesh((2,), ("expert",))), \\
+                        nnx.logical_axis_rules((("embed", None),)):
+                    MoE(None)
+            """,
+        }, title="NNX: a tuple of specs unpacked into `self` attributes: each attribute gets "
+                 "its own item"),
     ]
     INVALID = [
         example({
@@ -745,6 +770,40 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
                 logical_axis_rules: [['embed', 'fsdp']]
             """,
         }, title="NNX: a name kept on `self`, meshes named by the configuration's `mesh_axes`"),
+        example({
+            "moe.py": """
+                import jax
+                from flax import nnx
+
+                def split_kernel_axes():
+                    return (("expert_solo", "embed"),  # expect: SHL201
+                            ("expert", "embed"))
+
+                class MoE(nnx.Module):
+                    def __init__(self, config, rngs):
+                        if config.batch_split:
+                            self.wi_axes, self.wo_axes = split_kernel_axes()
+                        else:
+                            self.wi_axes, self.wo_axes = ("expert", "embed"), ("expert", "embed")
+                        self.wi = nnx.Param(jax.numpy.zeros((8, 16)), out_sharding=self.wi_axes)
+            """,
+            "train.py": """
+                import jax
+                from flax import nnx
+                from jax.sharding import Mesh
+                from moe import MoE
+
+                def train(config, devices):
+                    with jax.set_mesh(Mesh(devices, config.mesh_axes)), \\
+                            nnx.logical_axis_rules(config.logical_axis_rules):
+                        return MoE(config, None)
+            """,
+            "configs/base.yml": """
+                mesh_axes: ['data', 'fsdp', 'expert']
+                logical_axis_rules: [['embed', 'fsdp']]
+            """,
+        }, title="NNX: `self` attributes unpacked from a function of the file that returns "
+                 "a tuple of specs"),
         example({
             "adapter.py": _ADAPTER,
             "build.py": """

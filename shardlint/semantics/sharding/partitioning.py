@@ -41,7 +41,7 @@ def symbol_ref(facts: FileFacts, node: ast.expr, scope: Scope) -> str | None:
     return reference(facts, node, scope)
 
 
-def deref(facts: FileFacts, node: ast.expr | None, scope: Scope) -> tuple[ast.expr | None, Scope]:
+def deref(facts: FileFacts | None, node: ast.expr | None, scope: Scope) -> tuple[ast.expr | None, Scope]:
     """Follow names bound exactly once to their value; returns the value and its binding scope."""
     for _ in range(_MAX_DEREF):
         if not isinstance(node, ast.Name):
@@ -154,26 +154,53 @@ def self_attribute_values(node: ast.expr, scope: Scope) -> list[tuple[ast.expr, 
             if not (isinstance(target, ast.Attribute) and target.attr == node.attr
                     and isinstance(target.value, ast.Name) and target.value.id == me):
                 continue
-            value = _assigned_part(target, stmt)
-            if value is not None:
-                out.append((value, m))
+            out.extend(_assigned_parts(target, stmt, m))
     return out
 
 
-def _assigned_part(target: ast.expr, stmt: ast.stmt) -> ast.expr | None:
-    """The value ``stmt`` assigns to ``target``: all of it, or its item when both sides are
-    tuples of one length; None for augmented assignments and values it cannot split."""
+def _assigned_parts(target: ast.expr, stmt: ast.stmt, scope: Scope
+                    ) -> list[tuple[ast.expr, Scope]]:
+    """The values ``stmt`` (in ``scope``) assigns to ``target``: all of it, or its item when
+    both sides are tuples of one length, or when the right side calls a function of this file
+    whose every return is such a tuple (``self.wi, self.wo = kernel_axes()``); none for
+    augmented assignments and values it cannot split."""
     if isinstance(stmt, ast.AnnAssign):
-        return stmt.value
+        return [(stmt.value, scope)] if stmt.value is not None else []
     if not isinstance(stmt, ast.Assign):
-        return None
+        return []
     for t in stmt.targets:
         if t is target:
-            return stmt.value
-        if isinstance(t, (ast.Tuple, ast.List)) and isinstance(stmt.value, (ast.Tuple, ast.List)) \
-                and len(t.elts) == len(stmt.value.elts) and target in t.elts:
-            return stmt.value.elts[t.elts.index(target)]
-    return None
+            return [(stmt.value, scope)]
+        if not (isinstance(t, (ast.Tuple, ast.List)) and target in t.elts):
+            continue
+        i = t.elts.index(target)
+        if isinstance(stmt.value, (ast.Tuple, ast.List)):
+            return [(stmt.value.elts[i], scope)] if len(t.elts) == len(stmt.value.elts) else []
+        return [(r.elts[i], fn) for r, fn in _returned_tuples(stmt.value, scope, len(t.elts))]
+    return []
+
+
+def _returned_tuples(value: ast.expr, scope: Scope, n: int) -> list[tuple[ast.Tuple | ast.List, Scope]]:
+    """The tuples a call of a function of this file returns (``kernel_axes()``, a module-level
+    or enclosing ``def``), each with the function's scope, when every one of its returns is a
+    tuple or list of ``n`` items; empty otherwise (one return that is not: the split is unknown)."""
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
+        return []
+    found = scope.lookup(value.func.id)
+    if found is None:
+        return []
+    owner, values = found
+    fn = owner.children.get(value.func.id)
+    if len(values) != 1 or fn is None or fn.kind != "function" or fn.node is not values[0] \
+            or not fn.returns:
+        return []
+    out: list[tuple[ast.Tuple | ast.List, Scope]] = []
+    for r in fn.returns:
+        node, rscope = deref(None, r, fn)  # (reads no facts)
+        if not isinstance(node, (ast.Tuple, ast.List)) or len(node.elts) != n:
+            return []
+        out.append((node, rscope))
+    return out
 
 
 def is_partition_spec(facts: FileFacts, node: ast.Call) -> bool:
