@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import re
 import sys
 import time
 import tomllib
@@ -324,10 +325,17 @@ def removed_rule_sites(root: Path, src: Path):
                           for name, sp in spans.items())
     count = Counter(name for _, _, name, _, _ in tables)
     code = {p: p.read_text(encoding="utf-8", errors="replace") for p in root.rglob("*.py")}
+    # (a module constant holding the name, `LENGTH = "length"`: the files that write the
+    # constant's name use it too, and SHL201 reports there, where it is written in a spec)
+    constants: dict[str, set[str]] = {}
+    for t in code.values():
+        for m in re.finditer(r"^([A-Z][A-Z0-9_]*)\s*=\s*['\"]([^'\"\n]+)['\"]\s*$", t, re.M):
+            constants.setdefault(m.group(2), set()).add(m.group(1))
     for path, key, name, spans, text in tables:
         if count[name] != 1:
             continue  # other tables still map it: no table-free name to find
-        users = [p for p, t in code.items() if f"'{name}'" in t or f'"{name}"' in t]
+        users = [p for p, t in code.items() if f"'{name}'" in t or f'"{name}"' in t or any(
+            re.search(rf"\b{c}\b", t) for c in constants.get(name, ()))]
         if not any(p != path for p in users) and not users:
             continue
         rel = path.relative_to(src).as_posix()

@@ -19,13 +19,13 @@ from shardlint.semantics.sharding.partitioning import (
     LINEN_LOGICAL_BOXES,
     call_names,
     carrier_calls,
+    axis_values,
     deref,
+    imported_string,
     is_partition_name_key,
-    is_self_attribute,
     literal_dict,
     logical_names_with_rules,
     reached_apis,
-    self_attribute_values,
     spec_entries,
 )
 
@@ -125,6 +125,65 @@ class MLP(nn.Module):
 """
 
 
+# A project helper that maps logical names to a sharding by the rules in force unless its
+# caller hands it a table (`rules=None` handed on to `nn.logical_to_mesh_axes`).
+_SHARDING_HELPERS = """
+import jax
+import flax.linen as nn
+from jax.sharding import NamedSharding
+
+def to_mesh_axes(logical_names, rules=None):
+    return nn.logical_to_mesh_axes(logical_names, rules=rules)
+
+def shard_logical(x, mesh, logical_names, rules=None):
+    spec = to_mesh_axes(logical_names, rules=rules)
+    return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, spec))
+"""
+
+# An attention layer whose input names are a parameter's default, kept on `self` and chosen
+# on a branch; its names are constants of another module.
+_ATTENTION_BY_DEFAULT = """
+from flax import nnx
+from pkg.axis_types import BATCH, INPUT_LENGTH, EMBED
+from pkg.sharding import shard_logical
+
+class Attention(nnx.Module):
+    def __init__(self, mesh, input_axis_names=(BATCH, INPUT_LENGTH, EMBED),
+                 decode_axis_names=(BATCH, None, EMBED)):
+        self.mesh = mesh
+        self.input_axis_names = input_axis_names
+        self.decode_axis_names = decode_axis_names
+
+    def __call__(self, x, decode=False):
+        if decode:
+            axis_names = self.decode_axis_names
+        else:
+            axis_names = self.input_axis_names
+        return shard_logical(x, self.mesh, axis_names%s)
+"""
+
+_AXIS_TYPES = """
+import jax.numpy as jnp
+
+BATCH = "batch"
+INPUT_LENGTH = "input_lenght"
+EMBED = "embed"
+"""
+
+_TRAIN_ATTENTION = """
+import jax
+import flax.linen as nn
+from pkg.attention import Attention
+
+RULES = (("batch", "data"), ("input_length", None), ("embed", None))
+
+def main(x):
+    mesh = jax.make_mesh((2,), ("data",))
+    with jax.set_mesh(mesh), nn.logical_axis_rules(RULES):
+        return Attention(mesh)(x)
+"""
+
+
 @register
 class LogicalAxisWithoutRule(Rule):
     code = "SHL201"
@@ -134,19 +193,28 @@ class LogicalAxisWithoutRule(Rule):
     what = """
 Collects the string logical axis names written in `nn.with_logical_partitioning`,
 `nn.with_logical_constraint`, `nn.LogicallyPartitioned`, `param_with_axes(..., axes=...)` and
-`metadata_params={nn.PARTITION_NAME: ...}` of `nn.vmap`/`nn.scan`, and in NNX
-`nnx.with_partitioning` / `nnx.Param(..., out_sharding=...)`, and flags each name that is on the
-left of no rule in any logical axis rules table of the project. The finding points at the string
-literal, also when it sits in a module constant (`KERNEL_AXES = ("embed", "mlp")`) or in an
-attribute the module keeps on `self` (every value its methods assign, and a class-body default:
-`self.wo_axes = ("expert", "embed")` ... `nnx.Param(..., out_sharding=self.wo_axes)`).
+`metadata_params={nn.PARTITION_NAME: ...}` of `nn.vmap`/`nn.scan`, `nn.logical_to_mesh_axes`
+(the rules in force: a name without one maps to None), and in NNX `nnx.with_partitioning` /
+`nnx.Param(..., out_sharding=...)`, and flags each name that is on the left of no rule in any
+logical axis rules table of the project. The finding points at the string literal, also when it
+sits in a module constant (`KERNEL_AXES = ("embed", "mlp")`; a constant imported from another
+module of the project, at the name where the spec writes it) or in an attribute the module keeps
+on `self` (every value its methods assign -- an item of a tuple a function of the file returns
+included, `self.wi_axes, self.wo_axes = kernel_axes()` -- a class-body default, and the default
+of the parameter a method keeps: `def __init__(self, axes=(BATCH, LENGTH)): self.axes = axes`),
+or in a local name bound on several branches (`if decode: axes = self.decode_axes` / `else:
+axes = self.axes`): `self.wo_axes = ("expert", "embed")` ... `nnx.Param(...,
+out_sharding=self.wo_axes)`.
 Names written where a project layer is built are judged as well, at the caller's literal, when
 the layer hands that argument unchanged to one of these calls: `DenseGeneral(16,
 kernel_axes=("embed", "mlp"))` whose `__init__` keeps `self.kernel_axes = kernel_axes` for an
 `nnx.Param(..., out_sharding=self.kernel_axes)`, a Linen field read as `self.kernel_axes` (by
 keyword, or by position when no project base class adds fields), a helper's parameter -- through
-any number of helpers and files, `functools.partial` included. An argument the layer rewrites
-first (`axes = axes or DEFAULT`) or uses otherwise (`P(*axes)`) is not followed.
+any number of helpers and files, `functools.partial` included; a helper that hands its own
+`rules=None` parameter on with the names (`def to_spec(names, rules=None): return
+nn.logical_to_mesh_axes(names, rules=rules)`) only where its caller leaves `rules` out. An
+argument the layer rewrites first (`axes = axes or DEFAULT`) or uses otherwise (`P(*axes)`) is
+not followed.
 
 NNX accepts mesh axis names directly, so an NNX name is flagged only when it is not an axis of any
 mesh either, and only when the axis names of every mesh the project builds are known: literal, or
@@ -467,6 +535,38 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
                     pass
             """,
         }, title="a layer library: its tests' and benchmarks' tables judge those programs"),
+        example({
+            "moe.py": """
+                import jax
+                from flax import nnx
+
+                def split_kernel_axes():
+                    return ("expert", "embed"), ("expert_solo", "embed")
+
+                class MoE(nnx.Module):
+                    def __init__(self, rngs):
+                        # (only the first spec is an annotation; the second is never handed on)
+                        self.wi_axes, self.wo_axes = split_kernel_axes()
+                        self.wi = nnx.Param(jax.numpy.zeros((8, 16)), out_sharding=self.wi_axes)
+            """,
+            "train.py": """
+                import jax
+                from flax import nnx
+                from moe import MoE
+
+                with jax.set_mesh(jax.make_mesh((2,), ("expert",))), \\
+                        nnx.logical_axis_rules((("embed", None),)):
+                    MoE(None)
+            """,
+        }, title="NNX: a tuple of specs unpacked into `self` attributes: each attribute gets "
+                 "its own item"),
+        example({
+            "pkg/__init__.py": "",
+            "pkg/sharding.py": _SHARDING_HELPERS,
+            "pkg/axis_types.py": _AXIS_TYPES,
+            "pkg/attention.py": _ATTENTION_BY_DEFAULT % ", rules=((\"input_lenght\", None),)",
+            "train.py": _TRAIN_ATTENTION,
+        }, title="a helper handed its own rules table (`rules=`): that table judges the names"),
     ]
     INVALID = [
         example({
@@ -746,6 +846,50 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
             """,
         }, title="NNX: a name kept on `self`, meshes named by the configuration's `mesh_axes`"),
         example({
+            "moe.py": """
+                import jax
+                from flax import nnx
+
+                def split_kernel_axes():
+                    return (("expert_solo", "embed"),  # expect: SHL201
+                            ("expert", "embed"))
+
+                class MoE(nnx.Module):
+                    def __init__(self, config, rngs):
+                        if config.batch_split:
+                            self.wi_axes, self.wo_axes = split_kernel_axes()
+                        else:
+                            self.wi_axes, self.wo_axes = ("expert", "embed"), ("expert", "embed")
+                        self.wi = nnx.Param(jax.numpy.zeros((8, 16)), out_sharding=self.wi_axes)
+            """,
+            "train.py": """
+                import jax
+                from flax import nnx
+                from jax.sharding import Mesh
+                from moe import MoE
+
+                def train(config, devices):
+                    with jax.set_mesh(Mesh(devices, config.mesh_axes)), \\
+                            nnx.logical_axis_rules(config.logical_axis_rules):
+                        return MoE(config, None)
+            """,
+            "configs/base.yml": """
+                mesh_axes: ['data', 'fsdp', 'expert']
+                logical_axis_rules: [['embed', 'fsdp']]
+            """,
+        }, title="NNX: `self` attributes unpacked from a function of the file that returns "
+                 "a tuple of specs"),
+        example({
+            "pkg/__init__.py": "",
+            "pkg/sharding.py": _SHARDING_HELPERS,
+            "pkg/axis_types.py": _AXIS_TYPES,
+            "pkg/attention.py": (_ATTENTION_BY_DEFAULT % "").replace(
+                "(BATCH, INPUT_LENGTH, EMBED),", "(BATCH, INPUT_LENGTH, EMBED),  # expect: SHL201"),
+            "train.py": _TRAIN_ATTENTION,
+        }, title="a constructor parameter's default kept on `self`, chosen on a branch and "
+                 "handed to a helper that maps it by the rules in force; the names are "
+                 "constants imported from another module"),
+        example({
             "adapter.py": _ADAPTER,
             "build.py": """
                 from adapter import Adapter
@@ -959,11 +1103,15 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
     def _top_level_names(self, node: ast.expr | None, c: CallSite) -> list[tuple[str, ast.expr]]:
         # Only top-level strings are logical names: a nested tuple is taken as mesh axes as is.
         out: list[tuple[str, ast.expr]] = []
-        for value, scope in [(node, c.scope)] if node is None or not is_self_attribute(node) \
-                else self_attribute_values(node, c.scope):
+        for value, scope in [(node, c.scope)] if node is None else axis_values(node, c.scope):
             entries = spec_entries(self.facts, value, scope)
-            if entries is not None:
-                out.extend(e.names[0] for e in entries if e.names and not e.nested)
+            for e in entries or ():
+                if e.names and not e.nested:
+                    out.append(e.names[0])
+                elif not e.names:  # (a name imported from the module that binds it)
+                    name = imported_string(self.project, self.facts, e.node, scope)
+                    if name is not None:
+                        out.append((name, e.node))
         return out
 
     def _partition_names(self) -> list[tuple[str, ast.expr]]:

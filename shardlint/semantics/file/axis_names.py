@@ -25,6 +25,8 @@ LINEN_NAMES = {
     "flax.linen.LogicallyPartitioned": (1, "names"),
     "flax.linen.with_logical_constraint": (1, "logical_axis_resources"),
     "flax.linen.partitioning.param_with_axes": (None, "axes"),
+    # (a spec made from the rules in force: a name with no rule maps to None, replicated)
+    "flax.linen.logical_to_mesh_axes": (0, "array_dim_names"),
 }
 # The keywords of NNX variables (`nnx.Param(v, out_sharding=...)`) that hold axis names.
 NNX_SHARDING_KWARGS = ("out_sharding", "sharding", "sharding_names")
@@ -56,27 +58,71 @@ def names_argument(c: CallSite) -> tuple[ast.expr | None, str] | None:
     return None
 
 
+def forwarded_rules(c: CallSite) -> str | None:
+    """The parameter a Linen annotation call takes its ``rules=`` from, when it is one of the
+    enclosing function's, never rebound, that defaults to None (``def to_spec(names,
+    rules=None): return nn.logical_to_mesh_axes(names, rules=rules)``): the rules in force
+    unless a caller passes a table."""
+    api = c.api
+    if api is None or api.name not in LINEN_NAMES:
+        return None
+    node = c.kwarg("rules")
+    scope = c.scope
+    if not isinstance(node, ast.Name) or scope.kind != "function" \
+            or node.id not in scope.params or len(scope.bindings.get(node.id, ())) != 1:
+        return None
+    default = param_default(scope.node, node.id)
+    return node.id if isinstance(default, ast.Constant) and default.value is None else None
+
+
+def param_default(fn: ast.AST, name: str) -> ast.expr | None:
+    """The default value of parameter ``name`` of a ``def`` (None when it has none)."""
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    a = fn.args
+    positional = [*a.posonlyargs, *a.args]
+    for arg, default in zip(positional[len(positional) - len(a.defaults):], a.defaults):
+        if arg.arg == name:
+            return default
+    for arg, kw_default in zip(a.kwonlyargs, a.kw_defaults):
+        if arg.arg == name:
+            return kw_default
+    return None
+
+
 def stricter(a: str | None, b: str) -> str:
     """A name handed to Linen as well as to NNX must have a rule: Linen's kind wins."""
     return LINEN if LINEN in (a, b) else b
 
 
 def exported_name_params(facts: FileFacts) -> tuple[dict[str, dict[str, str]],
-                                                      dict[str, dict[str, list]]]:
+                                                      dict[str, dict[str, list]],
+                                                      dict[str, dict[str, list[str]]]]:
     """``({function qualname: {param: kind}}, {class qualname: {attr: [kind, field,
-    position]}})``: the parameters a function hands as they are to an annotation call's names,
-    and the attributes of ``self`` a method hands (``field``: the class body declares it, a
-    Linen or dataclass field set by the constructor's keyword; ``position``: its place among the
-    annotated fields, -1 if none)."""
+    position]}}, {function qualname: {param: [rules param, ...]}})``: the parameters a
+    function hands as they are to an annotation call's names, the attributes of ``self`` a
+    method hands (``field``: the class body declares it, a Linen or dataclass field set by the
+    constructor's keyword; ``position``: its place among the annotated fields, -1 if none), and
+    for a parameter handed to a call whose ``rules=`` is another parameter defaulting to None
+    (:func:`forwarded_rules`), that parameter: the names meet the rules in force only where a
+    caller leaves it out."""
     params: dict[str, dict[str, str]] = {}
     attrs: dict[str, dict[str, list]] = {}
+    unless: dict[str, dict[str, list[str]]] = {}
     for c in facts.calls:
         api = c.api
         if api is None or not (api.name in LINEN_NAMES or api.role in (
                 Role.NNX_PARTITIONING, Role.NNX_PARAM)):
             continue
         found = names_argument(c)
-        if found is None or found[0] is None:
+        rules_param = None
+        if found is None:
+            rules_param = forwarded_rules(c)
+            if rules_param is None:
+                continue
+            pos, kw = LINEN_NAMES[api.name]  # type: ignore[union-attr]
+            found = (c.arg(pos, kw) if pos is not None else c.kwarg(kw)), LINEN
+        if found[0] is None:
             continue
         node, kind = found
         scope = c.scope
@@ -85,8 +131,14 @@ def exported_name_params(facts: FileFacts) -> tuple[dict[str, dict[str, str]],
         if isinstance(node, ast.Name) and node.id in scope.params \
                 and len(scope.bindings.get(node.id, ())) == 1:  # (never rebound)
             row = params.setdefault(scope.qualname, {})
+            conds = unless.setdefault(scope.qualname, {})
+            if rules_param is None:  # (one call that takes the rules in force is enough)
+                conds.pop(node.id, None)
+            elif node.id not in row or node.id in conds:
+                if rules_param not in conds.setdefault(node.id, []):
+                    conds[node.id].append(rules_param)
             row[node.id] = stricter(row.get(node.id), kind)
-        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+        elif rules_param is None and isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
                 and node.value.id == scope.params[0] and scope.enclosing_class is not None:
             cls = scope.enclosing_class
             row2 = attrs.setdefault(cls.qualname, {})
@@ -94,7 +146,7 @@ def exported_name_params(facts: FileFacts) -> tuple[dict[str, dict[str, str]],
             row2[node.attr] = [stricter(prev[0] if prev else None, kind),
                                node.attr in cls.annotations or node.attr in cls.bindings,
                                _field_position(cls, node.attr)]
-    return params, attrs
+    return params, attrs, {q: row for q, row in unless.items() if row}
 
 
 def _field_position(cls, attr: str) -> int:

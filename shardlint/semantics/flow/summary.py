@@ -125,6 +125,11 @@ class ModuleSummary:
     # parameters / `self` attributes handed to an annotation call as its names (axis_names.py)
     name_params: dict[str, dict[str, str]] = field(default_factory=dict)
     name_attrs: dict[str, dict[str, list]] = field(default_factory=dict)
+    # a name parameter's rules parameters (defaulting to None): handed on as names only
+    # where a caller leaves them out
+    name_unless: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    # module-level names bound once to a short string (`EMBED = "embed"`)
+    strings: dict[str, str] = field(default_factory=dict)
     constants: dict[str, list] = field(default_factory=dict)  # literal rules tables by name
     # module-level callables that donate: name -> [positions, keyword names, "donate_argnums=0"]
     donating: dict[str, list] = field(default_factory=dict)
@@ -476,7 +481,7 @@ class _Summariser:
         out.mesh_kinds = [axis_kind(f, m) for m in f.meshes if m.call is not None]
         out.jitted = exported_jitted(f)
         out.kept = self._kept()
-        out.name_params, out.name_attrs = exported_name_params(f)
+        out.name_params, out.name_attrs, out.name_unless = exported_name_params(f)
         out.flags = exported_flags(f)
         out.legacy_env = Role.LEGACY_ENV in f.roles
         out.imports = {name: q for name, q in f.imports.names.items()
@@ -967,6 +972,10 @@ class _Summariser:
             (out.mesh_axes if kind == "mesh" else out.rule_tables).append(None)
         consts = f.module_constants()
         for name, value in consts.items():
+            if isinstance(value, ast.Constant) and isinstance(value.value, str) \
+                    and len(value.value) <= 64 and value.value.isprintable() \
+                    and " " not in value.value:  # (what may be an axis name)
+                out.strings[name] = value.value
             lit = f.literal(value, f.module_scope)
             if isinstance(lit, (tuple, list)) and lit and all(
                 isinstance(e, (tuple, list)) and len(e) == 2 and isinstance(e[0], str) for e in lit

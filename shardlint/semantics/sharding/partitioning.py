@@ -11,7 +11,7 @@ import ast
 from dataclasses import dataclass
 
 from shardlint.semantics.catalog.api import Role
-from shardlint.semantics.file.axis_names import stricter
+from shardlint.semantics.file.axis_names import param_default, stricter
 from shardlint.semantics.file.facts import CallSite, FileFacts, MeshBinding, Opaque, Scope
 from shardlint.semantics.file.reuse import each_call
 from shardlint.semantics.flow.project import ProjectIndex, project_cached
@@ -41,7 +41,7 @@ def symbol_ref(facts: FileFacts, node: ast.expr, scope: Scope) -> str | None:
     return reference(facts, node, scope)
 
 
-def deref(facts: FileFacts, node: ast.expr | None, scope: Scope) -> tuple[ast.expr | None, Scope]:
+def deref(facts: FileFacts | None, node: ast.expr | None, scope: Scope) -> tuple[ast.expr | None, Scope]:
     """Follow names bound exactly once to their value; returns the value and its binding scope."""
     for _ in range(_MAX_DEREF):
         if not isinstance(node, ast.Name):
@@ -154,26 +154,84 @@ def self_attribute_values(node: ast.expr, scope: Scope) -> list[tuple[ast.expr, 
             if not (isinstance(target, ast.Attribute) and target.attr == node.attr
                     and isinstance(target.value, ast.Name) and target.value.id == me):
                 continue
-            value = _assigned_part(target, stmt)
-            if value is not None:
-                out.append((value, m))
+            for value, vscope in _assigned_parts(target, stmt, m):
+                out.append((value, vscope))
+                # `self.axes = axes` of a parameter never rebound: its default is one of the
+                # values (`def __init__(self, axes=(BATCH, LENGTH))`, evaluated in the class body)
+                if isinstance(value, ast.Name) and value.id in m.params and vscope is m \
+                        and len(m.bindings.get(value.id, ())) == 1:
+                    default = param_default(m.node, value.id)
+                    if default is not None:
+                        out.append((default, cls))
     return out
 
 
-def _assigned_part(target: ast.expr, stmt: ast.stmt) -> ast.expr | None:
-    """The value ``stmt`` assigns to ``target``: all of it, or its item when both sides are
-    tuples of one length; None for augmented assignments and values it cannot split."""
+_MAX_VALUES = 4  # locals and attributes followed from a names argument to the values it holds
+
+
+def axis_values(node: ast.expr, scope: Scope, depth: int = 0) -> list[tuple[ast.expr, Scope]]:
+    """The values a names argument may hold, each with its scope: every value of an attribute
+    of ``self`` (:func:`self_attribute_values`), and of a local name of the function, also one
+    bound on several branches (``if train: axes = self.train_axes`` / ``else: axes =
+    self.decode_axes``); anything else as it is (a name bound once at module level is followed
+    by :func:`spec_entries`)."""
+    if depth < _MAX_VALUES:
+        if is_self_attribute(node):
+            return [v for value, vscope in self_attribute_values(node, scope)
+                    for v in axis_values(value, vscope, depth + 1)]
+        if isinstance(node, ast.Name):
+            found = scope.lookup(node.id)
+            if found is not None and found[0].kind == "function" and node.id not in found[0].params:
+                owner, values = found
+                return [v for value in values if isinstance(value, ast.expr)
+                        and not isinstance(value, Opaque)
+                        for v in axis_values(value, owner, depth + 1)]
+    return [(node, scope)]
+
+
+def _assigned_parts(target: ast.expr, stmt: ast.stmt, scope: Scope
+                    ) -> list[tuple[ast.expr, Scope]]:
+    """The values ``stmt`` (in ``scope``) assigns to ``target``: all of it, or its item when
+    both sides are tuples of one length, or when the right side calls a function of this file
+    whose every return is such a tuple (``self.wi, self.wo = kernel_axes()``); none for
+    augmented assignments and values it cannot split."""
     if isinstance(stmt, ast.AnnAssign):
-        return stmt.value
+        return [(stmt.value, scope)] if stmt.value is not None else []
     if not isinstance(stmt, ast.Assign):
-        return None
+        return []
     for t in stmt.targets:
         if t is target:
-            return stmt.value
-        if isinstance(t, (ast.Tuple, ast.List)) and isinstance(stmt.value, (ast.Tuple, ast.List)) \
-                and len(t.elts) == len(stmt.value.elts) and target in t.elts:
-            return stmt.value.elts[t.elts.index(target)]
-    return None
+            return [(stmt.value, scope)]
+        if not (isinstance(t, (ast.Tuple, ast.List)) and target in t.elts):
+            continue
+        i = t.elts.index(target)
+        if isinstance(stmt.value, (ast.Tuple, ast.List)):
+            return [(stmt.value.elts[i], scope)] if len(t.elts) == len(stmt.value.elts) else []
+        return [(r.elts[i], fn) for r, fn in _returned_tuples(stmt.value, scope, len(t.elts))]
+    return []
+
+
+def _returned_tuples(value: ast.expr, scope: Scope, n: int) -> list[tuple[ast.Tuple | ast.List, Scope]]:
+    """The tuples a call of a function of this file returns (``kernel_axes()``, a module-level
+    or enclosing ``def``), each with the function's scope, when every one of its returns is a
+    tuple or list of ``n`` items; empty otherwise (one return that is not: the split is unknown)."""
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
+        return []
+    found = scope.lookup(value.func.id)
+    if found is None:
+        return []
+    owner, values = found
+    fn = owner.children.get(value.func.id)
+    if len(values) != 1 or fn is None or fn.kind != "function" or fn.node is not values[0] \
+            or not fn.returns:
+        return []
+    out: list[tuple[ast.Tuple | ast.List, Scope]] = []
+    for r in fn.returns:
+        node, rscope = deref(None, r, fn)  # (reads no facts)
+        if not isinstance(node, (ast.Tuple, ast.List)) or len(node.elts) != n:
+            return []
+        out.append((node, rscope))
+    return out
 
 
 def is_partition_spec(facts: FileFacts, node: ast.Call) -> bool:
@@ -407,22 +465,28 @@ def name_params(project: ProjectIndex, fn: str) -> dict[str, str]:
     handed there directly, kept on ``self`` and handed there by a method of the class, or handed
     on to another function's such parameter (any depth, any file)."""
     memo = project._memo.setdefault(("name_params",), {})
-    return _name_params(project, fn, memo, set(), 0)
+    return _name_params(project, fn, memo, set(), 0)[0]
+
+
+_NAMES = tuple[dict[str, str], dict[str, set[str]]]
 
 
 def _name_params(project: ProjectIndex, fn: str, memo: dict, active: set, depth: int
-                 ) -> dict[str, str]:
+                 ) -> _NAMES:
+    """:func:`name_params`, and for each parameter handed on only while some rules
+    parameters are left out, those parameters (``unless``)."""
     found = memo.get(fn)
     if found is not None:
         return found
     if fn in active or depth > _NAME_HOPS:
-        return {}
+        return {}, {}
     module, _, qual = fn.partition(":")
     s = project.summaries.get(module)
     if s is None:
-        return {}
+        return {}, {}
     active.add(fn)
     out = dict(s.name_params.get(qual, {}))
+    unless = {p: set(r) for p, r in s.name_unless.get(qual, {}).items()}
     cls, _, method = qual.rpartition(".")
     kept = s.name_attrs.get(cls) if cls else None
     if kept:  # `self.kernel_axes = kernel_axes` here, `out_sharding=self.kernel_axes` there
@@ -434,13 +498,38 @@ def _name_params(project: ProjectIndex, fn: str, memo: dict, active: set, depth:
                   for t in terms if t[0] == "p" and len(t) == 2}
         if not passed:
             continue
-        for key, kind in _callee_names(project, e, module, memo, active, depth).items():
+        names, conds = _callee_names(project, e, module, memo, active, depth)
+        for key, kind in names.items():
             param = passed.get(key)
-            if param is not None:
-                out[param] = stricter(out.get(param), kind)
+            if param is None:
+                continue
+            mine = _rules_left_out(e.args, conds.get(key, set()))
+            if mine is None:  # (this call passes its own table)
+                continue
+            if param in out and param not in unless:
+                continue  # (already handed on whatever the rules)
+            out[param] = stricter(out.get(param), kind)
+            if mine:
+                unless.setdefault(param, set()).update(mine)
+            else:
+                unless.pop(param, None)
     active.discard(fn)
-    memo[fn] = out
-    return out
+    memo[fn] = (out, unless)
+    return out, unless
+
+
+def _rules_left_out(args: dict[str, list], conds: set[str]) -> set[str] | None:
+    """Whether a call edge leaves the callee's rules parameters ``conds`` (their names and
+    positions) at None: the caller's own parameters it hands them on from (the caller then
+    takes the rules in force only while those are left out), or None when it passes a table."""
+    mine: set[str] = set()
+    for key in conds:
+        for t in args.get(key, ()):
+            if t[0] == "p" and len(t) == 2:
+                mine.add(t[1])
+            elif t[0] != "none":
+                return None
+    return mine
 
 
 def _kept_params(project: ProjectIndex, cls: str, method: str, kept: dict[str, list],
@@ -456,13 +545,14 @@ def _kept_params(project: ProjectIndex, cls: str, method: str, kept: dict[str, l
 
 
 def _callee_names(project: ProjectIndex, e, module: str, memo: dict, active: set, depth: int
-                  ) -> dict[str, str]:
+                  ) -> _NAMES:
     """What a call edge's arguments are for the callee, by the edge's keys (a position as
-    ``"0"``, or a keyword): those whose value the callee hands on as names."""
+    ``"0"``, or a keyword): those whose value the callee hands on as names; and for each, the
+    keys of the rules parameters that must be left out for it to meet the rules in force."""
     target = project.resolve(e.target, module)
     sym = project.symbol(target) if target is not None else None
     if sym is None:
-        return {}
+        return {}, {}
     out: dict[str, str] = {}
     constructor = sym.kind == "class"
     extra: dict[str, str] = {}  # (a constructor: parameters of its `__init__` kept as names)
@@ -480,24 +570,34 @@ def _callee_names(project: ProjectIndex, e, module: str, memo: dict, active: set
                     # (a field's position counts when no project base class adds fields)
                     if len(chain) == 1 and where and where[0] >= 0:
                         out[str(where[0])] = kind
-            return out
+            return out, {}
         _kept_params(project, runs, "__init__", kept, extra)  # set from its parameters
         target = f"{runs}.__init__"
         sym = project.symbol(target)
     if sym is None or sym.kind != "function" or not sym.flow:
-        return out
-    names = dict(_name_params(project, target, memo, active, depth + 1))
+        return out, {}
+    found, unless = _name_params(project, target, memo, active, depth + 1)
+    names = dict(found)
     for param, kind in extra.items():
         names[param] = stricter(names.get(param), kind)
+        unless = {p: r for p, r in unless.items() if p != param}
     if not names:
-        return out
+        return out, {}
     params = sym.flow.get("params", [])
     offset = sym.flow.get("method", 0) if constructor or "self" in (e.args or {}) else 0
+
+    def keys(param: str) -> list[str]:
+        i = params.index(param) if param in params else -1
+        return [param, str(i - offset)] if i >= offset else [param]
+
+    conds: dict[str, set[str]] = {}
     for param, kind in names.items():
-        out[param] = kind
-        if param in params and params.index(param) >= offset:
-            out[str(params.index(param) - offset)] = kind
-    return out
+        rules = {k for r in unless.get(param, ()) for k in keys(r)}
+        for k in keys(param):
+            out[k] = kind
+            if rules:
+                conds[k] = rules
+    return out, conds
 
 
 def call_names(project: ProjectIndex, facts: FileFacts, c: CallSite
@@ -513,6 +613,7 @@ def call_names(project: ProjectIndex, facts: FileFacts, c: CallSite
     if any(isinstance(a, ast.Starred) for a in positional):
         args = {}
     args.update({k.arg: k.value for k in c.node.keywords if k.arg})
+    every = dict(args)
     # (only a literal can be judged: most calls pass none, and are not resolved at all)
     args = {k: a for k, a in args.items() if _may_be_names(facts, a, c.scope)}
     if not args:
@@ -525,9 +626,13 @@ def call_names(project: ProjectIndex, facts: FileFacts, c: CallSite
     edge = _Edge(ref, {key: []} if key else {})
     memo = project._memo.setdefault(("name_params",), {})
     out = []
-    for k, kind in _callee_names(project, edge, facts.module, memo, set(), 0).items():
+    names, conds = _callee_names(project, edge, facts.module, memo, set(), 0)
+    for k, kind in names.items():
         a = args.get(k)
-        if a is not None:
+        # (a call that passes its own rules table is judged by it, not by the project's)
+        if a is not None and not any(
+                not (isinstance(r, ast.Constant) and r.value is None)
+                for r in (every.get(key) for key in conds.get(k, ())) if r is not None):
             out.append((a, kind))
     return out
 
@@ -610,14 +715,43 @@ def _hands_a_param(args: dict[str, list]) -> bool:
 
 def _may_be_names(facts: FileFacts, node: ast.expr, scope: Scope) -> bool:
     """A tuple or list with a string in it, written here or bound once to a name; or an
-    attribute of ``self`` (whose values the class assigns)."""
+    attribute of ``self`` (whose values the class assigns); or a local name that holds one of
+    these on some branch."""
     if isinstance(node, ast.Attribute):
         return isinstance(node.value, ast.Name) and node.value.id == "self"
     if isinstance(node, ast.Name):
+        found = scope.lookup(node.id)
+        if found is not None and found[0].kind == "function" and len(found[1]) > 1:
+            return any(_may_be_names(facts, v, found[0]) for v in found[1]
+                       if isinstance(v, ast.expr) and not isinstance(v, (ast.Name, Opaque)))
         node, _ = deref(facts, node, scope)
     return isinstance(node, (ast.Tuple, ast.List)) and any(
         isinstance(e, (ast.Constant, ast.Name)) and not (
             isinstance(e, ast.Constant) and not isinstance(e.value, str)) for e in node.elts)
+
+
+def imported_string(project: ProjectIndex, facts: FileFacts, node: ast.expr,
+                    scope: Scope) -> str | None:
+    """The string a name imported from another module of the project is bound to there, once
+    (``from pkg.common_types import LENGTH`` with ``LENGTH = "length"`` in ``common_types``);
+    None for anything else."""
+    if not isinstance(node, ast.Name):
+        return None
+    ref = reference(facts, node, scope)
+    if ref is None or not ref.startswith("ext:"):
+        return None
+    mod, _, name = ref[4:].rpartition(".")
+    pkg = facts.module.split(".")[:-1]
+    for prefix in ["", *(".".join(pkg[:i]) + "." for i in range(len(pkg), 0, -1))]:
+        s = project.summaries.get(prefix + mod)
+        if s is not None:
+            value = s.strings.get(name)
+            if value is None and name in s.imports:  # (a re-export: `from .types import *`)
+                target_mod, _, target = s.imports[name].rpartition(".")
+                t = project.summaries.get(target_mod)
+                value = t.strings.get(target) if t is not None else None
+            return value
+    return None
 
 
 @dataclass
