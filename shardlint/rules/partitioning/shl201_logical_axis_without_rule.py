@@ -201,7 +201,8 @@ sits in a module constant (`KERNEL_AXES = ("embed", "mlp")`; a constant imported
 module of the project, at the name where the spec writes it) or in an attribute the module keeps
 on `self` (every value its methods assign -- an item of a tuple a function of the file returns
 included, `self.wi_axes, self.wo_axes = kernel_axes()` -- a class-body default, and the default
-of the parameter a method keeps: `def __init__(self, axes=(BATCH, LENGTH)): self.axes = axes`),
+of the parameter a method keeps, where some construction in the project leaves it out or none
+is seen: `def __init__(self, axes=(BATCH, LENGTH)): self.axes = axes`),
 or in a local name bound on several branches (`if decode: axes = self.decode_axes` / `else:
 axes = self.axes`): `self.wo_axes = ("expert", "embed")` ... `nnx.Param(...,
 out_sharding=self.wo_axes)`.
@@ -567,6 +568,15 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
             "pkg/attention.py": _ATTENTION_BY_DEFAULT % ", rules=((\"input_lenght\", None),)",
             "train.py": _TRAIN_ATTENTION,
         }, title="a helper handed its own rules table (`rules=`): that table judges the names"),
+        example({
+            "pkg/__init__.py": "",
+            "pkg/sharding.py": _SHARDING_HELPERS,
+            "pkg/axis_types.py": _AXIS_TYPES,
+            "pkg/attention.py": _ATTENTION_BY_DEFAULT % "",
+            "train.py": _TRAIN_ATTENTION.replace(
+                "Attention(mesh)(x)",
+                "Attention(mesh, input_axis_names=(\"batch\", \"input_length\", \"embed\"))(x)"),
+        }, title="a constructor default no construction uses: every one passes its own names"),
     ]
     INVALID = [
         example({
@@ -1103,7 +1113,10 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
     def _top_level_names(self, node: ast.expr | None, c: CallSite) -> list[tuple[str, ast.expr]]:
         # Only top-level strings are logical names: a nested tuple is taken as mesh axes as is.
         out: list[tuple[str, ast.expr]] = []
-        for value, scope in [(node, c.scope)] if node is None else axis_values(node, c.scope):
+        module = self.facts.module
+        used = lambda m, p: self.project.flows.default_used(f"{module}:{m.qualname}", p)  # noqa: E731
+        for value, scope in [(node, c.scope)] if node is None else \
+                axis_values(node, c.scope, used):
             entries = spec_entries(self.facts, value, scope)
             for e in entries or ():
                 if e.names and not e.nested:

@@ -803,6 +803,9 @@ class _Summariser:
             return None
         # (`**kwargs`, `*args`: anything may be passed)
         out["#n"] = 99 if starred or kwargs else len(n.args)
+        passed = [k.arg for k in n.keywords if k.arg is not None and k.arg not in out]
+        if passed:  # (the other keywords it passes: a default left unused)
+            out["#kw"] = passed  # type: ignore[assignment]
         func = n.func
         if type(func) is ast.Attribute and type(func.value) is ast.Name \
                 and func.value.id in ("self", "cls"):  # type: ignore[attr-defined]

@@ -1295,6 +1295,27 @@ class FlowIndex:
                 out += [(c, a, True) for c, a, _ in index.get(cls, ())]
         return out
 
+    def default_used(self, fn: str, param: str) -> bool:
+        """Whether the default of ``fn``'s parameter is used: some call of it in the project
+        leaves the parameter out (a constructor call counts for ``__init__``), or no call is
+        seen (it may be called from outside the project)."""
+        sym = self.project.symbol(fn)
+        flow = sym.flow if sym is not None else None
+        callers = self._callers_of(fn)
+        if not flow or not callers:
+            return True
+        params, method = flow.get("params", []), flow.get("method", 0)
+        for _, args, constructor in callers:
+            if args is None:
+                return True
+            if param in params:
+                offset = method if constructor or "self" in args else 0
+                if not _passes(args, param, params.index(param) - offset):
+                    return True
+            elif param not in args and param not in args.get("#kw", ()):  # (keyword-only)
+                return True
+        return False
+
     def read_after(self, callee: str) -> frozenset[str]:
         """The arguments (positions as "0", or keywords) that a call of ``callee`` somewhere in
         the project rebinds while still reading the old value (``ModuleSummary.kept``).
@@ -1579,7 +1600,7 @@ class FlowIndex:
 def _passes(args: dict, param: str, pos: int) -> bool:
     """Whether a call passes ``param``: only the arguments that may matter are recorded, so an
     argument is known missing only when no position as far as it and no keyword is there."""
-    return param in args or args.get("#n", 0) > pos
+    return param in args or args.get("#n", 0) > pos or param in args.get("#kw", ())
 
 
 def _bind(callee_flow: dict, below: dict[str, Flowing], args: list, bound: int, via_attr: bool):

@@ -8,6 +8,7 @@ either. Lifted transforms (``nn.vmap``, ``nnx.scan``) live in ``semantics.lifts`
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from shardlint.semantics.catalog.api import Role
@@ -127,12 +128,15 @@ def is_self_attribute(node: ast.expr) -> bool:
     return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
 
 
-def self_attribute_values(node: ast.expr, scope: Scope) -> list[tuple[ast.expr, Scope]]:
+def self_attribute_values(node: ast.expr, scope: Scope, default_used: DefaultUsed | None = None
+                          ) -> list[tuple[ast.expr, Scope]]:
     """``self.kernel_axes`` read in a method (or a function nested in one): every value the
     class's methods assign to that attribute (``self.kernel_axes = ("embed", "mlp")``; one
     side of ``self.a, self.b = x, y``), each with the method it is assigned in. Empty for
     anything else, and for an assignment shardlint cannot split (``self.a, self.b = f()``).
-    A class-body default of the attribute counts as one of its values."""
+    A class-body default of the attribute counts as one of its values, and so does the default
+    of a method's parameter it is set from, where ``default_used(method, parameter)`` says
+    some call leaves that parameter out (without it: always)."""
     assert isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
     method: Scope | None = scope
     while method is not None and method.kind == "function" and method.enclosing_class is None:
@@ -161,15 +165,19 @@ def self_attribute_values(node: ast.expr, scope: Scope) -> list[tuple[ast.expr, 
                 if isinstance(value, ast.Name) and value.id in m.params and vscope is m \
                         and len(m.bindings.get(value.id, ())) == 1:
                     default = param_default(m.node, value.id)
-                    if default is not None:
+                    if default is not None and (default_used is None
+                                                or default_used(m, value.id)):
                         out.append((default, cls))
     return out
 
 
 _MAX_VALUES = 4  # locals and attributes followed from a names argument to the values it holds
+# Whether some call of a method leaves a parameter out, so that its default is used.
+DefaultUsed = Callable[[Scope, str], bool]
 
 
-def axis_values(node: ast.expr, scope: Scope, depth: int = 0) -> list[tuple[ast.expr, Scope]]:
+def axis_values(node: ast.expr, scope: Scope, default_used: DefaultUsed | None = None,
+                depth: int = 0) -> list[tuple[ast.expr, Scope]]:
     """The values a names argument may hold, each with its scope: every value of an attribute
     of ``self`` (:func:`self_attribute_values`), and of a local name of the function, also one
     bound on several branches (``if train: axes = self.train_axes`` / ``else: axes =
@@ -177,15 +185,15 @@ def axis_values(node: ast.expr, scope: Scope, depth: int = 0) -> list[tuple[ast.
     by :func:`spec_entries`)."""
     if depth < _MAX_VALUES:
         if is_self_attribute(node):
-            return [v for value, vscope in self_attribute_values(node, scope)
-                    for v in axis_values(value, vscope, depth + 1)]
+            return [v for value, vscope in self_attribute_values(node, scope, default_used)
+                    for v in axis_values(value, vscope, default_used, depth + 1)]
         if isinstance(node, ast.Name):
             found = scope.lookup(node.id)
             if found is not None and found[0].kind == "function" and node.id not in found[0].params:
                 owner, values = found
                 return [v for value in values if isinstance(value, ast.expr)
                         and not isinstance(value, Opaque)
-                        for v in axis_values(value, owner, depth + 1)]
+                        for v in axis_values(value, owner, default_used, depth + 1)]
     return [(node, scope)]
 
 
