@@ -117,6 +117,30 @@ mesh = Mesh(jax.devices(), ("data",))
 with mesh, nn.logical_axis_rules(RULES):  # SHL101 reports this, not SHL103
     params = MLP().init(jax.random.key(0), jax.numpy.ones((8, 4)))
 """),
+        example({
+            "model.py": _MODEL,
+            "meshes.py": """
+import jax
+from jax.sharding import Mesh
+
+def create_mesh():
+    return Mesh(jax.devices(), ("data",))
+""",
+            "train.py": """
+import jax
+import flax.linen as nn
+from meshes import create_mesh
+from model import MLP, RULES
+
+def main():
+    mesh = create_mesh()
+    with nn.logical_axis_rules(RULES), mesh:  # a mesh from a factory: SHL101 reports it
+        return MLP().init(jax.random.key(0), jax.numpy.ones((8, 4)))
+
+if __name__ == "__main__":
+    main()
+""",
+        }, title="a legacy `with mesh:` of a mesh from a factory"),
     ]
     VALID += [
         example(_MODEL + """

@@ -153,6 +153,19 @@ with jax.set_mesh(mesh):
             with jax.set_mesh(jax.make_mesh((8,), ("data",))):
                 variables = Ensemble().init(jax.random.key(0), jax.numpy.ones((8, 16)))
         """, title="a constraint inside nn.vmap, run under jax.set_mesh"),
+        example("""
+            import jax
+            import flax.linen as nn
+            from jax.sharding import PartitionSpec as P
+
+            class Model(nn.Module):
+                @nn.compact
+                def __call__(self, x):
+                    return jax.lax.with_sharding_constraint(nn.Dense(8)(x), P("data", None))
+
+            mesh = jax.make_mesh((2,), ("data",))   # built, never entered
+            variables = Model().init(jax.random.key(0), jax.numpy.ones((8, 4)))  # SHL103's
+        """, title="a bare spec in model code run with no mesh: SHL103 reports where it runs"),
     ]
     INVALID = [
         example("""
@@ -239,6 +252,9 @@ with jax.set_mesh(mesh):
         for c in self.facts.calls:
             if c.api is None or c.api.name not in _PLACERS or c.abstract:
                 continue
+            if c.scope.kind == "function" and \
+                    self.project.inside_module_class(self.facts.module, c.scope.qualname):
+                continue  # model code: SHL103 judges it where the model runs
             index, keyword, legacy_ok = _PLACERS[c.api.name]
             value = c.arg(index, keyword)
             spec = bare_specs(self.facts, value, c.scope)

@@ -373,8 +373,8 @@ class ProjectIndex:
     @project_cached
     def mesh_provider(self) -> bool:
         return any(s.mesh_provider for s in self.summaries.values()) or self.mesh_setter \
-            or any(self.flows.terms_mesh(terms, where) for s in self.summaries.values()
-                   for where, terms in s.with_mesh_terms)
+            or any(self.flows.terms_mesh(w[1], w[0]) for s in self.summaries.values()
+                   for w in s.with_mesh_terms)
 
     @property
     @project_cached
@@ -621,6 +621,25 @@ class ProjectIndex:
                 out.append(k)
         return out
 
+    @project_cached
+    def _legacy_meshes(self, module: str) -> tuple[tuple[str, int, int], ...]:
+        """(scope, first, last line) of the bodies of ``with x:`` statements in ``module``
+        whose ``x`` the value-flow layer knows is a mesh (from a factory, a parameter, a
+        record's field, ``self.mesh``)."""
+        s = self.summaries.get(module)
+        return tuple((w[0].partition(":")[2], w[2], w[3]) for w in (s.with_mesh_terms if s else ())
+                     if len(w) > 3 and self.flows.terms_mesh(w[1], w[0]))
+
+    def _legacy_mesh_at(self, module: str, scope: str, line: int, ctx: int) -> int:
+        """``ctx`` at a call, with MESH where it runs under such a ``with mesh:``: the same as
+        a legacy mesh the file itself resolves (SHL101 reports it, once, at the ``with``)."""
+        if ctx & MESH:
+            return ctx
+        for qual, first, last in self._legacy_meshes(module):
+            if qual == scope and first <= line <= last:
+                return ctx | MESH
+        return ctx
+
     def context_of(self, module: str, qualname: str) -> int | None:
         """Contexts guaranteed when code in this scope runs; None when unknown."""
         self._ensure()
@@ -809,7 +828,9 @@ class ProjectIndex:
         return s.entries if s else []
 
     @project_cached
-    def _inside_module_class(self, module: str, scope: str) -> bool:
+    def inside_module_class(self, module: str, scope: str) -> bool:
+        """``scope`` is (inside) a method of a Linen or NNX module class: model code, which
+        runs where the model is initialised or applied."""
         parts = scope.split(".")
         for i in range(len(parts) - 1, 0, -1):
             key = f"{module}:{'.'.join(parts[:i])}"
@@ -830,7 +851,7 @@ class ProjectIndex:
         absent = ALL & ~self.provided_in(module)
         single = not self.program_shards(module)
         for e in self.entries(module):
-            if self._inside_module_class(module, e.scope):
+            if self.inside_module_class(module, e.scope):
                 continue  # a submodule built or applied by a parent module: not where it runs
             model = self.resolve(e.model, module)
             if model is None:
@@ -853,7 +874,7 @@ class ProjectIndex:
             outer = self.context_of(module, e.scope)
             if outer is None:
                 outer = ALL & ~absent
-            missing = needs & ~(e.ctx | outer)
+            missing = needs & ~(self._legacy_mesh_at(module, e.scope, e.line, e.ctx) | outer)
             if missing:
                 callers = [c for c in self.callers(module, e.scope) if c[1] & missing != missing]
                 out.append(MissingContext(e, model, needs, missing, callers))
