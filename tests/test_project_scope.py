@@ -409,6 +409,8 @@ def test_a_call_through_a_wrapper_defined_in_a_later_module_reaches_what_it_wrap
     ("helper(mesh, **kw)", {"0": [["p", "mesh"]], "#n": 99}),
     ("helper(cfg=mesh, **kw)", {"cfg": [["p", "mesh"]], "#n": 99}),
     ("helper(1, 'a', None)", None),
+    # the other keywords it passes are named (a default it leaves unused)
+    ("helper(mesh, axes=('a', 'b'))", {"0": [["p", "mesh"]], "#n": 1, "#kw": ["axes"]}),
     ("self.helper(mesh)", {"0": [["p", "mesh"]], "#n": 1, "self": [["implicit"]]}),
 ])
 def test_a_call_edge_keeps_what_each_argument_may_be(call, expected):

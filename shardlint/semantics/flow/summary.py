@@ -804,7 +804,8 @@ class _Summariser:
             return None
         # (`**kwargs`, `*args`: anything may be passed)
         out["#n"] = 99 if starred or kwargs else len(n.args)
-        passed = [k.arg for k in n.keywords if k.arg is not None and k.arg not in out]
+        passed = [k.arg for k in n.keywords if k.arg is not None and k.arg not in out] \
+            if not starred else []
         if passed:  # (the other keywords it passes: a default left unused)
             out["#kw"] = passed  # type: ignore[assignment]
         func = n.func
