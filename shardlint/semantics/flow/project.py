@@ -622,23 +622,21 @@ class ProjectIndex:
         return out
 
     @project_cached
-    def _legacy_meshes(self, module: str) -> tuple[tuple[str, int, int], ...]:
-        """(scope, first, last line) of the bodies of ``with x:`` statements in ``module``
-        whose ``x`` the value-flow layer knows is a mesh (from a factory, a parameter, a
-        record's field, ``self.mesh``)."""
+    def _legacy_meshes(self, module: str) -> frozenset[int]:
+        """The model entries of ``module`` (their places in its summary's ``entries``) in the
+        body of a ``with x:`` whose ``x`` the value-flow layer knows is a mesh (from a
+        factory, a parameter, a record's field, ``self.mesh``)."""
         s = self.summaries.get(module)
-        return tuple((w[0].partition(":")[2], w[2], w[3]) for w in (s.with_mesh_terms if s else ())
-                     if len(w) > 3 and self.flows.terms_mesh(w[1], w[0]))
+        return frozenset(i for w in (s.with_mesh_terms if s else ()) if len(w) > 2
+                         and self.flows.terms_mesh(w[1], w[0]) for i in w[2])
 
-    def _legacy_mesh_at(self, module: str, scope: str, line: int, ctx: int) -> int:
-        """``ctx`` at a call, with MESH where it runs under such a ``with mesh:``: the same as
-        a legacy mesh the file itself resolves (SHL101 reports it, once, at the ``with``)."""
-        if ctx & MESH:
+    def _legacy_mesh_at(self, module: str, entry: int, ctx: int) -> int:
+        """``ctx`` at a model entry, with MESH where it runs under such a ``with mesh:``: the
+        same as a legacy mesh the file itself resolves (SHL101 reports it, once, at the
+        ``with``)."""
+        if ctx & MESH or entry not in self._legacy_meshes(module):
             return ctx
-        for qual, first, last in self._legacy_meshes(module):
-            if qual == scope and first <= line <= last:
-                return ctx | MESH
-        return ctx
+        return ctx | MESH
 
     def context_of(self, module: str, qualname: str) -> int | None:
         """Contexts guaranteed when code in this scope runs; None when unknown."""
@@ -850,7 +848,7 @@ class ProjectIndex:
         out: list[MissingContext] = []
         absent = ALL & ~self.provided_in(module)
         single = not self.program_shards(module)
-        for e in self.entries(module):
+        for i, e in enumerate(self.entries(module)):
             if self.inside_module_class(module, e.scope):
                 continue  # a submodule built or applied by a parent module: not where it runs
             model = self.resolve(e.model, module)
@@ -874,7 +872,7 @@ class ProjectIndex:
             outer = self.context_of(module, e.scope)
             if outer is None:
                 outer = ALL & ~absent
-            missing = needs & ~(self._legacy_mesh_at(module, e.scope, e.line, e.ctx) | outer)
+            missing = needs & ~(self._legacy_mesh_at(module, i, e.ctx) | outer)
             if missing:
                 callers = [c for c in self.callers(module, e.scope) if c[1] & missing != missing]
                 out.append(MissingContext(e, model, needs, missing, callers))

@@ -35,7 +35,7 @@ from shardlint.semantics.flow.valueflow import shift as shift_flow
 from shardlint.syntax import nodes as walk_nodes
 
 # Bump when what a summary records changes: cached summaries of another format are dropped.
-FORMAT = 18
+FORMAT = 19
 ENTRY_METHODS = ("init", "init_with_output", "apply")
 _WRAPPERS = frozenset({Role.JIT, Role.PARTIAL, Role.LINEN_LIFT, Role.NNX_LIFT, Role.REMAT})
 _MESH_LIKE = frozenset({"Mesh", "make_mesh", "AbstractMesh"})
@@ -147,8 +147,8 @@ class ModuleSummary:
     config_tables: list[dict] = field(default_factory=list)
     rule_table_keys: list[str] = field(default_factory=list)  # tables read by key: `cfg.rules`
     rule_table_terms: list[list] = field(default_factory=list)  # [where, kind terms]: valueflow
-    # `with x:` items of no known context whose value may be a mesh: [where, kind terms, first
-    # and last line of the body]
+    # `with x:` items of no known context whose value may be a mesh: [where, kind terms, the
+    # model entries in its body by their places in `entries`]
     with_mesh_terms: list[list] = field(default_factory=list)
 
     def to_json(self) -> dict:
@@ -938,10 +938,14 @@ class _Summariser:
             terms = kind_terms(f, s, w.expr, self.ref, None,
                                assigned=s.assigned if s.kind == "function" else None)
             if terms and any(t[0] in ("mesh", "c", "p", "a") for t in terms):
+                # (the model entries in its body, by their place in `entries`: not lines, so
+                # that a summary moved by a line added above it is the same summary)
                 stmt = w.stmt
                 first = stmt.body[0].lineno if stmt.body else stmt.lineno
-                out.with_mesh_terms.append([f"{f.module}:{s.qualname}", terms, first,
-                                            stmt.end_lineno or stmt.lineno])
+                last = stmt.end_lineno or stmt.lineno
+                inside = [i for i, e in enumerate(out.entries)
+                          if e.scope == s.qualname and first <= e.line <= last]
+                out.with_mesh_terms.append([f"{f.module}:{s.qualname}", terms, inside])
                 out.legacy_mesh = True
         for t in f.rule_tables:
             if t.entries is not None:
