@@ -404,7 +404,7 @@ def _aliases(scope_node: ast.AST, call_stmt: ast.stmt, donated: Path) -> set[Tra
                     pairs.extend(zip(t.elts, n.value.elts))
             for t, v in pairs:
                 if isinstance(t, ast.Name):
-                    assigns.extend((n.end_lineno, (t.id, *part), c) for part, c in _shared(v))
+                    assigns.extend((n.end_lineno, (t.id, *part), c) for part, c in shared_parts(v))
     out: set[Tracked] = set()
     for end, local, source in assigns:
         name = local[0]
@@ -420,7 +420,7 @@ def _aliases(scope_node: ast.AST, call_stmt: ast.stmt, donated: Path) -> set[Tra
 _REPLACE = ("dataclasses.replace", "flax.struct.replace")
 
 
-def _shared(value: ast.expr) -> list[tuple[Path, Path]]:
+def shared_parts(value: ast.expr) -> list[tuple[Path, Path]]:
     """What a value assigned to a name shares with others, as (part of the name, what it
     holds): ``state.params`` -> [((), state.params)]; a record copied with some fields replaced
     (``dataclasses.replace(cache, pos=p)``, ``cache.replace(...)``) holds the other fields'

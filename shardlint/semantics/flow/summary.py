@@ -21,7 +21,7 @@ from shardlint.semantics.file.facts import MESH, RULES, CallSite, FileFacts, Sco
 from shardlint.semantics.file.jit_sites import exported_donations, exported_jitted
 from shardlint.semantics.file.meshes import axis_kind
 from shardlint.semantics.file.reuse import Chunk, each_statement
-from shardlint.semantics.flow.liveness import use_after
+from shardlint.semantics.flow.liveness import shared_parts, use_after
 from shardlint.semantics.flow.valueflow import (
     MESH_ARGUMENTS,
     class_attributes,
@@ -389,6 +389,7 @@ class _Summariser:
         self.out = ModuleSummary(facts.module, facts.path)
         self._name_kinds: dict[tuple[Scope, str], list] = {}  # see _arg_kinds
         self._names: dict[tuple[Scope, str], str | None] = {}  # see ref_name
+        self._links: dict[Scope, set[str]] = {}  # see _linked
         self.nnx = any(q == "flax.nnx" or q.startswith("flax.nnx.")
                        for q in facts.imports.names.values())
 
@@ -508,6 +509,10 @@ class _Summariser:
                 named.append((str(i), a))
             named += [(kw.arg, kw.value) for kw in c.node.keywords if kw.arg is not None]
             named = [(k, a) for k, a in named if type(a) is ast.Name and a.id in rebound]
+            if named:  # (the old value of a name the call rebinds is read only through an
+                # alias: a name assigned from it, or it from one -- the walk only where one is)
+                linked = self._linked(c.scope)
+                named = [(k, a) for k, a in named if linked is None or a.id in linked]
             callee = self._callee(c) if named else None
             if callee is None:
                 continue
@@ -515,6 +520,32 @@ class _Summariser:
             if keys:
                 out.append([callee, keys])
         return out
+
+    def _linked(self, scope: Scope) -> set[str] | None:
+        """The names of a function body that an assignment links to another name's value
+        (``old = state``, ``s = state.params``, ``d = {"p": params}``, both sides): the only
+        ones whose old value a later read may reach (``liveness._aliases``); None at module
+        level (not collected)."""
+        if scope.kind != "function":
+            return None
+        memo = self._links
+        found = memo.get(scope)
+        if found is None:
+            found = memo[scope] = set()
+            for name, values in scope.assigned.items():
+                for a in values:
+                    v = a.value
+                    if v is not None and a.index and type(v) is ast.Tuple \
+                            and a.index[0] < len(v.elts):
+                        v = v.elts[a.index[0]]
+                    elif a.index:
+                        continue
+                    roots = {source[0] for _, source in shared_parts(v)} if v is not None \
+                        else set()
+                    if roots - {name}:
+                        found.add(name)
+                        found |= roots
+        return found
 
     def _callee(self, c: CallSite) -> str | None:
         """A called callable as ``jit_sites.remote_names`` spells it: a reference, ``ref()``
