@@ -166,6 +166,8 @@ MESHES = [
               setup="mesh = create_mesh()",
               files=((f"{PKG}/meshes.py", "import jax\n\n\ndef create_mesh():\n"
                       f"    return jax.make_mesh((2, 1), {_NAMES})  # SHL105\n"),)),
+    MeshPiece("constant_module", f"from {PKG}.meshes import MESH\n", expr="MESH",
+              files=((f"{PKG}/meshes.py", "import jax\n" + _MESH_IMPORTS + f"\nMESH = {_MESH}\n"),)),
     MeshPiece("config_field", _MESH_IMPORTS + "import dataclasses\n",
               setup=f"cfg = dataclasses.replace(cfg, mesh={_MESH})", expr="cfg.mesh",
               config=True),
@@ -311,7 +313,7 @@ HOPS = [
 
 
 # Meshes the file itself does not resolve: the value-flow layer says they are meshes.
-_FLOW_MESHES = ("factory", "factory_module", "config_field")
+_FLOW_MESHES = ("constant_module", "factory", "factory_module", "config_field")
 
 
 def applies(enter: Enter, hop: Hop, mesh: MeshPiece | None = None) -> bool:
@@ -509,10 +511,8 @@ def build_spec(site: SpecSite, mesh: str, hop: str, named: bool = False) -> Proj
     entered as ``mesh`` says; ``named``: the look-alike handing a ``NamedSharding``."""
     project = Project()
     project.add(f"{PKG}/__init__.py", "")
-    # (the mesh comes from a factory: a mesh constant imported from another module,
-    # `from trainer.meshes import MESH`, is not known to be a mesh -- the value-flow layer does
-    # not follow an imported module-level value -- so `with MESH:` there is neither SHL101 nor
-    # a legacy mesh for SHL104; left out, see the report of this test's issue)
+    # (the mesh is a module-level value made by a factory; a constant imported from another
+    # module is one of the MESHES pieces)
     project.add(f"{PKG}/meshes.py", "import jax\nimport numpy as np\nfrom jax.sharding import Mesh\n\n\n"
                 'def create_mesh():\n    return Mesh(np.array(jax.devices()), ("data",))\n')
     spec = f"NamedSharding(MESH, {_SPEC})" if named else _SPEC

@@ -249,6 +249,22 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
                         jax.jit(lambda x: x)(1)
             """,
         }, title="a module-level mesh from a helper in another file"),
+        example({
+            "meshes.py": """
+                import jax
+                from jax.sharding import Mesh
+
+                MESH = Mesh(jax.devices(), ("data",))
+            """,
+            "train.py": """
+                import jax
+                from meshes import MESH
+
+                def run(x):
+                    with MESH:  # expect: SHL101
+                        return jax.jit(lambda y: y)(x)
+            """,
+        }, title="a mesh constant imported from another module"),
     ]
 
     def check(self):

@@ -35,7 +35,7 @@ from shardlint.semantics.flow.valueflow import shift as shift_flow
 from shardlint.syntax import nodes as walk_nodes
 
 # Bump when what a summary records changes: cached summaries of another format are dropped.
-FORMAT = 19
+FORMAT = 20
 ENTRY_METHODS = ("init", "init_with_output", "apply")
 _WRAPPERS = frozenset({Role.JIT, Role.PARTIAL, Role.LINEN_LIFT, Role.NNX_LIFT, Role.REMAT})
 _MESH_LIKE = frozenset({"Mesh", "make_mesh", "AbstractMesh"})
@@ -140,6 +140,9 @@ class ModuleSummary:
     # state = step(state, b); old.step`): [callee, [positions as "0", or keywords]], the callee
     # as ``jit_sites.remote_names`` spells it. A donation of those would break this caller.
     kept: list[list] = field(default_factory=list)
+    # module-level names bound once to what may be a mesh (`MESH = Mesh(...)`, `MESH =
+    # make_mesh(cfg)`), with their kind terms: what another module's `from m import MESH` is
+    value_kinds: dict[str, list] = field(default_factory=dict)
     flags: dict[str, list] = field(default_factory=dict)  # config flags set (config_flags.py)
     # names imported from other modules of the project (a re-export: `from .fn import step`)
     imports: dict[str, str] = field(default_factory=dict)
@@ -483,6 +486,7 @@ class _Summariser:
         out.mesh_kinds = [axis_kind(f, m) for m in f.meshes if m.call is not None]
         out.jitted = exported_jitted(f)
         out.kept = self._kept()
+        out.value_kinds = self._value_kinds()
         out.name_params, out.name_attrs, out.name_unless = exported_name_params(f)
         out.flags = exported_flags(f)
         out.legacy_env = Role.LEGACY_ENV in f.roles
@@ -519,6 +523,20 @@ class _Summariser:
             keys = [k for k, a in named if use_after(self.f, c, a) is not None]
             if keys:
                 out.append([callee, keys])
+        return out
+
+    def _value_kinds(self) -> dict[str, list]:
+        """``ModuleSummary.value_kinds``: module-level names bound once to a call whose kind
+        terms may say a mesh."""
+        f = self.f
+        scope = f.module_scope
+        out: dict[str, list] = {}
+        for name, values in scope.bindings.items():
+            if len(values) != 1 or type(values[0]) is not ast.Call:
+                continue
+            terms = kind_terms(f, scope, values[0], self.ref, None)
+            if any(t[0] in ("mesh", "c") for t in terms):
+                out[name] = terms
         return out
 
     def _linked(self, scope: Scope) -> set[str] | None:
@@ -968,7 +986,7 @@ class _Summariser:
             s = w.scope
             terms = kind_terms(f, s, w.expr, self.ref, None,
                                assigned=s.assigned if s.kind == "function" else None)
-            if terms and any(t[0] in ("mesh", "c", "p", "a") for t in terms):
+            if terms and any(t[0] in ("mesh", "c", "p", "a", "sym") for t in terms):
                 # (the model entries in its body, by their place in `entries`: not lines, so
                 # that a summary moved by a line added above it is the same summary)
                 stmt = w.stmt

@@ -565,7 +565,8 @@ def _name_kinds(facts: FileFacts, scope: Scope, expr: ast.Name, ref: RefFn,
             return kind_terms(facts, owner, values[0], ref, None, (), depth + 1,
                               seen=seen | {key})
     if not index and (expr.id[:1].isupper() or found is not None and found[1] and isinstance(
-            found[1][-1], (ast.FunctionDef, ast.AsyncFunctionDef))):
+            found[1][-1], (ast.FunctionDef, ast.AsyncFunctionDef))
+            or found is None and expr.id in facts.imports.names):
         # (a class by its name, defined here or imported: `Block`; a function defined
         # here, handed on as a factory: `make_stage`)
         r = ref(expr, scope)
@@ -1146,6 +1147,14 @@ class FlowIndex:
                     other = True
             elif what == "a":
                 if self.attribute_mesh(key, t[1], depth + 1):
+                    mesh = True
+            elif what == "sym" and depth <= MAX_DEPTH:
+                # a module-level value of another module (`from meshes import MESH`)
+                found = self.project.resolve(t[1], module)
+                mod, _, name = (found or "").partition(":")
+                s = self.project.summaries.get(mod) if name and "." not in name else None
+                terms = s.value_kinds.get(name) if s is not None else None
+                if terms and self.terms_mesh(terms, f"{mod}:", (), depth + 1):
                     mesh = True
             elif what == "p":
                 # A parameter: a mesh when the function uses it as one, or every caller in the
