@@ -401,12 +401,16 @@ def logical_names_with_rules(project: ProjectIndex, module: str | None = None
     helper shardlint does not know (that only ever adds names, never a finding).
     """
     tables, complete = project.rule_tables(project.judging(module))
-    names = {str(e[0]) for t in tables for e in t if e}
-    for s in project.summaries.values():
-        for table in s.constants.values():
-            if _rules_shaped(table):
-                names.update(str(e[0]) for e in table)
+    names = {str(e[0]) for t in tables for e in t if e} | _constant_table_names(project)
     return names, bool(tables) and complete
+
+
+@project_cached
+def _constant_table_names(project: ProjectIndex) -> frozenset[str]:
+    """Left-hand names of the module constants of the project shaped like a rules table (asked
+    once per project, not once per file)."""
+    return frozenset(str(e[0]) for s in project.summaries.values()
+                     for table in s.constants.values() if _rules_shaped(table) for e in table)
 
 
 def rules_table_nodes(facts: FileFacts, project: ProjectIndex) -> list[tuple[ast.expr, Scope]]:
