@@ -166,6 +166,28 @@ with jax.set_mesh(mesh):
             mesh = jax.make_mesh((2,), ("data",))   # built, never entered
             variables = Model().init(jax.random.key(0), jax.numpy.ones((8, 4)))  # SHL103's
         """, title="a bare spec in model code run with no mesh: SHL103 reports where it runs"),
+        example({
+            "placement.py": """
+                import jax
+                from jax.sharding import PartitionSpec as P
+
+                def place(x):
+                    return jax.lax.with_sharding_constraint(x, P("data"))
+            """,
+            "train.py": """
+                import jax
+                from jax.sharding import Mesh
+                from placement import place
+
+                def main(x):
+                    with Mesh(jax.devices(), ("data",)):   # with_sharding_constraint reads it
+                        return jax.jit(place)(x)
+
+                if __name__ == "__main__":
+                    main(jax.numpy.ones((8, 4)))
+            """,
+        }, title="a helper's with_sharding_constraint under a legacy `with mesh:` in another "
+                 "module (SHL101 reports the `with`)"),
     ]
     INVALID = [
         example("""
@@ -198,6 +220,27 @@ with jax.set_mesh(mesh):
             with mesh:          # the legacy context does not count for jax.jit
                 y = step(jax.numpy.ones((8, 4)))
         """, title="decorator factory, called under a legacy `with mesh:`"),
+        example({
+            "placement.py": """
+                import jax
+                from jax.sharding import PartitionSpec as P
+
+                def place(x):
+                    return jax.device_put(x, P("data"))  # expect: SHL104
+            """,
+            "train.py": """
+                import jax
+                from jax.sharding import Mesh
+                from placement import place
+
+                def main(x):
+                    with Mesh(jax.devices(), ("data",)):   # legacy: device_put does not read it
+                        return place(x)
+
+                if __name__ == "__main__":
+                    main(jax.numpy.ones((8, 4)))
+            """,
+        }, title="a helper's device_put, called under a legacy `with mesh:` in another module"),
         example("""
             import jax
             import numpy as np
@@ -307,9 +350,11 @@ with jax.set_mesh(mesh):
         ctx = plain_context(self.project, self.facts.module, fn.qualname)
         if ctx is None:
             return MeshAt(UNKNOWN)
-        if has_mesh(ctx):
+        legacy_ok = site.api_name == PJIT or self._legacy_counts()
+        if has_mesh(ctx, legacy_ok):
             return MeshAt(PROVIDED)
-        return MeshAt(MISSING, callers=callers_lacking(self.project, self.facts.module, fn.qualname))
+        return MeshAt(MISSING, has_mesh(ctx), callers=callers_lacking(
+            self.project, self.facts.module, fn.qualname, legacy_ok))
 
     def _legacy_counts(self) -> bool:
         return not self.ctx.versions.at_least("jax", _LEGACY_IGNORED_FROM)

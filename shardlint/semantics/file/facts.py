@@ -37,7 +37,10 @@ class Assigned:
 # Context flags: what a piece of code runs under.
 RULES = 1
 MESH = 2
-ALL = RULES | MESH
+# The mesh is one `jax.jit`, `device_put` and Flax read (`jax.set_mesh`, `use_mesh`, a test of
+# the abstract mesh), not only the legacy resource environment a `with mesh:` sets (MESH alone).
+MESH_SET = 4
+ALL = RULES | MESH | MESH_SET
 
 
 @dataclass(eq=False)

@@ -11,6 +11,7 @@ from shardlint.semantics.catalog.names import ImportMap, dotted
 from shardlint.semantics.file.config_tables import copied_value, is_axes_key, table_key
 from shardlint.semantics.file.facts import (
     MESH,
+    MESH_SET,
     OPAQUE,
     RULES,
     Assigned,
@@ -492,6 +493,8 @@ class FactsBuilder:
         ``else`` of the negated test alike. (Statements keep the ``if`` as theirs, as before.)"""
         self.visit(node.test)
         flag, positive = self._guard(node.test)
+        if flag & MESH:
+            flag |= MESH_SET  # (what it asks about is the mesh jax reads)
         saved = self.ctx
         if flag and positive:
             self.ctx |= flag
@@ -620,7 +623,8 @@ class FactsBuilder:
                                                        self.scope))
                 continue
             self.facts.with_items.append(WithItem(kind, item.context_expr, node, self.scope, mesh))
-            added |= RULES if kind == "rules" else MESH
+            added |= RULES if kind == "rules" else MESH if kind == "legacy_mesh" \
+                else MESH | MESH_SET
         saved = self.ctx
         self.ctx |= added
         self._body(node.body)

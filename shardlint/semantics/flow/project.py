@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from shardlint.semantics.catalog.api import LINEN_MODULE, NNX_MODULE
-from shardlint.semantics.file.facts import ALL, MESH, RULES, CallSite, FileFacts
+from shardlint.semantics.file.facts import ALL, MESH, MESH_SET, RULES, CallSite, FileFacts
 from shardlint.semantics.file.reuse import each_call
 from shardlint.semantics.flow.summary import Entry, ModuleSummary, Site
 from shardlint.semantics.flow.valueflow import FlowIndex
@@ -488,7 +488,7 @@ class ProjectIndex:
         its module and what that imports, transitively -- not for unrelated scripts."""
         out: dict[str, int] = {}
         for mod, s in self.summaries.items():
-            flags = (RULES if s.rules_setter else 0) | (MESH if s.mesh_setter else 0)
+            flags = (RULES if s.rules_setter else 0) | (MESH | MESH_SET if s.mesh_setter else 0)
             if not flags:
                 continue
             todo, seen = [mod], set()

@@ -17,7 +17,7 @@ from shardlint.semantics.catalog.names import EXTERNAL_PACKAGES, dotted
 from shardlint.semantics.file.axis_names import exported_name_params
 from shardlint.semantics.file.config_flags import exported_flags
 from shardlint.semantics.file.config_tables import python_tables, table_key
-from shardlint.semantics.file.facts import MESH, RULES, CallSite, FileFacts, Scope
+from shardlint.semantics.file.facts import ALL, MESH, RULES, CallSite, FileFacts, Scope
 from shardlint.semantics.file.jit_sites import exported_donations, exported_jitted
 from shardlint.semantics.file.meshes import axis_kind
 from shardlint.semantics.file.reuse import Chunk, each_statement
@@ -35,7 +35,7 @@ from shardlint.semantics.flow.valueflow import shift as shift_flow
 from shardlint.syntax import nodes as walk_nodes
 
 # Bump when what a summary records changes: cached summaries of another format are dropped.
-FORMAT = 20
+FORMAT = 21
 ENTRY_METHODS = ("init", "init_with_output", "apply")
 _WRAPPERS = frozenset({Role.JIT, Role.PARTIAL, Role.LINEN_LIFT, Role.NNX_LIFT, Role.REMAT})
 _MESH_LIKE = frozenset({"Mesh", "make_mesh", "AbstractMesh"})
@@ -790,7 +790,7 @@ class _Summariser:
             for a in n.args[:1]:
                 r = self.ref(a, c.scope) if isinstance(a, (ast.Name, ast.Attribute)) else None
                 if r is not None:
-                    edges.append(CallEdge(c.scope.qualname, r, MESH | RULES, a.lineno, a.col_offset))
+                    edges.append(CallEdge(c.scope.qualname, r, ALL, a.lineno, a.col_offset))
         target = None
         if c.api is None:
             target = self.ref(func, c.scope)

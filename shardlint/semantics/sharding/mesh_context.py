@@ -78,9 +78,10 @@ def mesh_at(facts: FileFacts, project: ProjectIndex, call: CallSite, legacy_coun
     ctx = plain_context(project, facts.module, scope.qualname)
     if ctx is None:
         return MeshAt(UNKNOWN, legacy)
-    if has_mesh(ctx):
+    if has_mesh(ctx, legacy_counts):
         return MeshAt(PROVIDED)
-    return MeshAt(MISSING, legacy, [call], callers_lacking(project, facts.module, scope.qualname))
+    return MeshAt(MISSING, legacy or has_mesh(ctx), [call],
+                  callers_lacking(project, facts.module, scope.qualname, legacy_counts))
 
 
 def _opaque_context(facts: FileFacts, project: ProjectIndex, call: CallSite) -> bool:
@@ -104,13 +105,16 @@ def _opaque_context(facts: FileFacts, project: ProjectIndex, call: CallSite) -> 
     return False
 
 
-def callers_lacking(project: ProjectIndex, module: str, qualname: str) -> list[tuple[str, int]]:
-    """Where the function (or the enclosing one whose callers decide) is called without a mesh."""
+def callers_lacking(project: ProjectIndex, module: str, qualname: str,
+                    legacy_counts: bool = True) -> list[tuple[str, int]]:
+    """Where the function (or the enclosing one whose callers decide) is called without a mesh
+    (or, where ``legacy_counts`` is False, with only a legacy ``with mesh:``)."""
     parts = qualname.split(".")
     for i in range(len(parts), 0, -1):
         found = project.callers(module, ".".join(parts[:i]))
         if found:
-            return [(path, line) for _, ctx, path, line in found if not ctx & MESH]
+            return [(path, line) for _, ctx, path, line in found
+                    if not has_mesh(ctx, legacy_counts)]
     return []
 
 

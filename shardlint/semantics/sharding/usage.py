@@ -6,7 +6,7 @@ Answers come from the module summaries of every project file, memoised per index
 
 from __future__ import annotations
 
-from shardlint.semantics.file.facts import MESH
+from shardlint.semantics.file.facts import MESH, MESH_SET
 from shardlint.semantics.file.meshes import AUTO, resolve_kind
 from shardlint.semantics.flow.project import ProjectIndex, program_of, project_cached
 
@@ -113,5 +113,7 @@ def _in_class(project: ProjectIndex, module: str, qualname: str) -> bool:
     return False
 
 
-def has_mesh(ctx: int | None) -> bool:
-    return ctx is not None and bool(ctx & MESH)
+def has_mesh(ctx: int | None, legacy_counts: bool = True) -> bool:
+    """A mesh in the context ``ctx`` (on every path there); with ``legacy_counts`` False, one
+    that ``jax.jit`` and ``device_put`` read: a legacy ``with mesh:`` alone does not count."""
+    return ctx is not None and bool(ctx & (MESH if legacy_counts else MESH_SET))
