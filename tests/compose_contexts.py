@@ -313,7 +313,6 @@ HOPS = [
 
 
 # Meshes the file itself does not resolve: the value-flow layer says they are meshes.
-_FLOW_MESHES = ("constant_module", "factory", "factory_module", "config_field")
 
 
 def applies(enter: Enter, hop: Hop, mesh: MeshPiece | None = None) -> bool:
@@ -321,25 +320,15 @@ def applies(enter: Enter, hop: Hop, mesh: MeshPiece | None = None) -> bool:
 
     A context entered inside a jitted function would take the mesh and table as traced
     arguments: users close over them or enter them around the call, so those pairs are not
-    written. Two known gaps are left out (reported with the issue, not fixed here):
-
-    * a legacy ``with mesh:`` of a mesh only the value-flow layer resolves (a factory's, a
-      record field's), entered around the call of a function that runs the model: the
-      project index's call contexts count a legacy mesh only where the file resolves it, so
-      SHL103 reports the callee as well as SHL101 the ``with`` (in the same function it is
-      counted). Counting it in the call contexts also counts it for SHL104's callers, where a
-      legacy mesh must not count for ``jax.jit``/``device_put`` -- a separate legacy bit in
-      the contexts is needed first;
-    * the ``self.mesh`` driver is a method, ``Trainer().run()``: a method called on an
-      instance is no call edge, so a function the method calls has no known context (no
-      finding), while the method's own code is judged by the constructor call's context.
+    written. One known gap is left out (reported with the issue, not fixed here): the
+    ``self.mesh`` driver is a method, ``Trainer().run()``: a method called on an instance is
+    no call edge, so a function the method calls has no known context (no finding), while the
+    method's own code is judged by the constructor call's context.
     """
     if enter.inner and hop.jitted:
         return False
     if mesh is None or hop.inline:
         return True
-    if mesh.name in _FLOW_MESHES and "legacy" in enter.outer:
-        return False
     return mesh.kind != "self"
 
 
@@ -551,14 +540,8 @@ def build_spec(site: SpecSite, mesh: str, hop: str, named: bool = False) -> Proj
 
 
 def spec_applies(site: SpecSite, mesh: str, hop: str) -> bool:
-    """Left out (reported with the issue): the legacy ``with MESH:`` of a factory's mesh around
-    the call, where the contexts index does not count it (see :func:`applies`) -- SHL104 then
-    reports a ``with_sharding_constraint`` the legacy mesh does satisfy, and a decorated
-    function called in the same module under it drops to an info (a ``with`` named like a mesh
-    makes the context unknown)."""
-    if mesh != "legacy":
-        return True
-    return not site.legacy_ok and not (site.name == "jit_decorator" and hop == "same_module")
+    """Every combination is written."""
+    return True
 
 
 def spec_combinations():

@@ -410,11 +410,14 @@ class ProjectIndex:
                                                 if t]
         for mod, s in self.summaries.items():
             prefix, path = mod + ":", s.path
-            for edge in s.calls:
+            legacy = self._legacy_calls(mod) if s.with_mesh_terms else frozenset()
+            for i, edge in enumerate(s.calls):
                 t = resolve(edge.target, mod)
                 if t is None:
                     continue
-                site = (prefix + edge.caller, edge.ctx, path, edge.line)
+                # (a legacy `with mesh:` of a mesh only the value flow knows: MESH alone)
+                ctx = edge.ctx | MESH if i in legacy else edge.ctx
+                site = (prefix + edge.caller, ctx, path, edge.line)
                 if t not in aliases:
                     callers.setdefault(t, []).append(site)
                     continue
@@ -629,6 +632,13 @@ class ProjectIndex:
         s = self.summaries.get(module)
         return frozenset(i for w in (s.with_mesh_terms if s else ()) if len(w) > 2
                          and self.flows.terms_mesh(w[1], w[0]) for i in w[2])
+
+    def _legacy_calls(self, module: str) -> frozenset[int]:
+        """The call edges of ``module`` (their places in its summary's ``calls``) in the body
+        of such a ``with x:``: what they call runs under the legacy mesh."""
+        s = self.summaries.get(module)
+        return frozenset(i for w in (s.with_mesh_terms if s else ()) if len(w) > 3
+                         and self.flows.terms_mesh(w[1], w[0]) for i in w[3])
 
     def _legacy_mesh_at(self, module: str, entry: int, ctx: int) -> int:
         """``ctx`` at a model entry, with MESH where it runs under such a ``with mesh:``: the

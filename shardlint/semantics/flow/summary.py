@@ -35,7 +35,7 @@ from shardlint.semantics.flow.valueflow import shift as shift_flow
 from shardlint.syntax import nodes as walk_nodes
 
 # Bump when what a summary records changes: cached summaries of another format are dropped.
-FORMAT = 21
+FORMAT = 22
 ENTRY_METHODS = ("init", "init_with_output", "apply")
 _WRAPPERS = frozenset({Role.JIT, Role.PARTIAL, Role.LINEN_LIFT, Role.NNX_LIFT, Role.REMAT})
 _MESH_LIKE = frozenset({"Mesh", "make_mesh", "AbstractMesh"})
@@ -151,7 +151,7 @@ class ModuleSummary:
     rule_table_keys: list[str] = field(default_factory=list)  # tables read by key: `cfg.rules`
     rule_table_terms: list[list] = field(default_factory=list)  # [where, kind terms]: valueflow
     # `with x:` items of no known context whose value may be a mesh: [where, kind terms, the
-    # model entries in its body by their places in `entries`]
+    # model entries and the call edges in its body, by their places in `entries` and `calls`]
     with_mesh_terms: list[list] = field(default_factory=list)
 
     def to_json(self) -> dict:
@@ -994,7 +994,9 @@ class _Summariser:
                 last = stmt.end_lineno or stmt.lineno
                 inside = [i for i, e in enumerate(out.entries)
                           if e.scope == s.qualname and first <= e.line <= last]
-                out.with_mesh_terms.append([f"{f.module}:{s.qualname}", terms, inside])
+                calls = [i for i, e in enumerate(out.calls)
+                         if e.caller == s.qualname and first <= e.line <= last]
+                out.with_mesh_terms.append([f"{f.module}:{s.qualname}", terms, inside, calls])
                 out.legacy_mesh = True
         for t in f.rule_tables:
             if t.entries is not None:

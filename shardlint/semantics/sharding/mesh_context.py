@@ -93,8 +93,8 @@ def _opaque_context(facts: FileFacts, project: ProjectIndex, call: CallSite) -> 
             continue
         for item in stmt.items:
             expr = item.context_expr
-            if id(expr) in known:
-                continue
+            if id(expr) in known or is_mesh(facts, project, expr, call.scope):
+                continue  # (a mesh it knows: a legacy one, which lexical_contexts counted)
             if "mesh" in ast.unparse(expr).lower():
                 return True
             func = expr.func if isinstance(expr, ast.Call) else None
