@@ -443,3 +443,25 @@ def test_shl201_one_finding_per_annotation_its_consequence_from_the_context(tmp_
     assert [f.severity for f in found] == ["warning"]
     assert "replicated on every device" in found[0].message
     assert "SHL101" not in found[0].message
+
+
+def test_shl203_handed_classes_some_of_which_box_nothing_is_a_warning(tmp_path):
+    """A class the callers hand in: an error where every class they may hand boxes its params
+    (init raises whichever runs), a warning that says so where some box none."""
+    from shardlint.rules.partitioning.shl203_stacked_axis_unnamed import (
+        _HANDED_LINEN,
+        _LINEN_LAYERS,
+    )
+
+    def lint(layers: str):
+        files = {"layers.py": _LINEN_LAYERS,
+                 "decoder.py": _HANDED_LINEN.format(layer=layers, mark="here")}
+        root = tmp_path / layers.replace(", ", "_")
+        root.mkdir()
+        return lint_files(root, files, select=("SHL203",))
+
+    (mixed,) = lint("Boxed, Plain")
+    assert mixed.severity == "warning" and "when it is the class scanned" in mixed.message
+    (boxed,) = lint("Boxed")
+    assert boxed.severity == "error" and "when it is the class scanned" not in boxed.message
+    assert not lint("Plain")

@@ -219,7 +219,8 @@ partition names, without saying how the new leading axis is named:
   that may be None or `nn.broadcast` is not known to stack. The module is a class named there,
   a local bound to a class or `nn.remat` of one (in either branch of an `if`), or a class the
   callers hand in, which the value-flow layer follows through lists, loops and `nn.remat`
-  (the first boxing class, by name, is reported).
+  (the first boxing class, by name, is reported; a warning, not an error, where some of the
+  classes it may be box no params).
 * NNX `nnx.vmap` / `nnx.scan`, as a decorator or a call, whose function constructs and returns
   an `nnx.Module` of the project annotated with `nnx.with_partitioning` or `out_sharding=` (or an
   `nnx` layer given such an initializer), with no `transform_metadata={nnx.PARTITION_NAME: ...}`.
@@ -571,29 +572,35 @@ BoxedAdapted = adapt(Boxed)
         boxed = self._boxed_target(lift)
         if boxed is None:
             return None
-        ref, how = boxed
+        ref, how, others, certain = boxed
         name = self._display(ref)
         spelled = self._spelling(lift)
         nn = self._prefix(lift, "flax.linen", "nn")
-        what = f"`{name}`" if not how else f"`{how}` (`{name}`{self._others})"
+        what = f"`{name}`" if not how else \
+            f"`{how}` (`{name}`{f' or one of {others} other boxed classes' if others else ''})"
+        raises = "so init raises `PartitioningUnspecifiedError`" if certain else \
+            "so init raises `PartitioningUnspecifiedError` when it is the class scanned (some " \
+            "of the classes the code may scan here box none)"
         msg = (f"`{spelled}` stacks the params of {what} along a new axis ({stacked}) but no "
                f"`metadata_params={{{nn}.PARTITION_NAME: ...}}` names it; `{name}` boxes its "
-               f"params with partition names, so init raises `PartitioningUnspecifiedError`. "
+               f"params with partition names, {raises}. "
                f"Add `metadata_params={{{nn}.PARTITION_NAME: \"layers\"}}` (a logical name with a "
                f"rule, or None to keep the stacked axis replicated)")
         fix = self._fix(lift, "metadata_params", f"{nn}.PARTITION_NAME", '"layers"')
-        return self.finding(lift.node, msg, related=self._box_sites(ref, LINEN_BOXES), fix=fix)
+        return self.finding(lift.node, msg, severity="error" if certain else "warning",
+                            related=self._box_sites(ref, LINEN_BOXES), fix=fix)
 
-    def _boxed_target(self, lift: Lift) -> tuple[str, str | None] | None:
-        """The lifted class whose traced code boxes its params, and how the target names it when
-        not directly (a local chosen by if/else, a class the callers hand in): the first such
-        class, by name, among those the target may be."""
-        self._others = ""
+    def _boxed_target(self, lift: Lift) -> tuple[str, str | None, int, bool] | None:
+        """The lifted class whose traced code boxes its params; how the target names it when
+        not directly (a local chosen by if/else, a class the callers hand in); how many other
+        boxing classes it may be; and whether every class it may be boxes (init then raises
+        whichever runs). The first boxing class, by name, is the one named."""
         ref = lifted_ref(self.facts, lift)
         if ref is not None:
             key = self.project.resolve(ref, self.facts.module)
             if key is not None and self.project.symbol(key) is not None:
-                return (ref, None) if self._traced_apis(ref, lift) & LINEN_BOXES else None
+                return (ref, None, 0, True) if self._traced_apis(ref, lift) & LINEN_BOXES \
+                    else None
         target = _unwrapped(self.facts, lift.target)
         if not isinstance(target, ast.Name):
             return None
@@ -608,9 +615,7 @@ BoxedAdapted = adapt(Boxed)
         boxed = [k for k in keys if self._traced_apis(k, lift) & LINEN_BOXES]
         if not boxed:
             return None
-        if len(boxed) > 1:
-            self._others = f" or one of {len(boxed) - 1} other boxed classes"
-        return boxed[0], target.id
+        return boxed[0], target.id, len(boxed) - 1, len(boxed) == len(keys)
 
     def _local_targets(self, name: ast.Name, scope: Scope) -> list[str] | None:
         """The project classes a local name is bound to, looking through `nn.remat` and other
