@@ -18,6 +18,7 @@ from shardlint.semantics.sharding.lifts import (
     lifted_ref,
     lifts,
     returned_calls,
+    unwrapped,
 )
 from shardlint.semantics.sharding.partitioning import (
     LINEN_BOXES,
@@ -601,7 +602,7 @@ BoxedAdapted = adapt(Boxed)
             if key is not None and self.project.symbol(key) is not None:
                 return (ref, None, 0, True) if self._traced_apis(ref, lift) & LINEN_BOXES \
                     else None
-        target = _unwrapped(self.facts, lift.target)
+        target = unwrapped(self.facts, lift.target)
         if not isinstance(target, ast.Name):
             return None
         keys = self._local_targets(target, lift.scope)
@@ -629,7 +630,7 @@ BoxedAdapted = adapt(Boxed)
         out: list[str] = []
         todo = list(values)
         while todo:
-            value = _unwrapped(self.facts, todo.pop())
+            value = unwrapped(self.facts, todo.pop())
             if isinstance(value, ast.IfExp):
                 todo += [value.body, value.orelse]
                 continue
@@ -984,14 +985,3 @@ def _guard(fn: ast.AST, line: int, flags: set[str]) -> str | None:
         todo.extend(ast.iter_child_nodes(node))
     return None
 
-
-def _unwrapped(facts, target: ast.expr | None) -> ast.expr | None:
-    """A lift's target seen through `nn.remat(...)` and other lifts that keep the class."""
-    for _ in range(8):
-        if isinstance(target, ast.Call) and target.args:
-            known = facts.resolve(target.func)
-            if known is not None and known.role in (Role.REMAT, Role.LINEN_LIFT):
-                target = target.args[0]
-                continue
-        break
-    return target

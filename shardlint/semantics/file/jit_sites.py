@@ -342,7 +342,8 @@ def _returned_from(facts: FileFacts, site: JitSite) -> Scope | None:
     return None
 
 
-def _single_value(scope: Scope, name: str) -> ast.expr | None:
+def bound_once(scope: Scope, name: str) -> ast.expr | None:
+    """The value a name of a function body is bound to, when bound exactly once there."""
     values = scope.assigned.get(name) if scope.kind == "function" else None
     if values is None or len(values) != 1 or values[0].index:
         return None
@@ -355,7 +356,7 @@ def _made_here(call: CallSite, maker: Scope | None, attr: tuple[Scope, str] | No
     func = call.node.func
     value: ast.expr | None = func
     if isinstance(func, ast.Name):
-        value = _single_value(call.scope, func.id)
+        value = bound_once(call.scope, func.id)
     if maker is not None and isinstance(value, ast.Call) and isinstance(value.func, ast.Name) \
             and value.func.id == maker.name:
         found = call.scope.lookup(maker.name)
@@ -364,7 +365,7 @@ def _made_here(call: CallSite, maker: Scope | None, attr: tuple[Scope, str] | No
         return False
     made = value.value
     if isinstance(made, ast.Name):
-        made = _single_value(call.scope, made.id)
+        made = bound_once(call.scope, made.id)
     cls = attr[0]
     return isinstance(made, ast.Call) and isinstance(made.func, ast.Name) \
         and made.func.id == cls.name and (found := call.scope.lookup(cls.name)) is not None \

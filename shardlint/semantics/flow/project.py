@@ -410,7 +410,7 @@ class ProjectIndex:
                                                 if t]
         for mod, s in self.summaries.items():
             prefix, path = mod + ":", s.path
-            legacy = self._legacy_calls(mod) if s.with_mesh_terms else frozenset()
+            legacy = self._under_legacy(mod, 3) if s.with_mesh_terms else frozenset()
             for i, edge in enumerate(s.calls):
                 t = resolve(edge.target, mod)
                 if t is None:
@@ -625,26 +625,20 @@ class ProjectIndex:
         return out
 
     @project_cached
-    def _legacy_meshes(self, module: str) -> frozenset[int]:
-        """The model entries of ``module`` (their places in its summary's ``entries``) in the
-        body of a ``with x:`` whose ``x`` the value-flow layer knows is a mesh (from a
-        factory, a parameter, a record's field, ``self.mesh``)."""
+    def _under_legacy(self, module: str, part: int) -> frozenset[int]:
+        """What sits in the body of a ``with x:`` of ``module`` whose ``x`` the value-flow layer
+        knows is a mesh (from a factory, a parameter, a record's field, ``self.mesh``): the
+        model entries (``part`` 2: their places in the summary's ``entries``) or the call edges
+        (``part`` 3: their places in ``calls``), which then run under that legacy mesh."""
         s = self.summaries.get(module)
-        return frozenset(i for w in (s.with_mesh_terms if s else ()) if len(w) > 2
-                         and self.flows.terms_mesh(w[1], w[0]) for i in w[2])
-
-    def _legacy_calls(self, module: str) -> frozenset[int]:
-        """The call edges of ``module`` (their places in its summary's ``calls``) in the body
-        of such a ``with x:``: what they call runs under the legacy mesh."""
-        s = self.summaries.get(module)
-        return frozenset(i for w in (s.with_mesh_terms if s else ()) if len(w) > 3
-                         and self.flows.terms_mesh(w[1], w[0]) for i in w[3])
+        return frozenset(i for w in (s.with_mesh_terms if s else ()) if len(w) > part
+                         and self.flows.terms_mesh(w[1], w[0]) for i in w[part])
 
     def _legacy_mesh_at(self, module: str, entry: int, ctx: int) -> int:
         """``ctx`` at a model entry, with MESH where it runs under such a ``with mesh:``: the
         same as a legacy mesh the file itself resolves (SHL101 reports it, once, at the
         ``with``)."""
-        if ctx & MESH or entry not in self._legacy_meshes(module):
+        if ctx & MESH or entry not in self._under_legacy(module, 2):
             return ctx
         return ctx | MESH
 

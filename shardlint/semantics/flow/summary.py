@@ -18,7 +18,7 @@ from shardlint.semantics.file.axis_names import exported_name_params
 from shardlint.semantics.file.config_flags import exported_flags
 from shardlint.semantics.file.config_tables import python_tables, table_key
 from shardlint.semantics.file.facts import ALL, MESH, RULES, CallSite, FileFacts, Scope
-from shardlint.semantics.file.jit_sites import exported_donations, exported_jitted
+from shardlint.semantics.file.jit_sites import bound_once, exported_donations, exported_jitted
 from shardlint.semantics.file.meshes import axis_kind
 from shardlint.semantics.file.reuse import Chunk, each_statement
 from shardlint.semantics.flow.liveness import shared_parts, use_after
@@ -197,14 +197,6 @@ _LAID_OUT = frozenset({"module", "path", "symbols", "calls", "entries"})
 _NAMES_ARGS = ("names", "sharding", "out_sharding", "sharding_names", "logical_axes")
 # The arguments whose kind terms a call edge keeps (``_Summariser._arg_kinds``).
 _KIND_ARGS = frozenset({ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Tuple, ast.List})
-
-
-def _bound_once(scope: Scope, name: str) -> ast.expr | None:
-    """The value a name of a function body is bound to, when bound exactly once there."""
-    values = scope.assigned.get(name) if scope.kind == "function" else None
-    if values is None or len(values) != 1 or values[0].index:
-        return None
-    return values[0].value
 
 
 def _all_none_names(facts: FileFacts, c: CallSite) -> bool:
@@ -575,14 +567,14 @@ class _Summariser:
             return direct
         value: ast.expr | None = func
         if type(func) is ast.Name:
-            value = _bound_once(c.scope, func.id)
+            value = bound_once(c.scope, func.id)
         if type(value) is ast.Call:
             r = self.ref(value.func, c.scope)
             return f"{r}()" if r is not None else None
         if type(value) is ast.Attribute:
             made = value.value
             if type(made) is ast.Name:
-                made = _bound_once(c.scope, made.id)
+                made = bound_once(c.scope, made.id)
             if type(made) is ast.Call:
                 r = self.ref(made.func, c.scope)
                 return f"{r}().{value.attr}" if r is not None else None

@@ -138,18 +138,23 @@ def lifted_ref(facts: FileFacts, lift: Lift) -> str | None:
     """The index reference of what a lift stacks: a class, a function, a decorated method."""
     if lift.function is not None:
         return f"{facts.module}:{lift.function.qualname}"
-    target = lift.target
+    target = unwrapped(facts, lift.target)
+    if isinstance(target, (ast.Name, ast.Attribute)):
+        return symbol_ref(facts, target, lift.scope)
+    return None
+
+
+def unwrapped(facts: FileFacts, target: ast.expr | None) -> ast.expr | None:
+    """A lift's target seen through the wrappers that keep the class: ``nn.remat(Block)``,
+    another lift of it (``nn.vmap(nn.remat(Block), ...)``)."""
     for _ in range(_MAX_UNWRAP):
-        # nn.vmap(nn.remat(Block), ...): look through wrappers that keep the class.
         if isinstance(target, ast.Call) and target.args:
             known = facts.resolve(target.func)
             if known is not None and known.role in (Role.REMAT, Role.LINEN_LIFT):
                 target = target.args[0]
                 continue
         break
-    if isinstance(target, (ast.Name, ast.Attribute)):
-        return symbol_ref(facts, target, lift.scope)
-    return None
+    return target
 
 
 def returned_calls(facts: FileFacts, fn: Scope | ast.Lambda) -> list[ast.Call]:
