@@ -184,6 +184,46 @@ def main(x):
 """
 
 
+# A partitioner in the shape large training libraries give theirs: the table is a constructor
+# parameter whose default a builder makes (extended in place), kept on `self`, handed to a
+# wrapper class that enters it around the step; a subclass adds its rules and forwards them.
+_PARTITIONER = """
+    import flax.linen as nn
+    from flax.linen import partitioning as nn_partitioning
+
+    def standard_rules(extra=None):
+        rules = [("batch", "data"), ("mlp", "model")]
+        rules.extend([("length", None)])
+        if extra:
+            rules.extend(extra)
+        return rules
+
+    class WrappedStep:
+        def __init__(self, fn, rules=()):
+            self._fn = fn
+            self._rules = rules
+
+        def __call__(self, *args):
+            with nn_partitioning.axis_rules(self._rules):
+                return self._fn(*args)
+
+    class Partitioner:
+        def __init__(self, num_partitions=1, logical_axis_rules=None):
+            if logical_axis_rules is None:
+                logical_axis_rules = standard_rules()
+            self._rules = tuple((k, "data" if k == "batch" else v) for k, v in logical_axis_rules)
+
+        def partition(self, fn):
+            return WrappedStep(fn, self._rules)
+
+    class MoePartitioner(Partitioner):
+        def __init__(self, num_experts, logical_axis_rules=None):
+            if logical_axis_rules is None:
+                logical_axis_rules = list(standard_rules()) + [("expert", "data")]
+            super().__init__(logical_axis_rules=logical_axis_rules)
+"""
+
+
 @register
 class LogicalAxisWithoutRule(Rule):
     code = "SHL201"
@@ -274,6 +314,27 @@ A name that should stay replicated gets an explicit `("name", None)` rule.
     fix_safety = "No automatic fix: which mesh axis a name should map to is a design decision."
     versions = "All Flax versions with logical partitioning (Linen) and NNX `out_sharding` metadata."
     VALID = [
+        example({
+            "partitioning.py": _PARTITIONER,
+            "model.py": """
+                import flax.linen as nn
+
+                class Block(nn.Module):
+                    @nn.compact
+                    def __call__(self, x):
+                        return nn.with_logical_constraint(x, ("batch", "hidden"))
+            """,
+            "train.py": """
+                import jax
+                from rules_lib import load_rules
+                from partitioning import Partitioner
+                from model import Block
+
+                def step(path):
+                    partitioner = Partitioner(logical_axis_rules=load_rules(path))
+                    return jax.jit(partitioner.partition(Block().apply))
+            """,
+        }, title="a partitioner handed a table that a library builds at run time: silent"),
         example(GUARDED_LIBRARY,
                 title="a library that applies its constraints only where its caller brings the contexts"),
         example({
@@ -579,6 +640,30 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
         }, title="a constructor default no construction uses: every one passes its own names"),
     ]
     INVALID = [
+        example({
+            "partitioning.py": _PARTITIONER,
+            "model.py": """
+                import flax.linen as nn
+
+                class Block(nn.Module):
+                    @nn.compact
+                    def __call__(self, x):
+                        x = nn.with_logical_constraint(x, ("batch", "length", "expert"))
+                        return nn.with_logical_constraint(x, ("batch", "hidden"))  # expect: SHL201
+            """,
+            "train.py": """
+                import jax
+                from partitioning import MoePartitioner, Partitioner
+                from model import Block
+
+                def steps(x):
+                    plain = Partitioner(num_partitions=2).partition(Block().apply)
+                    moe = MoePartitioner(8).partition(Block().apply)
+                    return jax.jit(plain), jax.jit(moe)
+            """,
+        }, title="a partitioner keeps the table it is handed (its default a builder that extends "
+                 "its table; a subclass forwards its own to `super().__init__`) and enters it "
+                 "around each step"),
         example({
             "model.py": """
                 import flax.linen as nn

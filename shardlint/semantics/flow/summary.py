@@ -35,7 +35,7 @@ from shardlint.semantics.flow.valueflow import shift as shift_flow
 from shardlint.syntax import nodes as walk_nodes
 
 # Bump when what a summary records changes: cached summaries of another format are dropped.
-FORMAT = 22
+FORMAT = 23
 ENTRY_METHODS = ("init", "init_with_output", "apply")
 _WRAPPERS = frozenset({Role.JIT, Role.PARTIAL, Role.LINEN_LIFT, Role.NNX_LIFT, Role.REMAT})
 _MESH_LIKE = frozenset({"Mesh", "make_mesh", "AbstractMesh"})
@@ -315,6 +315,27 @@ def _shift_site(x: Site, d: int) -> Site:
 def _shift_symbol(sym: Symbol, d: int) -> Symbol:
     return Symbol(sym.kind, sym.needs, sym.refs, sym.bases, [_shift_site(x, d) for x in sym.sites],
                   sym.line + d, shift_flow(sym.flow, d) if sym.flow is not None else None)
+
+
+def _is_super(node: ast.expr) -> bool:
+    return type(node) is ast.Call and type(node.func) is ast.Name \
+        and node.func.id == "super"  # type: ignore[attr-defined]
+
+
+def _super_target(module: str, func: ast.expr, scope) -> str | None:
+    """``super:<module>:<Class>.<method>`` for ``super().<method>(...)`` in a method of
+    ``Class``: the value-flow layer finds which base class's method that is
+    (``FlowIndex._callers_of``; other readers of call edges resolve no such target)."""
+    if type(func) is not ast.Attribute or not _is_super(func.value):
+        return None
+    cls = scope.enclosing_class if scope.kind == "function" else None
+    return f"super:{module}:{cls.qualname}.{func.attr}" if cls is not None else None
+
+
+def _of_self(expr: ast.expr, scope) -> bool:
+    """``self.<attr>`` read in a method (or a function nested in one)."""
+    return type(expr) is ast.Attribute and type(expr.value) is ast.Name \
+        and expr.value.id == "self" and scope.kind == "function"
 
 
 def _hands_a_name(call: ast.Call, names: list[str]) -> bool:
@@ -785,7 +806,7 @@ class _Summariser:
                     edges.append(CallEdge(c.scope.qualname, r, ALL, a.lineno, a.col_offset))
         target = None
         if c.api is None:
-            target = self.ref(func, c.scope)
+            target = self.ref(func, c.scope) or _super_target(f.module, func, c.scope)
             if target is not None:
                 edges.append(CallEdge(c.scope.qualname, target, c.ctx, n.lineno, n.col_offset,
                                       self._arg_kinds(c)))
@@ -833,6 +854,8 @@ class _Summariser:
                 terms = self._kinds_of(scope, a, tp, assigned)
                 if terms and interesting(terms):
                     out[str(i)] = list(terms)
+            elif tp is ast.Constant and a.value is None:  # type: ignore[attr-defined]
+                out[str(i)] = [["none"]]  # (`rules=None`: the callee's default table)
         kwargs = False
         for k in n.keywords:
             if k.arg is None:
@@ -841,8 +864,12 @@ class _Summariser:
                 terms = self._kinds_of(scope, k.value, type(k.value), assigned)
                 if terms and interesting(terms):
                     out[k.arg] = list(terms)
-        if not out:
-            return None
+            elif not starred and type(k.value) is ast.Constant and k.value.value is None:
+                out[k.arg] = [["none"]]
+        if not out and (starred or kwargs):
+            return None  # (nothing known of what it passes)
+        # (a call that passes nothing worth a kind still says which parameters it leaves
+        # out: their defaults are used -- `PjitPartitioner(num_partitions=1)`)
         # (`**kwargs`, `*args`: anything may be passed)
         out["#n"] = 99 if starred or kwargs else len(n.args)
         passed = [k.arg for k in n.keywords if k.arg is not None and k.arg not in out] \
@@ -850,8 +877,8 @@ class _Summariser:
         if passed:  # (the other keywords it passes: a default left unused)
             out["#kw"] = passed  # type: ignore[assignment]
         func = n.func
-        if type(func) is ast.Attribute and type(func.value) is ast.Name \
-                and func.value.id in ("self", "cls"):  # type: ignore[attr-defined]
+        if type(func) is ast.Attribute and (type(func.value) is ast.Name and func.value.id in (
+                "self", "cls") or _is_super(func.value)):  # type: ignore[attr-defined]
             out["self"] = [["implicit"]]
         return out
 
@@ -997,7 +1024,8 @@ class _Summariser:
                 continue  # one call's own table: not what the project's contexts provide
             else:
                 q = f.qualify(t.expr) if isinstance(t.expr, (ast.Name, ast.Attribute)) else None
-                key = table_key(t.expr)
+                # (`self._rules` in a method: what the class assigns it, a key only if not)
+                key = table_key(t.expr) if not _of_self(t.expr, t.scope) else None
                 if q is not None:
                     out.rule_table_refs.append(q)
                 elif key is not None:  # `nn.logical_axis_rules(config.logical_axis_rules)`

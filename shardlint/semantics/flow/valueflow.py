@@ -70,6 +70,10 @@ class ProjectIndex(Protocol):
     def config_tables(self, key: str, hops: int = 0) -> list: ...
 
 MAX_DEPTH = 10
+# A rules table travels further than a mesh: a partitioner's attribute, handed to a wrapper
+# class, set from a constructor parameter a subclass forwards, defaulting to a builder that
+# extends another builder's table (each hop memoised: ``FlowIndex._table_memo``).
+TABLE_DEPTH = 32
 _CLASS_HOPS = 24  # calls and parameters followed to find the classes a value may be
 _TEXT = 48  # evidence text kept per term (the message shows it)
 _MAX_SLOTS = 8
@@ -354,6 +358,16 @@ def kind_terms(facts: FileFacts, scope: Scope, expr: ast.expr | None, ref: RefFn
     if tp is ast.Dict:  # (`{kind: [Block], ...}`: a table of classes)
         return _items(facts, scope, expr.values, ref, flow, depth, assigned, seen) \
             if not index else []
+    if tp is ast.BinOp and type(expr.op) is ast.Add and not index:
+        # `list(default_rules) + moe_rules`: the entries of both (a sum of literals is read
+        # whole, by `literal`)
+        value = literal(expr, facts.consts_for(scope))
+        if is_table(value):
+            return [["table", [[e[0], list(e[1]) if isinstance(e[1], (list, tuple)) else e[1]]
+                               for e in value]]]
+        both = [*kind_terms(facts, scope, expr.left, ref, flow, (), depth + 1, assigned, seen),
+                *kind_terms(facts, scope, expr.right, ref, flow, (), depth + 1, assigned, seen)]
+        return both if both and all(t[0] in _TABLE_KINDS for t in both) else []
     if tp is ast.IfExp:
         return [*kind_terms(facts, scope, expr.body, ref, flow, index, depth + 1, assigned, seen),
                 *kind_terms(facts, scope, expr.orelse, ref, flow, index, depth + 1, assigned,
@@ -488,6 +502,13 @@ def _rewritten(comp: ast.ListComp | ast.GeneratorExp) -> ast.expr | None:
             and all(isinstance(a, ast.Name) and isinstance(b, ast.Name) and a.id == b.id
                     for a, b in zip(target.elts, elt.elts)):
         return gen.iter
+    if isinstance(target, ast.Tuple) and isinstance(elt, ast.Tuple) \
+            and len(target.elts) == len(elt.elts) == 2 \
+            and isinstance(target.elts[0], ast.Name) and isinstance(elt.elts[0], ast.Name) \
+            and target.elts[0].id == elt.elts[0].id:
+        # `((k, ("replica", "data") if k == "batch" else v) for k, v in rules)`: the mesh
+        # side rewritten, the logical names kept (all that is read of a table's terms)
+        return gen.iter
     return None
 
 
@@ -532,6 +553,8 @@ def _name_kinds(facts: FileFacts, scope: Scope, expr: ast.Name, ref: RefFn,
                                   depth + 1, assigned, inner))
         if not index and scope.kind == "function":
             out.extend(_appended(facts, scope, expr.id, ref, flow, depth, assigned, inner))
+            if any(t[0] == "table" for t in out):
+                out.extend(_grown(facts, scope, expr.id, ref, flow, depth, assigned, inner))
         return out
     if out:
         return out
@@ -641,6 +664,58 @@ def _appended(facts: FileFacts, scope: Scope, name: str, ref: RefFn, flow: Local
     items = [c.args[0] for c in calls if type(c.func) is ast.Attribute and c.func.attr == "append"
              and type(c.func.value) is ast.Name and c.func.value.id == name and len(c.args) == 1]
     return _items(facts, scope, items, ref, flow, depth, assigned, seen) if items else []
+
+
+# The kinds a rules table can be made of (``FlowIndex.tables`` reads each).
+_TABLE_KINDS = frozenset({"table", "key", "p", "a", "c", "none", "gin_macro"})
+
+
+def _grown(facts: FileFacts, scope: Scope, name: str, ref: RefFn, flow: LocalFlow | None,
+           depth: int, assigned: dict | None, seen: frozenset) -> list[list]:
+    """Kind terms of what a function adds to a rules table it holds by name: the tables it
+    ``extend``s it with, and each entry it ``append``s -- a literal one, or ``(name, axes)``
+    in a loop ``for name, mesh_axes in table:`` (that table's logical names, the mesh side
+    rewritten). ``[["other"]]`` for anything else added: the table is then not known."""
+    calls = flow.expr_calls if flow is not None else scope.expr_calls
+    out: list[list] = []
+    for c in calls:
+        f = c.func
+        if type(f) is not ast.Attribute or type(f.value) is not ast.Name or f.value.id != name \
+                or f.attr not in ("extend", "append") or len(c.args) != 1 or c.keywords:
+            continue
+        arg = c.args[0]
+        if f.attr == "append":
+            entry = literal(arg, facts.consts_for(scope))
+            if is_table([entry]):
+                out.append(["table", [[entry[0], list(entry[1]) if isinstance(
+                    entry[1], (list, tuple)) else entry[1]]]])
+                continue
+            arg = _loop_table(scope, arg, assigned)
+            if arg is None:
+                out.append(["other"])
+                continue
+        terms = kind_terms(facts, scope, arg, ref, flow, (), depth + 1, assigned, seen)
+        out.extend(terms if terms and all(t[0] in _TABLE_KINDS for t in terms) else [["other"]])
+    return out
+
+
+def _loop_table(scope: Scope, entry: ast.expr, assigned: dict | None) -> ast.expr | None:
+    """The table a loop reads an appended entry's logical name from: ``(name, axes)`` where
+    ``name`` is bound only by ``for name, ... in table:`` -> ``table``."""
+    if type(entry) is not ast.Tuple or len(entry.elts) != 2 or type(entry.elts[0]) is not ast.Name:
+        return None
+    first = entry.elts[0].id
+    values = (assigned or {}).get(first) or []
+    loops = {id(a.node): a.node for a in values}
+    if not values or any(a.value is not None or type(a.node) is not ast.For for a in values) \
+            or len(loops) != 1:
+        return None
+    loop = next(iter(loops.values()))
+    target = loop.target
+    if type(target) is not ast.Tuple or len(target.elts) != 2 \
+            or type(target.elts[0]) is not ast.Name or target.elts[0].id != first:
+        return None
+    return loop.iter
 
 
 def _items(facts: FileFacts, scope: Scope, elts: list, ref: RefFn, flow: LocalFlow | None,
@@ -962,6 +1037,7 @@ class FlowIndex:
         self._returns: dict[tuple[str, tuple[int, ...]], dict[str, Flowing]] = {}
         self._mutates: dict[str, dict[str, Flowing]] = {}
         self._kinds: dict[tuple, bool] = {}
+        self._table_memo: dict[tuple, tuple[list, bool]] = {}
         self._classes: dict[tuple, frozenset[str]] = {}
         self._cuts = 0  # answers cut short so far (see _memo_classes)
         self._by_target: dict[str, list] | None = None
@@ -1177,10 +1253,13 @@ class FlowIndex:
         out: list[tuple[list, tuple | None]] = []
         complete = bool(terms)
         module = key.partition(":")[0]
+        held: set[str] = set()  # (`self.x`'s attributes the class's own assignments resolve)
         for t in terms:
             what = t[0]
             if what == "table":
                 out.append((t[1], None))
+            elif what == "key" and t[1] in held:
+                continue  # (`self._rules`, set from what the class is handed: not a config key)
             elif what == "key":
                 found = self.project.config_tables(t[1])
                 if not found or any(entries is None for _, _, entries in found):
@@ -1198,11 +1277,12 @@ class FlowIndex:
                 more, ok = self._attribute_tables(key, t[1], depth + 1)
                 if ok:
                     out.extend(more)
+                    held.add(t[1])
                 # (an attribute that holds no table: the `key` term beside it may be right)
             elif what == "c":
                 target = self.function(t[1], module)
                 more, ok = ([], False)
-                if target is not None and depth < MAX_DEPTH:
+                if target is not None and depth < TABLE_DEPTH:
                     sym = self.project.symbol(target[0])
                     kinds = (sym.flow or {}).get("kind", {}) if sym is not None else {}
                     slot = str(t[4][0]) if t[4] else ""
@@ -1217,10 +1297,28 @@ class FlowIndex:
         return out, complete
 
     def _param_tables(self, fn: str, param: str, depth: int):
+        """The tables every caller of ``fn`` hands it as ``param`` (its default where a call
+        leaves it out), and whether that is all of them: one answer per parameter, whoever
+        asks (a parameter being asked about on the way to its own answer: not known)."""
+        memo = ("p", fn, param)
+        found = self._table_memo.get(memo)
+        if found is not None:
+            return found
+        if memo in self._active or depth > TABLE_DEPTH:
+            return [], False
+        self._active.add(memo)
+        try:
+            found = self._compute_param_tables(fn, param, depth)
+        finally:
+            self._active.discard(memo)
+        self._table_memo[memo] = found
+        return found
+
+    def _compute_param_tables(self, fn: str, param: str, depth: int):
         sym = self.project.symbol(fn)
         flow = sym.flow if sym is not None else None
         callers = self._callers_of(fn) if flow else []
-        if not flow or not callers or param not in flow.get("params", []) or depth > MAX_DEPTH:
+        if not flow or not callers or param not in flow.get("params", []):
             return [], False
         params, method = flow["params"], flow.get("method", 0)
         out: list = []
@@ -1241,14 +1339,26 @@ class FlowIndex:
         return out, True
 
     def _attribute_tables(self, member: str, attr: str, depth: int):
+        """The tables ``self.<attr>`` holds in the methods of the class of ``member``: what
+        the class's methods assign it, or the nearest project base class's (a subclass that
+        hands its table to ``super().__init__``)."""
+        found = self._attribute_terms(member, attr)
+        if found is None or depth > TABLE_DEPTH:
+            return [], False
+        return self.tables(found[1], f"{found[0]}.__attr__", depth + 1)
+
+    def _attribute_terms(self, member: str, attr: str) -> tuple[str, list] | None:
+        """(class key, kind terms) of what ``self.<attr>`` is assigned in the class of
+        ``member`` (a ``module:Class.method`` key) or in the nearest of its project base
+        classes that assigns it."""
         module, _, qual = member.partition(":")
         cls = qual.rpartition(".")[0]
-        sym = self.project.symbol(f"{module}:{cls}") if cls else None
-        attrs = (sym.flow or {}).get("attrs", {}) if sym is not None and sym.kind == "class" \
-            else {}
-        if attr not in attrs or depth > MAX_DEPTH:
-            return [], False
-        return self.tables(attrs[attr], f"{module}:{cls}.__attr__", depth + 1)
+        for key in self.project.class_chain(f"{module}:{cls}") if cls else ():
+            sym = self.project.symbol(key)
+            attrs = (sym.flow or {}).get("attrs", {}) if sym is not None else {}
+            if attr in attrs:
+                return key, attrs[attr]
+        return None
 
     def param_mesh(self, fn: str, param: str, depth: int = 0) -> bool:
         """Whether every call of the function ``fn`` in the project passes a mesh as
@@ -1293,7 +1403,8 @@ class FlowIndex:
             index = self._by_target = {}
             for mod, s in self.project.summaries.items():
                 for e in s.calls:
-                    t = self.project.resolve(e.target, mod)
+                    t = self.project.resolve(e.target, mod) \
+                        if not e.target.startswith("super:") else self._super(e.target)
                     if t is not None:
                         index.setdefault(t, []).append((f"{mod}:{e.caller}", e.args, False))
         out = list(index.get(fn, ()))
@@ -1303,6 +1414,15 @@ class FlowIndex:
             for cls in self._inheriting(fn[: -len(".__init__")]):
                 out += [(c, a, True) for c, a, _ in index.get(cls, ())]
         return out
+
+    def _super(self, target: str) -> str | None:
+        """The method ``super().<method>`` calls in a method of a class (``super:mod:Cls.m``):
+        the nearest project base class's that defines it."""
+        cls, _, method = target[len("super:"):].rpartition(".")
+        for base in self.project.class_chain(cls)[1:]:
+            if self.project.symbol(f"{base}.{method}") is not None:
+                return f"{base}.{method}"
+        return None
 
     def default_used(self, fn: str, param: str) -> bool:
         """Whether the default of ``fn``'s parameter is used: some call of it in the project
@@ -1363,23 +1483,9 @@ class FlowIndex:
     def attribute_mesh(self, member: str, attr: str, depth: int = 0) -> bool:
         """Whether ``self.<attr>`` is a mesh in the methods of the class of ``member`` (a
         ``module:Class.method`` key), or of one of its project base classes."""
-        module, _, qual = member.partition(":")
-        cls = qual.rpartition(".")[0]
-        seen: set[str] = set()
-        todo = [f"{module}:{cls}"] if cls else []
-        while todo and depth <= MAX_DEPTH:
-            key = todo.pop()
-            if key in seen:
-                continue
-            seen.add(key)
-            sym = self.project.symbol(key)
-            if sym is None or sym.kind != "class":
-                continue
-            attrs = (sym.flow or {}).get("attrs", {})
-            if attr in attrs:
-                return self.terms_mesh(attrs[attr], f"{key}.__attr__", (), depth + 1)
-            todo.extend(self.project.base_classes(key, sym.bases))
-        return False
+        found = self._attribute_terms(member, attr)
+        return found is not None and depth <= MAX_DEPTH and \
+            self.terms_mesh(found[1], f"{found[0]}.__attr__", (), depth + 1)
 
     # ---- classes ------------------------------------------------------------------------------
     def classes(self, terms: list[list], key: str, depth: int = 0) -> frozenset[str]:
