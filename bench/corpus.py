@@ -9,6 +9,11 @@ from any source tree of shardlint: the working tree, or an earlier commit checke
 
 A finding is a dict of the JSON format plus ``project`` (``owner+name``); its key for labels is
 ``(project, path, line, code)``: the trees are pinned, so a line names one place.
+
+``materialise.sh`` keeps Python, YAML and pin files; projects configured with gin (T5X binds its
+partitioner's rules table and its models there) also need their ``.gin`` files, which shardlint
+reads as data. ``python bench/corpus.py --add-gin SNAPSHOTS`` writes each pinned commit's
+``*.gin`` files into the trees (once; ``.gin-done`` marks a tree that has them).
 """
 
 from __future__ import annotations
@@ -82,3 +87,49 @@ def lint_all(trees: list[Path], source: Path = REPO) -> list[dict]:
 
 def key(f: dict) -> tuple[str, str, int, str]:
     return (f["project"], f["path"], int(f["line"]), f["code"])
+
+
+def add_gin(snapshots: Path) -> int:
+    """Write the ``*.gin`` files of each project's pinned commit into its tree, from the fetched
+    snapshots (``SNAPSHOTS/<owner>+<name>/repo``); the number of files written."""
+    written = 0
+    listing = SHARED / "repos.tsv"
+    for line in listing.read_text(encoding="utf-8").splitlines()[1:]:
+        if not line.strip():
+            continue
+        repo, commit = line.split("\t")[:2]
+        name = repo.replace("/", "+")
+        tree = corpus_dir() / name
+        if not (tree / ".done").is_file() or (tree / ".gin-done").is_file():
+            continue
+        gd = snapshots / name / "repo"
+        if (gd / ".git").is_dir():
+            gd = gd / ".git"
+        git = ["git", f"--git-dir={gd}"]
+        listed = subprocess.run([*git, "ls-tree", "-r", "--name-only", commit],
+                                capture_output=True, text=True)
+        if listed.returncode != 0:
+            print(f"corpus: no snapshot of {repo}@{commit[:12]} under {snapshots}",
+                  file=sys.stderr)
+            continue
+        for rel in listed.stdout.splitlines():
+            if not rel.endswith(".gin"):
+                continue
+            blob = subprocess.run([*git, "show", f"{commit}:{rel}"], capture_output=True)
+            if blob.returncode == 0:
+                dest = tree / rel
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(blob.stdout)
+                written += 1
+        (tree / ".gin-done").touch()
+    return written
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--add-gin", metavar="SNAPSHOTS", type=Path, required=True,
+                        help="the folder that holds the fetched snapshots")
+    args = parser.parse_args()
+    print(f"corpus: {add_gin(args.add_gin)} gin files written under {corpus_dir()}")

@@ -30,6 +30,7 @@ from shardlint.incremental import IncrementalParser
 from shardlint.rules.base import Finding, Rule, RuleContext, all_rules
 from shardlint.semantics.catalog.versions import VersionMap, Versions, detect_map
 from shardlint.semantics.file.config_tables import might_hold_tables, yaml_tables
+from shardlint.semantics.file.gin_config import gin_parts
 from shardlint.semantics.file.replay import FactsMemo
 from shardlint.semantics.file.visitor import build_facts, rebuild_facts
 from shardlint.semantics.file.wrappers import Wrappers
@@ -87,7 +88,13 @@ def mentions_jax(text: str) -> bool:
 
 _MIN_FILES_PER_JOB = 8
 # Configuration files read (as data) for the rules tables they hold.
-CONFIG_SUFFIXES = (".yml", ".yaml")
+CONFIG_SUFFIXES = (".yml", ".yaml", ".gin")
+
+
+def config_worth_reading(path: Path, text: str) -> bool:
+    """Whether a configuration file may hold what the index keeps: any gin file (its bindings
+    are calls), a YAML file whose text could hold a rules table or mesh axis names."""
+    return path.name.endswith(".gin") or might_hold_tables(text)
 PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
 
 
@@ -658,14 +665,23 @@ class Engine:
         (``config:<path>``) in the index; None when it holds none. ``text``: unsaved text."""
         if text is None:
             text = _quiet_read(path)
-        if text is None or not might_hold_tables(text):
+        if text is None or not config_worth_reading(path, text):
             return None
         key, digest, hit, cached = self._held_summary(path, text)
         if hit:
             return _summary(cached)
-        tables = yaml_tables(text)
-        summary = ModuleSummary(f"config:{key}", os.path.abspath(path), config_tables=tables) \
-            if tables else None
+        summary = None
+        if path.name.endswith(".gin"):
+            parts = gin_parts(text)
+            if parts is not None and any(parts):
+                calls, macros, tables = parts
+                summary = ModuleSummary(f"config:{key}", os.path.abspath(path),
+                                        config_tables=tables, config_calls=calls,
+                                        gin_macros=macros)
+        else:
+            tables = yaml_tables(text)
+            summary = ModuleSummary(f"config:{key}", os.path.abspath(path),
+                                    config_tables=tables) if tables else None
         if self.use_cache:
             self.cache.put_summary(key, digest, summary)
         return summary
@@ -1033,7 +1049,7 @@ class Engine:
                 # project digest, that is the answer, without decoding a summary or an index.
                 for path in self.config_files():
                     text = _quiet_read(path)  # (their digests count in the project's)
-                    if text is not None and might_hold_tables(text):
+                    if text is not None and config_worth_reading(path, text):
                         self._digests[self._rel(path)] = cache_mod.digest(text)
                 project = self._project_digest()
                 cached = [self.cache.get_findings(rel, digest, project, str(path))

@@ -411,7 +411,11 @@ def test_a_call_through_a_wrapper_defined_in_a_later_module_reaches_what_it_wrap
     # `**kw` may pass anything: the count is not known, the arguments written still count
     ("helper(mesh, **kw)", {"0": [["p", "mesh"]], "#n": 99}),
     ("helper(cfg=mesh, **kw)", {"cfg": [["p", "mesh"]], "#n": 99}),
-    ("helper(1, 'a', None)", None),
+    # a call that passes nothing worth a kind still says how many it passes (the defaults it
+    # leaves in use), and None is kept: `rules=None` hands on the callee's default table
+    ("helper(1, 'a', None)", {"2": [["none"]], "#n": 3}),
+    ("helper(1, axes=('a', 'b'))", {"#n": 1, "#kw": ["axes"]}),
+    ("super().helper(1)", {"#n": 1, "self": [["implicit"]]}),
     # the other keywords it passes are named (a default it leaves unused)
     ("helper(mesh, axes=('a', 'b'))", {"0": [["p", "mesh"]], "#n": 1, "#kw": ["axes"]}),
     ("self.helper(mesh)", {"0": [["p", "mesh"]], "#n": 1, "self": [["implicit"]]}),

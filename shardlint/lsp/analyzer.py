@@ -250,7 +250,7 @@ class Analyzer:
         unsaved text; the others update the index of an already loaded project."""
         changed = False
         for path in paths:
-            if path.suffix in CONFIG_SUFFIXES:  # a YAML file: rules tables, mesh axis names
+            if path.suffix in CONFIG_SUFFIXES:  # YAML, gin: rules tables, mesh axes, gin's calls
                 engine = self._engines.get(self.config_for(path).root)
                 if engine is not None and engine.root in self._indexed \
                         and engine.update_config_file(path):

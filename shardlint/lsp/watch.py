@@ -19,8 +19,9 @@ from shardlint.lsp.session import Session
 log = logging.getLogger("shardlint.lsp")
 POLL_SECONDS = 1.0
 SETTLE_SECONDS = 0.1
-# (YAML files: the rules tables and mesh axis names a project keeps in its configuration)
-_WATCHERS = ("**/pyproject.toml", "**/*.py", "**/*.pyi", "**/*.yml", "**/*.yaml")
+# (YAML and gin files: the rules tables and mesh axis names a project keeps in its
+# configuration, and the calls gin makes)
+_WATCHERS = ("**/pyproject.toml", "**/*.py", "**/*.pyi", "**/*.yml", "**/*.yaml", "**/*.gin")
 
 
 async def start(session: Session) -> asyncio.Task | None:
@@ -58,7 +59,7 @@ async def files_changed(session: Session, params: types.DidChangeWatchedFilesPar
             continue
         if path.name == "pyproject.toml":
             config = True
-        elif path.suffix in (".py", ".pyi", ".yml", ".yaml"):
+        elif path.suffix in (".py", ".pyi", ".yml", ".yaml", ".gin"):
             paths.append(path)
     if config:
         await session.config_changed(session.analyzer.reload_config)

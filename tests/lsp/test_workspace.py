@@ -160,3 +160,41 @@ async def test_a_yaml_rules_table_changed_on_disk_refreshes_open_files(editor, p
     watched(editor, root / "configs/base.yml")
     diags = await editor.refreshed(model, lambda d: "SHL201" in codes(d), mark)
     assert {line for code, line in codes_lines(diags) if code == "SHL201"} == {8, 10}
+
+
+GIN_PARTITIONER = '''import jax
+import flax.linen as nn
+
+
+class Partitioner:
+    def __init__(self, logical_axis_rules=()):
+        self._rules = tuple(logical_axis_rules)
+
+    def run(self, fn, *args):
+        with nn.logical_axis_rules(self._rules):
+            return jax.jit(fn)(*args)
+'''
+GIN = """from __gin__ import dynamic_registration
+import partitioning
+
+partitioning.Partitioner.logical_axis_rules = [('batch', 'data'), ('embed', None), ('mlp', None)]
+"""
+
+
+@pytest.mark.parametrize("editor", ["vscode"], indirect=True)  # Neovim 0.7 cannot watch files
+async def test_a_gin_binding_changed_on_disk_refreshes_open_files(editor, project):
+    # The partitioner's table is a constructor parameter that only the gin file binds.
+    root = project({"model.py": MODEL, "partitioning.py": GIN_PARTITIONER,
+                    "configs/run.gin": GIN})
+    model = editor.open(root / "model.py")
+    assert "SHL201" not in codes(await editor.diagnostics(model))
+
+    (registration,) = editor.client.registrations
+    assert "**/*.gin" in {w["globPattern"] for w in registration.register_options["watchers"]}
+
+    # The binding loses its rule for 'mlp' on disk: model.py's two uses of it are reported.
+    mark = editor.mark()
+    (root / "configs/run.gin").write_text(GIN.replace(", ('mlp', None)", ""))
+    watched(editor, root / "configs/run.gin")
+    diags = await editor.refreshed(model, lambda d: "SHL201" in codes(d), mark)
+    assert {line for code, line in codes_lines(diags) if code == "SHL201"} == {8, 10}

@@ -665,6 +665,38 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
                  "its table; a subclass forwards its own to `super().__init__`) and enters it "
                  "around each step"),
         example({
+            "trainlib/partitioning.py": _PARTITIONER,
+            "trainlib/model.py": """
+                import flax.linen as nn
+
+                class Block(nn.Module):
+                    @nn.compact
+                    def __call__(self, x):
+                        x = nn.with_logical_constraint(x, ("batch", "length", "vocab"))
+                        return nn.with_logical_constraint(x, ("batch", "hidden"))  # expect: SHL201
+            """,
+            "trainlib/train.py": """
+                import gin
+                import jax
+
+                @gin.configurable
+                def train(model, partitioner=gin.REQUIRED):
+                    return jax.jit(partitioner.partition(model.apply))
+            """,
+            "configs/base.gin": """
+                from __gin__ import dynamic_registration
+                from trainlib import partitioning
+
+                RULES = [('vocab', 'model')]
+                partitioning.Partitioner:
+                  num_partitions = 2
+                  logical_axis_rules = @partitioning.standard_rules()
+                partitioning.standard_rules.extra = %RULES
+                partitioning.MoePartitioner.num_experts = 8
+            """,
+        }, title="a partitioner only a gin file builds: its bindings are calls (read as data, "
+                 "never run), `%RULES` what the file binds it to"),
+        example({
             "model.py": """
                 import flax.linen as nn
 

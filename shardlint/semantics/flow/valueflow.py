@@ -1041,6 +1041,7 @@ class FlowIndex:
         self._classes: dict[tuple, frozenset[str]] = {}
         self._cuts = 0  # answers cut short so far (see _memo_classes)
         self._by_target: dict[str, list] | None = None
+        self._gin_names: dict[str, list[str]] | None = None
         self._after: dict[str, set[str]] | None = None
         self._subclasses: dict[str, list[str]] | None = None
         self._active: set = set()
@@ -1049,7 +1050,7 @@ class FlowIndex:
     def function(self, ref: str, from_module: str | None = None) -> tuple[str, dict] | None:
         """The resolved ``module:qual`` of a function reference and its summary (``{}`` when
         it has none); an alias (``step = jax.jit(train_step)``) stands for what it wraps."""
-        key = self.project.resolve(ref, from_module)
+        key = self._resolve(ref, from_module)
         for _ in range(4):
             if key is None:
                 return None
@@ -1268,6 +1269,14 @@ class FlowIndex:
                            if entries is not None)
             elif what == "none":
                 continue
+            elif what == "gin_macro":  # `%RULES`: what every gin file of the project binds it to
+                bound = [(f"{m}:", s.gin_macros[t[1]]) for m, s in self.project.summaries.items()
+                         if t[1] in s.gin_macros]
+                complete = complete and bool(bound) and depth < TABLE_DEPTH
+                for where, macro in bound if depth < TABLE_DEPTH else ():
+                    more, ok = self.tables(macro, where, depth + 1)
+                    out.extend(more)
+                    complete = complete and ok
             elif what == "p":
                 fn = key if len(t) == 2 else f"{key.rpartition('.')[0]}.{t[2]}"
                 more, ok = self._param_tables(fn, t[1], depth + 1)
@@ -1407,6 +1416,10 @@ class FlowIndex:
                         if not e.target.startswith("super:") else self._super(e.target)
                     if t is not None:
                         index.setdefault(t, []).append((f"{mod}:{e.caller}", e.args, False))
+                for target, _, args in s.config_calls:  # (a gin file's: gin_config.py)
+                    t = self._resolve(target, mod)
+                    if t is not None:
+                        index.setdefault(t, []).append((f"{mod}:", args, False))
         out = list(index.get(fn, ()))
         if fn.endswith(".__init__"):
             # a constructor call of the class, or of a project subclass that inherits this
@@ -1414,6 +1427,23 @@ class FlowIndex:
             for cls in self._inheriting(fn[: -len(".__init__")]):
                 out += [(c, a, True) for c, a, _ in index.get(cls, ())]
         return out
+
+    def _resolve(self, ref: str, from_module: str | None) -> str | None:
+        """``project.resolve``, and a gin selector no import names (``gin:Trainer.run``): the
+        one project symbol whose dotted name ends with it, as gin matches configurables."""
+        if not ref.startswith("gin:"):
+            return self.project.resolve(ref, from_module)
+        index = self._gin_names
+        if index is None:
+            index = self._gin_names = {}
+            for mod, s in self.project.summaries.items():
+                for qual in s.symbols:
+                    index.setdefault(qual.rpartition(".")[2], []).append(f"{mod}:{qual}")
+        selector = ref[4:]
+        found = [k for k in index.get(selector.rpartition(".")[2], ())
+                 if k.replace(":", ".").endswith(f".{selector}")
+                 or k.partition(":")[2] == selector]
+        return found[0] if len(found) == 1 else None
 
     def _super(self, target: str) -> str | None:
         """The method ``super().<method>`` calls in a method of a class (``super:mod:Cls.m``):
