@@ -14,7 +14,7 @@ from shardlint.semantics.file.axis_names import LINEN, names_argument
 from shardlint.semantics.file.facts import RULES, CallSite
 from shardlint.semantics.file.reuse import each_call
 from shardlint.semantics.flow.project import ProjectIndex, project_cached
-from shardlint.semantics.sharding.lifts import lifted_ref, lifts
+from shardlint.semantics.sharding.lifts import lifted_ref, lifts, local_classes, unwrapped
 from shardlint.semantics.sharding.partitioning import (
     LINEN_LOGICAL_BOXES,
     call_names,
@@ -27,7 +27,12 @@ from shardlint.semantics.sharding.partitioning import (
     logical_names_with_rules,
     reached_apis,
     spec_entries,
+    symbol_ref,
 )
+
+# The annotation whose axis metadata `scan_with_axes` extends with its `axis_name`.
+_AXES_METADATA = "flax.linen.partitioning.param_with_axes"
+
 
 def _listed(names: list[str]) -> str:
     """``'a'``, ``'a' and 'b'``, ``'a', 'b' and 'c'``."""
@@ -184,6 +189,39 @@ def main(x):
 """
 
 
+# Layers scanned the T5X way: `param_with_axes` records each param's logical axes, and
+# `scan_with_axes` inserts its `axis_name` among them.
+_SCANNED_T5 = """
+    import flax.linen as nn
+    from flax.linen import partitioning as nn_partitioning
+
+    scan_with_axes = nn_partitioning.scan_with_axes
+
+    class Block(nn.Module):
+        @nn.compact
+        def __call__(self, x, _):
+            w = nn_partitioning.param_with_axes(
+                "kernel", nn.initializers.lecun_normal(), (4, 4), axes=("embed", "mlp"))
+            return x @ w, None
+
+    class Stack(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            x, _ = scan_with_axes(
+                Block,
+                variable_axes={"params": 0},
+                split_rngs={"params": True},
+                in_axes=(nn.broadcast,),
+                length=4,
+                axis_name="layers",
+            )(name="blocks")(x, None)
+            return x
+
+    with nn_partitioning.axis_rules((RULE_FOR_LAYERS("embed", None), ("mlp", "model"))):
+        pass
+"""
+
+
 # A partitioner in the shape large training libraries give theirs: the table is a constructor
 # parameter whose default a builder makes (extended in place), kept on `self`, handed to a
 # wrapper class that enters it around the step; a subclass adds its rules and forwards them.
@@ -272,7 +310,7 @@ imported from another file), or read by key from the project's configuration --
 `nn.logical_axis_rules(config.logical_axis_rules)`, `cfg["logical_axis_rules"]`,
 `getattr(cfg, "logical_axis_rules", ())`, a module's own field (`axis_rules(self.logical_axes_rules)`)
 read every table written under that key: in a YAML file of the project (`logical_axis_rules:
-[['batch', 'data'], ...]`, read as data with the safe loader, never executed), an ml_collections
+[['batch', 'data'], ...]`, read as data with the safe loader, never executed), a gin file, an ml_collections
 `get_config()` (`config.logical_axis_rules = (...)`), a dataclass or pydantic default
 (`Field(default_factory=lambda: copy.deepcopy(RULES))`), a dict entry, or a keyword where a
 module or its config is built (`Adapter(logical_axes_rules=rules)`, `Layer.config(...)`). A
@@ -281,7 +319,14 @@ write under the key that rewrites a rules value (`_to_tuples(cfg["logical_axis_r
 (`config.logical_axis_rules = build_rules()`) or of a parameter is a table shardlint cannot
 read, and keeps the rule silent -- also when the table reaches the context through
 a local name, a parameter every caller passes one to, or a project helper that rewrites it (taken
-to keep its logical names). The message names the config file and key it read. A table built at
+to keep its logical names). A partitioner's table is followed the same way: kept on `self`
+(`self._rules = tuple(logical_axis_rules)`, in the class or a base class), handed to a wrapper
+class that enters it around the step, forwarded by a subclass to `super().__init__`, defaulting
+to a builder that `extend`s or `append`s to its table, or rewritten entry by entry on the mesh
+side (`((k, ("replica", "data") if k == "batch" else v) for k, v in rules)`). A gin file counts
+among the callers: `partitioning.Partitioner.logical_axis_rules = @partitioning.standard_rules()`
+is a call that hands the builder's table, `%RULES` what the project's gin files bind it to (read
+as data with gin-config's parser: nothing imported, nothing called). The message names the config file and key it read. A table built at
 run time (by a library, from data) keeps it silent; a call's own `rules=` (a box, a conversion)
 applies to that call only. Names built at run time (function arguments, f-strings) are not
 checked.
@@ -335,6 +380,8 @@ A name that should stay replicated gets an explicit `("name", None)` rule.
                     return jax.jit(partitioner.partition(Block().apply))
             """,
         }, title="a partitioner handed a table that a library builds at run time: silent"),
+        example(_SCANNED_T5.replace("RULE_FOR_LAYERS", '("layers", None), '),
+                title="`scan_with_axes`' axis name has a rule"),
         example(GUARDED_LIBRARY,
                 title="a library that applies its constraints only where its caller brings the contexts"),
         example({
@@ -696,6 +743,10 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
             """,
         }, title="a partitioner only a gin file builds: its bindings are calls (read as data, "
                  "never run), `%RULES` what the file binds it to"),
+        example(_SCANNED_T5.replace("RULE_FOR_LAYERS", "").replace(
+                    'axis_name="layers",', 'axis_name="layers",  # expect: SHL201'),
+                title="`scan_with_axes` adds its `axis_name` to the axes `param_with_axes` "
+                      "records: a logical name like theirs"),
         example({
             "model.py": """
                 import flax.linen as nn
@@ -1084,7 +1135,7 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
     @classmethod
     def relevant(cls, facts, project) -> bool:
         R = Role
-        return bool(facts.roles & {R.LOGICAL_CONSTRAINT, R.LOGICAL_PARTITIONING, R.NNX_PARTITIONING, R.NNX_PARAM, R.LINEN_LIFT, R.NNX_LIFT}) \
+        return bool(facts.roles & {R.LOGICAL_CONSTRAINT, R.LOGICAL_PARTITIONING, R.NNX_PARTITIONING, R.NNX_PARAM, R.LINEN_LIFT, R.NNX_LIFT, R.AXES_LIFT}) \
             or _names_handed(project)  # (names written where a project layer is built)
 
     def check(self) -> Iterator[Finding]:
@@ -1260,4 +1311,41 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
                 if is_partition_name_key(self.facts, key) and isinstance(value, ast.Constant) \
                         and isinstance(value.value, str):
                     out.append((value.value, value))
+        return out + self._scan_axis_names()
+
+    def _scan_axis_names(self) -> list[tuple[str, ast.expr]]:
+        """``scan_with_axes(Block, variable_axes={"params": 0}, axis_name="layers")`` inserts
+        ``axis_name`` (default ``"layers"``: then the finding is at the call) into the axis
+        metadata of each collection of ``axes_collections`` (default ``("params",)``) it
+        stacks; a logical name when ``Block`` annotates with ``param_with_axes``."""
+        out: list[tuple[str, ast.expr]] = []
+        for c in self.facts.calls_with_role(Role.AXES_LIFT):
+            node = c.node
+            if not node.args or isinstance(node.args[0], ast.Starred):
+                continue
+            kws = {k.arg: k.value for k in node.keywords if k.arg}
+            stacked = literal_dict(self.facts, kws.get("variable_axes"), c.scope)
+            cols = self.facts.literal(kws["axes_collections"], c.scope) \
+                if "axes_collections" in kws else ("params",)
+            if not stacked or not isinstance(cols, (tuple, list)):
+                continue
+            keys = {k.value for k, _ in stacked if isinstance(k, ast.Constant)}
+            if not keys & set(cols):
+                continue
+            target = unwrapped(self.facts, node.args[0])
+            ref = symbol_ref(self.facts, target, c.scope) \
+                if isinstance(target, (ast.Name, ast.Attribute)) else None
+            key = self.project.resolve(ref, self.facts.module) if ref else None
+            # (a local bound to the class, or to `remat(Block)` on one branch of an `if`)
+            keys = [key] if key is not None and self.project.symbol(key) is not None \
+                else local_classes(self.facts, self.project, target, c.scope) or []
+            if not any(_AXES_METADATA in reached_apis(self.project, k) for k in keys):
+                continue
+            written = kws.get("axis_name")
+            if written is None:
+                out.append(("layers", node.func))
+                continue
+            value, _ = deref(self.facts, written, c.scope)
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                out.append((value.value, value))
         return out

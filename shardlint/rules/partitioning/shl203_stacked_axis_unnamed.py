@@ -17,6 +17,7 @@ from shardlint.semantics.sharding.lifts import (
     is_nnx_annotation,
     lifted_ref,
     lifts,
+    local_classes,
     returned_calls,
     unwrapped,
 )
@@ -605,7 +606,7 @@ BoxedAdapted = adapt(Boxed)
         target = unwrapped(self.facts, lift.target)
         if not isinstance(target, ast.Name):
             return None
-        keys = self._local_targets(target, lift.scope)
+        keys = local_classes(self.facts, self.project, target, lift.scope)
         if keys is None:  # a parameter: the classes the callers hand in
             terms = kind_terms(self.facts, lift.scope, target,
                                lambda n, s: reference(self.facts, n, s), None,
@@ -617,31 +618,6 @@ BoxedAdapted = adapt(Boxed)
         if not boxed:
             return None
         return boxed[0], target.id, len(boxed) - 1, len(boxed) == len(keys)
-
-    def _local_targets(self, name: ast.Name, scope: Scope) -> list[str] | None:
-        """The project classes a local name is bound to, looking through `nn.remat` and other
-        lifts of a class (`Block = nn.remat(Wrapper) if remat else Wrapper`, or set in both
-        branches of an `if`); None when a binding is not a class shardlint can name (a
-        parameter, a value it cannot see)."""
-        found = name and scope.lookup(name.id)
-        if not found:
-            return None
-        owner, values = found
-        out: list[str] = []
-        todo = list(values)
-        while todo:
-            value = unwrapped(self.facts, todo.pop())
-            if isinstance(value, ast.IfExp):
-                todo += [value.body, value.orelse]
-                continue
-            if not isinstance(value, (ast.Name, ast.Attribute)) or isinstance(value, Opaque):
-                return None
-            ref = symbol_ref(self.facts, value, owner)
-            key = self.project.resolve(ref, self.facts.module) if ref else None
-            if key is None:
-                return None
-            out.append(key)
-        return sorted(set(out))
 
     def _stacked_params(self, key: ast.expr, value: ast.expr, scope: Scope) -> str | None:
         """``"params": 0`` (or ``True: 0``): the collection holding boxed params gets an axis.

@@ -37,6 +37,9 @@ class Role(str, Enum):
     LINEN_MODULE = "linen_module"
     NNX_MODULE = "nnx_module"
     LINEN_LIFT = "linen_lift"  # nn.vmap / nn.scan: stacks variables
+    # flax.linen.partitioning.scan_with_axes: an nn.scan that inserts its `axis_name` into the
+    # axis metadata `param_with_axes` keeps (a logical name, as the others of that metadata)
+    AXES_LIFT = "axes_lift"
     NNX_LIFT = "nnx_lift"  # nnx.vmap / nnx.scan
     PARTITION_NAME = "partition_name"
     APPLY_UPDATES = "apply_updates"  # optax.apply_updates(params, updates)
@@ -127,11 +130,13 @@ APIS: tuple[Api, ...] = (
     _a("flax.nnx.Module", R.NNX_MODULE, "flax.nnx.module.Module"),
     _a("flax.linen.vmap", R.LINEN_LIFT, "flax.linen.transforms.vmap"),
     _a("flax.linen.scan", R.LINEN_LIFT, "flax.linen.transforms.scan"),
+    _a("flax.linen.partitioning.scan_with_axes", R.AXES_LIFT),
     _a("flax.nnx.vmap", R.NNX_LIFT, "flax.nnx.transforms.iteration.vmap"),
     _a("flax.nnx.scan", R.NNX_LIFT, "flax.nnx.transforms.iteration.scan"),
     _a("flax.linen.PARTITION_NAME", R.PARTITION_NAME, "flax.core.meta.PARTITION_NAME",
        "flax.nnx.PARTITION_NAME"),
-    _a("flax.linen.remat", R.REMAT, "flax.linen.checkpoint", "flax.linen.transforms.checkpoint"),
+    _a("flax.linen.remat", R.REMAT, "flax.linen.checkpoint", "flax.linen.transforms.checkpoint",
+       "flax.linen.partitioning.remat"),
     _a("flax.nnx.remat", R.REMAT),
     _a("jax.checkpoint", R.REMAT, "jax.remat"),
     # --- helpers rules look at -----------------------------------------------------------------

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from shardlint.semantics.catalog import api
 from shardlint.semantics.catalog.api import Role
 from shardlint.semantics.file.axis_names import NNX_SHARDING_KWARGS
-from shardlint.semantics.file.facts import CallSite, FileFacts, Scope
+from shardlint.semantics.file.facts import CallSite, FileFacts, Opaque, Scope
 from shardlint.semantics.file.reuse import each_statement
 from shardlint.semantics.sharding.partitioning import deref, symbol_ref
 from shardlint.syntax import nodes as walk_nodes
@@ -211,3 +211,31 @@ def is_nnx_annotation(c: CallSite) -> bool:
         return False
     return c.api.role == Role.NNX_PARTITIONING or (
         c.api.role == Role.NNX_PARAM and c.has_kwarg(*NNX_SHARDING_KWARGS))
+
+
+def local_classes(facts: FileFacts, project, name: ast.expr, scope: Scope) -> list[str] | None:
+    """The project classes (resolved keys) a local name is bound to, looking through
+    ``nn.remat`` and other lifts of a class (``Block = nn.remat(Wrapper) if remat else
+    Wrapper``, or set in both branches of an ``if``); None when a binding is not a class
+    shardlint can name (a parameter, a value it cannot see)."""
+    found = isinstance(name, ast.Name) and scope.lookup(name.id)
+    if not found:
+        return None
+    owner, values = found
+    out: list[str] = []
+    todo = list(values)
+    while todo:
+        value = unwrapped(facts, todo.pop())
+        if isinstance(value, ast.IfExp):
+            todo += [value.body, value.orelse]
+            continue
+        if isinstance(value, ast.Name) and value.id == name.id:
+            continue  # (`Block = remat(Block, ...)`: what it was)
+        if not isinstance(value, (ast.Name, ast.Attribute)) or isinstance(value, Opaque):
+            return None
+        ref = symbol_ref(facts, value, owner)
+        key = project.resolve(ref, facts.module) if ref else None
+        if key is None:
+            return None
+        out.append(key)
+    return sorted(set(out))
