@@ -271,7 +271,9 @@ class LogicalAxisWithoutRule(Rule):
     what = """
 Collects the string logical axis names written in `nn.with_logical_partitioning`,
 `nn.with_logical_constraint`, `nn.LogicallyPartitioned`, `param_with_axes(..., axes=...)` and
-`metadata_params={nn.PARTITION_NAME: ...}` of `nn.vmap`/`nn.scan`, `nn.logical_to_mesh_axes`
+`metadata_params={nn.PARTITION_NAME: ...}` of `nn.vmap`/`nn.scan`, the `axis_name` (default
+`"layers"`) that `scan_with_axes` adds to the axes of a class annotated with `param_with_axes`,
+`nn.logical_to_mesh_axes`
 (the rules in force: a name without one maps to None), and in NNX `nnx.with_partitioning` /
 `nnx.Param(..., out_sharding=...)`, and flags each name that is on the left of no rule in any
 logical axis rules table of the project. The finding points at the string literal, also when it

@@ -58,7 +58,8 @@ def is_table(value) -> bool:
     return isinstance(value, (list, tuple)) and bool(value) and all(_is_entry(e) for e in value)
 
 
-def _entries(value) -> list[list]:
+def table_entries(value) -> list[list]:
+    """A table's entries as JSON data: ``[name, axis]``, ``[name, [axes...]]``."""
     return [[e[0], list(e[1]) if isinstance(e[1], (list, tuple)) else e[1]] for e in value]
 
 
@@ -93,7 +94,7 @@ def _walk(node, out: list[dict], yaml, depth: int = 0) -> None:
         data = _data(value, yaml)
         if is_table(data) or (data == [] and "rules" in key.value):
             out.append({"key": key.value, "line": key.start_mark.line + 1,
-                        "entries": _entries(data)})
+                        "entries": table_entries(data)})
         elif is_axes_key(key.value) and is_axes(data):
             out.append({"key": key.value, "line": key.start_mark.line + 1, "axes": list(data)})
         elif isinstance(value, yaml.MappingNode):
@@ -188,7 +189,7 @@ def _added_parts(out: list[dict], key: str, value: ast.expr, consts, node: ast.A
             continue
         part = literal(n, consts)
         if is_table(part):
-            out.append({"key": key, "line": getattr(node, "lineno", 0), "entries": _entries(part)})
+            out.append({"key": key, "line": getattr(node, "lineno", 0), "entries": table_entries(part)})
 
 
 def _worth_reading(key: str, value: ast.expr) -> bool:
@@ -273,7 +274,7 @@ def _add(out: list[dict], key: str, value, node: ast.AST, written: ast.expr | No
     None, and another key's value (``rules=config.rules``), say nothing new."""
     line = getattr(node, "lineno", 0)
     if is_table(value):
-        out.append({"key": key, "line": line, "entries": _entries(value)})
+        out.append({"key": key, "line": line, "entries": table_entries(value)})
     elif is_axes_key(key) and is_axes(value):
         out.append({"key": key, "line": line, "axes": list(value)})
     elif written is not None and "rules" in key.lower() and not (

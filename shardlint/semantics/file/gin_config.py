@@ -22,7 +22,7 @@ and :func:`gin_parts` turns what it read into what a module summary holds:
 
 from __future__ import annotations
 
-from shardlint.semantics.file.config_tables import is_axes, is_axes_key, is_table
+from shardlint.semantics.file.config_tables import is_axes, is_axes_key, is_table, table_entries
 
 try:  # (a declared dependency; a gin file is then simply not read)
     from gin import config_parser as _parser
@@ -95,8 +95,7 @@ def gin_parts(text: str) -> tuple[list[list], dict[str, list], list[dict]] | Non
         if isinstance(value, _Macro) and value.name in macros:
             value = macros[value.name]  # (`%RULES`, bound in this file)
         if is_table(value) or (value == [] and "rules" in key):
-            tables.append({"key": key, "line": line, "entries": [
-                [e[0], list(e[1]) if isinstance(e[1], (list, tuple)) else e[1]] for e in value]})
+            tables.append({"key": key, "line": line, "entries": table_entries(value)})
         elif is_axes_key(key) and is_axes(value):
             tables.append({"key": key, "line": line, "axes": list(value)})
         elif "rules" in key and isinstance(value, (_Ref, _Macro)):
@@ -156,6 +155,5 @@ def _terms(value, imports: dict[str, str | None]) -> list[list]:
     if value is None:
         return [["none"]]
     if isinstance(value, (list, tuple)) and (not value or is_table(value)):
-        return [["table", [[e[0], list(e[1]) if isinstance(e[1], (list, tuple)) else e[1]]
-                           for e in value]]]
+        return [["table", table_entries(value)]]
     return [["other"]]

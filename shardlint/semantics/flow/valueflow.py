@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 from shardlint.semantics.catalog.api import LINEN_MODULE, NNX_MODULE, Role
 from shardlint.semantics.catalog.names import call_arg, dotted, literal
-from shardlint.semantics.file.config_tables import is_table, table_key
+from shardlint.semantics.file.config_tables import is_table, table_entries, table_key
 from shardlint.semantics.file.dataflow import (
     MAPPED,
     SAME,
@@ -351,8 +351,7 @@ def kind_terms(facts: FileFacts, scope: Scope, expr: ast.expr | None, ref: RefFn
         if not index:
             value = literal(expr, facts.consts_for(scope))
             if isinstance(value, (tuple, list)) and (not value or is_table(value)):
-                return [["table", [[e[0], list(e[1]) if isinstance(e[1], (list, tuple)) else e[1]]
-                                   for e in value]]]
+                return [["table", table_entries(value)]]
             return [["other"], *_items(facts, scope, expr.elts, ref, flow, depth, assigned, seen)]
         return []
     if tp is ast.Dict:  # (`{kind: [Block], ...}`: a table of classes)
@@ -363,8 +362,7 @@ def kind_terms(facts: FileFacts, scope: Scope, expr: ast.expr | None, ref: RefFn
         # whole, by `literal`)
         value = literal(expr, facts.consts_for(scope))
         if is_table(value):
-            return [["table", [[e[0], list(e[1]) if isinstance(e[1], (list, tuple)) else e[1]]
-                               for e in value]]]
+            return [["table", table_entries(value)]]
         both = [*kind_terms(facts, scope, expr.left, ref, flow, (), depth + 1, assigned, seen),
                 *kind_terms(facts, scope, expr.right, ref, flow, (), depth + 1, assigned, seen)]
         return both if both and all(t[0] in _TABLE_KINDS for t in both) else []
@@ -687,8 +685,7 @@ def _grown(facts: FileFacts, scope: Scope, name: str, ref: RefFn, flow: LocalFlo
         if f.attr == "append":
             entry = literal(arg, facts.consts_for(scope))
             if is_table([entry]):
-                out.append(["table", [[entry[0], list(entry[1]) if isinstance(
-                    entry[1], (list, tuple)) else entry[1]]]])
+                out.append(["table", table_entries([entry])])
                 continue
             arg = _loop_table(scope, arg, assigned)
             if arg is None:
