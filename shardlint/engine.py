@@ -30,7 +30,7 @@ from shardlint.incremental import IncrementalParser
 from shardlint.rules.base import Finding, Rule, RuleContext, all_rules
 from shardlint.semantics.catalog.versions import VersionMap, Versions, detect_map
 from shardlint.semantics.file.config_tables import might_hold_tables, yaml_tables
-from shardlint.semantics.file.gin_config import gin_parts
+from shardlint.semantics.file.gin_config import read_gin
 from shardlint.semantics.file.replay import FactsMemo
 from shardlint.semantics.file.visitor import build_facts, rebuild_facts
 from shardlint.semantics.file.wrappers import Wrappers
@@ -672,12 +672,11 @@ class Engine:
             return _summary(cached)
         summary = None
         if path.name.endswith(".gin"):
-            parts = gin_parts(text)
-            if parts is not None and any(parts):
-                calls, macros, tables = parts
+            read = read_gin(text)
+            if read is not None and any(read):
+                gin, tables = read
                 summary = ModuleSummary(f"config:{key}", os.path.abspath(path),
-                                        config_tables=tables, config_calls=calls,
-                                        gin_macros=macros)
+                                        config_tables=tables, gin=gin)
         else:
             tables = yaml_tables(text)
             summary = ModuleSummary(f"config:{key}", os.path.abspath(path),

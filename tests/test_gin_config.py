@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import textwrap
 
-from shardlint.semantics.file.gin_config import gin_parts
+from shardlint.semantics.file.gin_config import read_gin
 
 CONFIG = textwrap.dedent("""
     from __gin__ import dynamic_registration
@@ -32,7 +32,8 @@ CONFIG = textwrap.dedent("""
 
 
 def test_bindings_are_calls_of_what_the_imports_name():
-    calls, macros, tables = gin_parts(CONFIG)
+    gin, tables = read_gin(CONFIG)
+    calls, macros = gin["calls"], gin["macros"]
     by_target = {c[0]: c for c in calls}
     # `import __main__ as train_script`: the script's own functions are no project symbol
     assert not any("train_script" in c[0] or "__main__" in c[0] for c in calls)
@@ -65,9 +66,9 @@ def test_bindings_are_calls_of_what_the_imports_name():
 
 
 def test_a_file_that_does_not_parse_is_not_read():
-    assert gin_parts("partitioning.Partitioner.rules = [('a', \n") is None
-    assert gin_parts("this is not gin\n") is None
-    assert gin_parts("") == ([], {}, [])
+    assert read_gin("partitioning.Partitioner.rules = [('a', \n") is None
+    assert read_gin("this is not gin\n") is None
+    assert read_gin("") == ({}, [])
 
 
 def test_nothing_is_imported_or_called(tmp_path, monkeypatch):
@@ -75,5 +76,5 @@ def test_nothing_is_imported_or_called(tmp_path, monkeypatch):
     # would raise if called: reading the file does neither
     monkeypatch.syspath_prepend(str(tmp_path))
     (tmp_path / "boom.py").write_text("raise RuntimeError('imported')\n")
-    calls, _, _ = gin_parts("import boom\nboom.explode.value = @boom.explode()\n")
-    assert [c[0] for c in calls] == ["ext:boom.explode"]
+    gin, _ = read_gin("import boom\nboom.explode.value = @boom.explode()\n")
+    assert [c[0] for c in gin["calls"]] == ["ext:boom.explode"]

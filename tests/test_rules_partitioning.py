@@ -23,6 +23,39 @@ def _case(code: str, files: dict[str, str] | str, id: str):
     return pytest.param(code, Example(files), id=f"{code}-{id}")
 
 
+_GIN_PACKAGES = {
+    "pkg_a/__init__.py": "",
+    "pkg_a/partitioning.py": """
+        import jax
+        import flax.linen as nn
+
+        class Partitioner:
+            def __init__(self, logical_axis_rules=()):
+                self._rules = tuple(logical_axis_rules)
+
+            def run(self, fn, *args):
+                with nn.logical_axis_rules(self._rules):
+                    return jax.jit(fn)(*args)
+    """,
+    "pkg_a/model.py": """
+        import flax.linen as nn
+
+        class MLP(nn.Module):
+            @nn.compact
+            def __call__(self, x):
+                return nn.with_logical_constraint(x, ("batch", "hidden"))  # expect: SHL201
+    """,
+    "pkg_b/__init__.py": "",
+    "pkg_b/partitioning.py": """
+        import jax
+
+        class Partitioner:
+            def __init__(self, logical_axis_rules=()):
+                self.rules = logical_axis_rules
+    """,
+}
+
+
 CASES = [
     # ---- SHL201 ---------------------------------------------------------------------------------
     _case("SHL201", """
@@ -285,6 +318,21 @@ CASES = [
             stacked = nnx.vmap(make, in_axes=0, out_axes=0)(nnx.Rngs(0).split(4))  # expect: SHL203
         """,
     }, "nnx-function-from-another-file"),
+    # ---- SHL201: a partitioner configured by gin files -------------------------------------------
+    # The selector `partitioning.Partitioner` names a class of two packages: the import that
+    # says which is in the file the binding's file includes.
+    _case("SHL201", {**_GIN_PACKAGES, "configs/base.gin": """
+        from __gin__ import dynamic_registration
+        from pkg_a import partitioning
+    """, "configs/run.gin": """
+        include 'configs/base.gin'
+        partitioning.Partitioner.logical_axis_rules = [('batch', 'data')]
+    """}, "gin-import-in-an-included-file"),
+    # No import says which: gin would match either, and the binding's table is not known.
+    _case("SHL201", {**_GIN_PACKAGES, "configs/run.gin": """
+        partitioning.Partitioner.logical_axis_rules = [('batch', 'data')]
+    """, "pkg_a/model.py": _GIN_PACKAGES["pkg_a/model.py"].replace("  # expect: SHL201", "")},
+        "gin-selector-of-several-classes"),
 ]
 
 

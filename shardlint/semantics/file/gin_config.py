@@ -5,19 +5,22 @@ Projects built on gin (T5X and its kin) join their code at run time: the binding
 is a call of ``PjitPartitioner`` that hands it the builder's table, and nothing in the Python
 code says so. gin-config's own parser reads the file -- its statements, and literal values
 through ``ast.literal_eval``; nothing is imported, no configurable is registered or called --
-and :func:`gin_parts` turns what it read into what a module summary holds:
+and :func:`read_gin` turns what it read into what a module summary holds (``gin``):
 
 * ``calls``: one per configurable the file binds or calls (``@Name()``), per scope, as
   ``[target, line, args]`` with the kind terms of each bound parameter (the vocabulary of
   ``valueflow.kind_terms``), so that the value-flow layer counts the configuration among a
   function's callers. A selector is resolved through the file's imports (``from t5x import
   partitioning`` makes ``partitioning.PjitPartitioner`` the reference
-  ``ext:t5x.partitioning.PjitPartitioner``); one that no import names is kept as
-  ``gin:<selector>``, matched by suffix against the project's symbols as gin matches it;
+  ``ext:t5x.partitioning.PjitPartitioner``); one that no import of the file names is kept as
+  ``gin:<selector>``, for the value-flow layer to resolve through the imports of the files it
+  includes, else by suffix against the project's symbols, as gin matches it;
 * ``macros``: the kind terms of each macro the file binds (``RULES = [...]``), which
   ``%RULES`` stands for wherever it is read;
-* ``tables``: rules tables and mesh axis name lists bound under a parameter name, in the
-  shape YAML's tables have (``config_tables``).
+* ``imports`` (name -> module, None for the script's own) and ``includes`` (paths as written);
+
+and, beside them, the rules tables and mesh axis name lists bound under a parameter name, in
+the shape YAML's tables have (``config_tables``).
 """
 
 from __future__ import annotations
@@ -60,8 +63,8 @@ if _parser is not None:
             return _Macro(macro_name)
 
 
-def gin_parts(text: str) -> tuple[list[list], dict[str, list], list[dict]] | None:
-    """(calls, macros, tables) of a gin file's text; None when it does not parse."""
+def read_gin(text: str) -> tuple[dict, list[dict]] | None:
+    """(``gin`` summary data, tables) of a gin file's text; None when it does not parse."""
     if _parser is None:
         return None
     try:
@@ -73,6 +76,7 @@ def gin_parts(text: str) -> tuple[list[list], dict[str, list], list[dict]] | Non
     called: dict[tuple[str, str], int] = {}
     macros: dict[str, object] = {}
     tables: list[dict] = []
+    includes: list[str] = []
     keyed: list[tuple[str, int, object]] = []  # (parameter, line, value) of each binding
     for st in statements:
         kind = type(st).__name__
@@ -82,6 +86,8 @@ def gin_parts(text: str) -> tuple[list[list], dict[str, list], list[dict]] | Non
             name = st.alias or (module.rpartition(".")[2] if st.is_from else module)
             # (`import __main__ as train_script`: the script, which no module of the project is)
             imports[name] = None if module.startswith(("__main__", "__gin__")) else module
+        elif kind == "IncludeStatement":
+            includes.append(st.filename)
         elif kind == "BindingStatement":
             for ref in _references(st.value):
                 if ref.evaluate:
@@ -113,7 +119,9 @@ def gin_parts(text: str) -> tuple[list[list], dict[str, list], list[dict]] | Non
         line = called.get((scope, selector)) or min(
             line for _, line in bound[(scope, selector)].values())
         calls.append([target, line, args])
-    return calls, {name: _terms(v, imports) for name, v in sorted(macros.items())}, tables
+    gin = {"calls": calls, "macros": {name: _terms(v, imports) for name, v in sorted(macros.items())},
+           "imports": dict(sorted(imports.items())), "includes": includes}
+    return {k: v for k, v in gin.items() if v}, tables
 
 
 def _references(value, depth: int = 0):

@@ -148,10 +148,9 @@ class ModuleSummary:
     imports: dict[str, str] = field(default_factory=dict)
     # rules tables written in configuration, by key (config_tables.py): {"key", "line", "entries"}
     config_tables: list[dict] = field(default_factory=list)
-    # a gin file's calls of configurables, [target, line, kind terms of what it binds], and
-    # its macros' kind terms (gin_config.py): the value-flow layer's callers and `%NAME`s
-    config_calls: list[list] = field(default_factory=list)
-    gin_macros: dict[str, list] = field(default_factory=dict)
+    # a gin file's calls of configurables ([target, line, kind terms of what it binds]), its
+    # macros' kind terms, imports and includes (gin_config.py): callers for the value flow
+    gin: dict = field(default_factory=dict)
     rule_table_keys: list[str] = field(default_factory=list)  # tables read by key: `cfg.rules`
     rule_table_terms: list[list] = field(default_factory=list)  # [where, kind terms]: valueflow
     # `with x:` items of no known context whose value may be a mesh: [where, kind terms, the

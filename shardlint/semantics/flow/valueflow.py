@@ -1250,7 +1250,7 @@ class FlowIndex:
         side) is taken to have that table's logical names."""
         out: list[tuple[list, tuple | None]] = []
         complete = bool(terms)
-        module = key.partition(":")[0]
+        module = module_of(key)
         held: set[str] = set()  # (`self.x`'s attributes the class's own assignments resolve)
         for t in terms:
             what = t[0]
@@ -1267,8 +1267,8 @@ class FlowIndex:
             elif what == "none":
                 continue
             elif what == "gin_macro":  # `%RULES`: what every gin file of the project binds it to
-                bound = [(f"{m}:", s.gin_macros[t[1]]) for m, s in self.project.summaries.items()
-                         if t[1] in s.gin_macros]
+                bound = [(f"{m}:", s.gin["macros"][t[1]]) for m, s in self.project.summaries.items()
+                         if t[1] in s.gin.get("macros", ())]
                 complete = complete and bool(bound) and depth < TABLE_DEPTH
                 for where, macro in bound if depth < TABLE_DEPTH else ():
                     more, ok = self.tables(macro, where, depth + 1)
@@ -1413,10 +1413,11 @@ class FlowIndex:
                         if not e.target.startswith("super:") else self._super(e.target)
                     if t is not None:
                         index.setdefault(t, []).append((f"{mod}:{e.caller}", e.args, False))
-                for target, _, args in s.config_calls:  # (a gin file's: gin_config.py)
-                    t = self._resolve(target, mod)
-                    if t is not None:
-                        index.setdefault(t, []).append((f"{mod}:", args, False))
+                for target, _, args in s.gin.get("calls", ()):  # (a gin file's: gin_config.py)
+                    found = self._gin_targets(target, mod)
+                    for t in found:  # (several a selector may be: each called with what not known)
+                        index.setdefault(t, []).append((f"{mod}:", args if len(found) == 1
+                                                        else None, False))
         out = list(index.get(fn, ()))
         if fn.endswith(".__init__"):
             # a constructor call of the class, or of a project subclass that inherits this
@@ -1426,21 +1427,61 @@ class FlowIndex:
         return out
 
     def _resolve(self, ref: str, from_module: str | None) -> str | None:
-        """``project.resolve``, and a gin selector no import names (``gin:Trainer.run``): the
-        one project symbol whose dotted name ends with it, as gin matches configurables."""
+        """``project.resolve``, and a gin selector (``gin:partitioning.Partitioner``, from a
+        gin file's module): the one symbol :meth:`_gin_targets` finds, else None."""
         if not ref.startswith("gin:"):
             return self.project.resolve(ref, from_module)
+        found = self._gin_targets(ref, from_module or "")
+        return found[0] if len(found) == 1 else None
+
+    def _gin_targets(self, ref: str, module: str) -> list[str]:
+        """The project symbols a gin file's call target may be: an ``ext:`` reference
+        resolved; a selector no import of the file names, through the imports of the files it
+        includes (nearest first), else every symbol whose dotted name ends with it, as gin
+        matches configurables."""
+        if not ref.startswith("gin:"):
+            t = self.project.resolve(ref, module)
+            return [t] if t is not None else []
+        selector = ref[4:]
+        parts = selector.split(".")
+        for m in self._gin_included(module):
+            imports = self.project.summaries[m].gin.get("imports", {})
+            for i in range(len(parts) - 1, 0, -1):
+                head = ".".join(parts[:i])
+                if head in imports:
+                    found = imports[head] and self.project.resolve(
+                        f"ext:{imports[head]}.{'.'.join(parts[i:])}", module)
+                    return [found] if found else []
         index = self._gin_names
         if index is None:
             index = self._gin_names = {}
             for mod, s in self.project.summaries.items():
                 for qual in s.symbols:
                     index.setdefault(qual.rpartition(".")[2], []).append(f"{mod}:{qual}")
-        selector = ref[4:]
-        found = [k for k in index.get(selector.rpartition(".")[2], ())
-                 if k.replace(":", ".").endswith(f".{selector}")
-                 or k.partition(":")[2] == selector]
-        return found[0] if len(found) == 1 else None
+        return [k for k in index.get(parts[-1], ())
+                if k.replace(":", ".").endswith(f".{selector}") or k.partition(":")[2] == selector]
+
+    def _gin_included(self, module: str) -> list[str]:
+        """A gin file's module and those of the files it includes, at any depth, nearest
+        first (an include is a path from a search root, or from the including file's folder)."""
+        out, todo = [], [module]
+        while todo and len(out) < 64:
+            m = todo.pop(0)
+            s = self.project.summaries.get(m)
+            if m in out or s is None:
+                continue
+            out.append(m)
+            here = m[len("config:"):].rpartition("/")[0]
+            for path in s.gin.get("includes", ()):
+                path = path.lstrip("./")
+                for candidate in (f"config:{path}", f"config:{here}/{path}" if here else None):
+                    if candidate in self.project.summaries:
+                        todo.append(candidate)
+                        break
+                else:
+                    todo += sorted(k for k in self.project.summaries
+                                   if k.startswith("config:") and k.endswith(f"/{path}"))[:1]
+        return out
 
     def _super(self, target: str) -> str | None:
         """The method ``super().<method>`` calls in a method of a class (``super:mod:Cls.m``):
@@ -1737,6 +1778,12 @@ class FlowIndex:
             for p, _kind, _ev, flowing in _bind(callee_flow, below, args, bound, via_attr):
                 _add(out, p, Flowing(UPDATED, (here, *flowing.chain)))
         return out
+
+
+def module_of(key: str) -> str:
+    """The module of a ``module:qual`` key; a configuration file's module holds a colon of its
+    own (``config:configs/run.gin:`` is the gin file's module level)."""
+    return key.rpartition(":")[0] if key.startswith("config:") else key.partition(":")[0]
 
 
 def _passes(args: dict, param: str, pos: int) -> bool:
