@@ -29,8 +29,7 @@ from shardlint.grammar import newer_syntax
 from shardlint.incremental import IncrementalParser
 from shardlint.rules.base import Finding, Rule, RuleContext, all_rules
 from shardlint.semantics.catalog.versions import VersionMap, Versions, detect_map
-from shardlint.semantics.file.config_tables import might_hold_tables, yaml_tables
-from shardlint.semantics.file.gin_config import read_gin
+from shardlint.semantics.file.config_tables import might_hold_tables, read_gin, yaml_tables
 from shardlint.semantics.file.replay import FactsMemo
 from shardlint.semantics.file.visitor import build_facts, rebuild_facts
 from shardlint.semantics.file.wrappers import Wrappers

@@ -1,11 +1,11 @@
-"""The gin reader (semantics/file/gin_config.py): a gin file read as data, as the value-flow
+"""The gin reader (semantics/file/config_tables.read_gin): a gin file read as data, as the value-flow
 layer needs it -- its calls of configurables, its macros, its rules tables."""
 
 from __future__ import annotations
 
 import textwrap
 
-from shardlint.semantics.file.gin_config import read_gin
+from shardlint.semantics.file.config_tables import read_gin
 
 CONFIG = textwrap.dedent("""
     from __gin__ import dynamic_registration

@@ -149,7 +149,7 @@ class ModuleSummary:
     # rules tables written in configuration, by key (config_tables.py): {"key", "line", "entries"}
     config_tables: list[dict] = field(default_factory=list)
     # a gin file's calls of configurables ([target, line, kind terms of what it binds]), its
-    # macros' kind terms, imports and includes (gin_config.py): callers for the value flow
+    # macros' kind terms, imports and includes (config_tables.read_gin): callers for the value flow
     gin: dict = field(default_factory=dict)
     rule_table_keys: list[str] = field(default_factory=list)  # tables read by key: `cfg.rules`
     rule_table_terms: list[list] = field(default_factory=list)  # [where, kind terms]: valueflow

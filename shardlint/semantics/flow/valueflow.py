@@ -1413,7 +1413,7 @@ class FlowIndex:
                         if not e.target.startswith("super:") else self._super(e.target)
                     if t is not None:
                         index.setdefault(t, []).append((f"{mod}:{e.caller}", e.args, False))
-                for target, _, args in s.gin.get("calls", ()):  # (a gin file's: gin_config.py)
+                for target, _, args in s.gin.get("calls", ()):  # (a gin file's: config_tables.read_gin)
                     found = self._gin_targets(target, mod)
                     for t in found:  # (several a selector may be: each called with what not known)
                         index.setdefault(t, []).append((f"{mod}:", args if len(found) == 1
