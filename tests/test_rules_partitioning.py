@@ -318,6 +318,31 @@ CASES = [
             stacked = nnx.vmap(make, in_axes=0, out_axes=0)(nnx.Rngs(0).split(4))  # expect: SHL203
         """,
     }, "nnx-function-from-another-file"),
+    # A builder that makes its table entry by entry from another (the mesh side rewritten) and
+    # appends its own: the names of both.
+    _case("SHL201", """
+        import flax.linen as nn
+
+        def moe_rules(additional=None):
+            base = [("batch", "data"), ("mlp", "model")]
+            out = []
+            for name, axes in base:
+                out.append((name, ("expert", "data") if name == "batch" else axes))
+            out.append(("expert", "expert"))
+            if additional:
+                out.extend(additional)
+            return out
+
+        class MLP(nn.Module):
+            @nn.compact
+            def __call__(self, x):
+                x = nn.with_logical_constraint(x, ("batch", "mlp", "expert"))
+                return nn.with_logical_constraint(x, ("batch", "hidden"))  # expect: SHL201
+
+        def run(x):
+            with nn.logical_axis_rules(moe_rules()):
+                return MLP().init(None, x)
+    """, "builder-rewrites-entries-in-a-loop"),
     # ---- SHL201: a partitioner configured by gin files -------------------------------------------
     # The selector `partitioning.Partitioner` names a class of two packages: the import that
     # says which is in the file the binding's file includes.
