@@ -1043,6 +1043,23 @@ class FlowIndex:
         self._subclasses: dict[str, list[str]] | None = None
         self._active: set = set()
 
+    def _memoised(self, store: dict, memo: tuple, too_deep: bool, compute: Callable[[], Any],
+                  unknown: Any) -> Any:
+        """``compute()``'s answer, once per ``memo`` key in ``store``; ``unknown`` for a key
+        asked on the way to its own answer (a cycle) or asked too deep."""
+        found = store.get(memo)
+        if found is not None:
+            return found
+        if memo in self._active or too_deep:
+            return unknown
+        self._active.add(memo)
+        try:
+            found = compute()
+        finally:
+            self._active.discard(memo)
+        store[memo] = found
+        return found
+
     # ---- lookup -------------------------------------------------------------------------------
     def function(self, ref: str, from_module: str | None = None) -> tuple[str, dict] | None:
         """The resolved ``module:qual`` of a function reference and its summary (``{}`` when
@@ -1068,22 +1085,12 @@ class FlowIndex:
     # ---- queries ------------------------------------------------------------------------------
     def returns(self, key: str, index: tuple[int, ...] = (), depth: int = 0) -> dict[str, Flowing]:
         """Parameters of the function ``key`` (resolved) that its result at ``index`` holds."""
-        memo = (key, index)
-        found = self._returns.get(memo)
-        if found is not None:
-            return found
-        if memo in self._active or depth > MAX_DEPTH:
-            return {}
-        self._active.add(memo)
-        try:
+        def compute() -> dict[str, Flowing]:
             sym = self.project.symbol(key)
             flow = sym.flow if sym is not None else None
-            found = self._returned(flow.get("ret", {}), index, key.partition(":")[0],
-                                   self.path_of(key), depth) if flow else {}
-        finally:
-            self._active.discard(memo)
-        self._returns[memo] = found
-        return found
+            return self._returned(flow.get("ret", {}), index, key.partition(":")[0],
+                                  self.path_of(key), depth) if flow else {}
+        return self._memoised(self._returns, (key, index), depth > MAX_DEPTH, compute, {})
 
     def _returned(self, ret: dict[str, list], index: tuple[int, ...], module: str, path: str,
                   depth: int) -> dict[str, Flowing]:
@@ -1182,25 +1189,16 @@ class FlowIndex:
     def returns_mesh(self, key: str, index: tuple[int, ...] = (), depth: int = 0) -> bool:
         """Whether the function ``key`` (resolved) returns a mesh (at ``index`` of its result):
         some return is one and none is known to be something else."""
-        memo = ("mesh", key, index)
-        found = self._kinds.get(memo)
-        if found is not None:
-            return found
-        if memo in self._active or depth > MAX_DEPTH:
-            return False
-        self._active.add(memo)
-        try:
+        def compute() -> bool:
             sym = self.project.symbol(key)
             kinds = (sym.flow or {}).get("kind", {}) if sym is not None else {}
             terms = kinds.get(str(index[0]) if index else "")
             rest = index[1:] if index and str(index[0]) in kinds else index
             if terms is None and index:
                 terms, rest = kinds.get(""), index
-            found = self.terms_mesh(terms or [], key, rest, depth) if not rest else False
-        finally:
-            self._active.discard(memo)
-        self._kinds[memo] = found
-        return found
+            return self.terms_mesh(terms or [], key, rest, depth) if not rest else False
+        return self._memoised(self._kinds, ("mesh", key, index), depth > MAX_DEPTH, compute,
+                              False)
 
     def terms_mesh(self, terms: list[list], key: str, rest: tuple[int, ...] = (),
                    depth: int = 0) -> bool:
@@ -1306,19 +1304,8 @@ class FlowIndex:
         """The tables every caller of ``fn`` hands it as ``param`` (its default where a call
         leaves it out), and whether that is all of them: one answer per parameter, whoever
         asks (a parameter being asked about on the way to its own answer: not known)."""
-        memo = ("p", fn, param)
-        found = self._table_memo.get(memo)
-        if found is not None:
-            return found
-        if memo in self._active or depth > TABLE_DEPTH:
-            return [], False
-        self._active.add(memo)
-        try:
-            found = self._compute_param_tables(fn, param, depth)
-        finally:
-            self._active.discard(memo)
-        self._table_memo[memo] = found
-        return found
+        return self._memoised(self._table_memo, ("p", fn, param), depth > TABLE_DEPTH,
+                              lambda: self._compute_param_tables(fn, param, depth), ([], False))
 
     def _compute_param_tables(self, fn: str, param: str, depth: int):
         sym = self.project.symbol(fn)
@@ -1369,19 +1356,8 @@ class FlowIndex:
     def param_mesh(self, fn: str, param: str, depth: int = 0) -> bool:
         """Whether every call of the function ``fn`` in the project passes a mesh as
         ``param`` (a constructor call ``Model(config, mesh)`` counts for ``__init__``)."""
-        memo = ("param", fn, param)
-        found = self._kinds.get(memo)
-        if found is not None:
-            return found
-        if memo in self._active or depth > MAX_DEPTH:
-            return False
-        self._active.add(memo)
-        try:
-            found = self._param_mesh(fn, param, depth)
-        finally:
-            self._active.discard(memo)
-        self._kinds[memo] = found
-        return found
+        return self._memoised(self._kinds, ("param", fn, param), depth > MAX_DEPTH,
+                              lambda: self._param_mesh(fn, param, depth), False)
 
     def _param_mesh(self, fn: str, param: str, depth: int) -> bool:
         sym = self.project.symbol(fn)
