@@ -222,6 +222,19 @@ _SCANNED_T5 = """
 """
 
 
+# A block whose names the partitioner's table maps, but for 'hidden' (and the `%s` one, which
+# only the path under test brings).
+_PARTITIONED_BLOCK = """
+    import flax.linen as nn
+
+    class Block(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            x = nn.with_logical_constraint(x, ("batch", "length", "%s"))
+            return nn.with_logical_constraint(x, ("batch", "hidden"))  # expect: SHL201
+"""
+
+
 # A partitioner in the shape large training libraries give theirs: the table is a constructor
 # parameter whose default a builder makes (extended in place), kept on `self`, handed to a
 # wrapper class that enters it around the step; a subclass adds its rules and forwards them.
@@ -691,15 +704,7 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
     INVALID = [
         example({
             "partitioning.py": _PARTITIONER,
-            "model.py": """
-                import flax.linen as nn
-
-                class Block(nn.Module):
-                    @nn.compact
-                    def __call__(self, x):
-                        x = nn.with_logical_constraint(x, ("batch", "length", "expert"))
-                        return nn.with_logical_constraint(x, ("batch", "hidden"))  # expect: SHL201
-            """,
+            "model.py": _PARTITIONED_BLOCK % "expert",
             "train.py": """
                 import jax
                 from partitioning import MoePartitioner, Partitioner
@@ -715,15 +720,7 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
                  "around each step"),
         example({
             "trainlib/partitioning.py": _PARTITIONER,
-            "trainlib/model.py": """
-                import flax.linen as nn
-
-                class Block(nn.Module):
-                    @nn.compact
-                    def __call__(self, x):
-                        x = nn.with_logical_constraint(x, ("batch", "length", "vocab"))
-                        return nn.with_logical_constraint(x, ("batch", "hidden"))  # expect: SHL201
-            """,
+            "trainlib/model.py": _PARTITIONED_BLOCK % "vocab",
             "trainlib/train.py": """
                 import gin
                 import jax
