@@ -343,6 +343,49 @@ CASES = [
             with nn.logical_axis_rules(moe_rules()):
                 return MLP().init(None, x)
     """, "builder-rewrites-entries-in-a-loop"),
+    # `scan_with_axes` of a local bound to the class or to `remat` of itself, whose layers are
+    # built through a module's attributes (`layers.Dense`): their `param_with_axes` is reached.
+    _case("SHL201", {
+        "pkg/__init__.py": "",
+        "pkg/layers.py": """
+            import flax.linen as nn
+            from flax.linen import partitioning as nn_partitioning
+
+            class Dense(nn.Module):
+                @nn.compact
+                def __call__(self, x):
+                    w = nn_partitioning.param_with_axes(
+                        "kernel", nn.initializers.lecun_normal(), (4, 4), axes=("embed", "mlp"))
+                    return x @ w
+        """,
+        "pkg/network.py": """
+            import flax.linen as nn
+            from flax.linen import partitioning as nn_partitioning
+            from pkg import layers
+
+            class Block(nn.Module):
+                @nn.compact
+                def __call__(self, x, _):
+                    return layers.Dense()(x), None
+
+            class Encoder(nn.Module):
+                remat: bool = False
+
+                @nn.compact
+                def __call__(self, x):
+                    BlockLayer = Block
+                    if self.remat:
+                        BlockLayer = nn_partitioning.remat(BlockLayer)
+                    x, _ = nn_partitioning.scan_with_axes(
+                        BlockLayer, variable_axes={"params": 0}, split_rngs={"params": True},
+                        in_axes=(nn.broadcast,), length=2,
+                        axis_name="stack")(name="blocks")(x, None)  # expect: SHL201
+                    return x
+
+            with nn_partitioning.axis_rules((("embed", None), ("mlp", "model"))):
+                pass
+        """,
+    }, "scan-with-axes-through-module-attributes"),
     # ---- SHL201: a partitioner configured by gin files -------------------------------------------
     # The selector `partitioning.Partitioner` names a class of two packages: the import that
     # says which is in the file the binding's file includes.

@@ -7,7 +7,7 @@ import operator
 
 from shardlint.semantics.catalog import api
 from shardlint.semantics.catalog.api import Role
-from shardlint.semantics.catalog.names import ImportMap, dotted
+from shardlint.semantics.catalog.names import EXTERNAL_PACKAGES, ImportMap, dotted
 from shardlint.semantics.file.config_tables import copied_value, is_axes_key, table_key
 from shardlint.semantics.file.facts import (
     MESH,
@@ -828,6 +828,12 @@ class FactsBuilder:
             return
         if known is _UNSEEN:
             known = api.lookup(q)
+        if known is None and len(parts) > 1 and q.partition(".")[0] not in EXTERNAL_PACKAGES:
+            # a module's attribute (`layers.Dense` of `from pkg import layers`): the symbol it
+            # names is referenced, as `Dense` of `from pkg.layers import Dense` is
+            self.scope.references.add(".".join(parts))
+            if self.log is not None and self.scope is self.root:
+                self.log.root_references.add(".".join(parts))
         if known is not None:
             self._role(known.role)
         elif "thread_resources" in parts and q.startswith("jax."):

@@ -254,9 +254,21 @@ class ProjectIndex:
 
     def reachable(self, ref: str, from_module: str | None = None) -> list[str]:
         """Project symbols a symbol's code reaches: itself, what it references (calls,
-        instantiates, aliases) and its project base classes, transitively."""
+        instantiates, aliases; also through a module's attributes, ``layers.Dense``) and its
+        project base classes, transitively."""
         self._ensure()
-        return list(self._walk(self.resolve(ref, from_module), lambda k: self._edges.get(k, ())))
+        return list(self._walk(self.resolve(ref, from_module), self._reach_edges))
+
+    def _reach_edges(self, key: str) -> list[str]:
+        """:attr:`_edges`, and the symbols a body names through a module's attributes
+        (``attr:`` references, which the needs do not follow: summary._attribute_ref)."""
+        edges = self._edges.get(key, [])
+        sym = self.symbol(key)
+        attrs = [r for r in sym.refs if r.startswith("attr:")] if sym is not None else []
+        if not attrs:
+            return edges
+        mod = key.partition(":")[0]
+        return [*edges, *(t for r in attrs if (t := self.resolve(r[5:], mod)) is not None)]
 
     @staticmethod
     def _walk(start: str | None, neighbours: Callable[[str], Iterable[str]],

@@ -742,7 +742,7 @@ class _Summariser:
         module = self.f.module
         refs = []
         for name in sorted(scope.references):
-            r = self.ref_name(name, scope)
+            r = self.ref_name(name, scope) if "." not in name else self._attribute_ref(name, scope)
             if r:
                 refs.append(r)
         cls = scope if scope.kind == "class" else None
@@ -753,6 +753,18 @@ class _Summariser:
         if scope.kind == "class":
             refs.extend(f"{module}:{c.qualname}" for c in scope.children.values())
         return refs, list(scope.bases)
+
+    def _attribute_ref(self, name: str, scope: Scope) -> str | None:
+        """``attr:ext:pkg.layers.Dense`` for ``layers.Dense`` read in a body (``from pkg import
+        layers``): a reference the index follows for what a symbol's code reaches
+        (``ProjectIndex.reachable``) but not, yet, for the contexts it needs -- through a
+        module's attributes those reach factories whose closures run under contexts of their
+        own, which the needs do not model (docs/analysis.md)."""
+        parts = name.split(".")
+        if scope.lookup(parts[0]) is not None:
+            return None  # (a local of that name, not the import)
+        q = self.f.imports.qualify_parts(parts)
+        return f"attr:ext:{q}" if q and q.split(".", 1)[0] not in EXTERNAL_PACKAGES else None
 
     def _alias(self, name: str, v: ast.expr) -> tuple[str, list[str]]:
         refs = set()
