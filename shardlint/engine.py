@@ -1221,6 +1221,8 @@ class Engine:
         out: list[Path] = []
         seen: set[str] = set()
         for p in paths:
+            if not p.is_dir() and p.name.endswith(CONFIG_SUFFIXES):
+                continue  # (a YAML or gin file named: read as configuration, never as Python)
             files = self._walk(p)[0] if p.is_dir() else [p]
             for f in files:
                 key = self.resolved(f)

@@ -169,6 +169,27 @@ def test_config_table(tmp_path, capsys):
         [("t.py", "SHL101", "info")]
 
 
+def test_configuration_files_named_are_read_as_configuration_not_python(tmp_path, capsys):
+    # A YAML or gin file named on the command line (a hook, `git diff --name-only`) is not
+    # Python: it is not parsed as such (no SHL000), and it still counts as configuration.
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 't'\n")
+    (tmp_path / "model.py").write_text(
+        "import flax.linen as nn\n\n\ndef f(x):\n"
+        "    return nn.with_logical_constraint(x, ('batch', 'hidden'))\n")
+    (tmp_path / "train.py").write_text(
+        "import flax.linen as nn\n\n\ndef run(cfg):\n"
+        "    with nn.logical_axis_rules(cfg.logical_axis_rules):\n        pass\n")
+    (tmp_path / "run.gin").write_text("Trainer.logical_axis_rules = [('batch', 'data')]\n"
+                                      "Trainer.rules_for = %gin.REQUIRED\n")
+    (tmp_path / "base.yml").write_text("logical_axis_rules: [['batch', 'data']\n")  # (broken)
+    code, items, _ = as_json(["check", str(tmp_path / "run.gin"), str(tmp_path / "base.yml"),
+                              str(tmp_path / "model.py")], capsys)
+    assert [(Path(i["path"]).name, i["code"]) for i in items] == [("model.py", "SHL201")]
+    assert "run.gin" in items[0]["message"]
+    code, items, _ = as_json(["check", str(tmp_path / "run.gin")], capsys)
+    assert (code, items) == (0, [])
+
+
 TEST_STEP = """\
 import jax
 
