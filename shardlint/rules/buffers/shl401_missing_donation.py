@@ -92,7 +92,8 @@ and through the item, dict entry or record field of a result the step picks
   step's names from the enclosing scope or taking them as operands);
 * under `nnx.jit`, an in-place update (`optimizer.update(model, grads)`, `nnx.update(model,
   state)`, a variable written: `v.value = ...`, `v[...] = ...`, `v.set_value(...)`), also
-  inside a helper the step calls;
+  inside a helper the step calls, or a method of the class a parameter is annotated with
+  (`acc: Accumulator` ... `acc.add(grads)`, where `add` sets `self.total`);
 * the same sharding for an argument and an output (`in_shardings=(state_sh, batch_sh),
   out_shardings=(state_sh, None)`), which is how large projects spell "this is updated";
 * a parameter whose fields or items the function writes where they are and then returns
@@ -285,6 +286,24 @@ jax >= 0.8.1 (no fix is offered on older jax).
 
             step = nnx.jit(train_step, donate_argnums=(0, 1))
         """, title="nnx.jit with donation"),
+        example("""
+            import jax
+            from flax import nnx
+
+            class Accumulator(nnx.Module):
+                def __init__(self, n):
+                    self.total = nnx.Variable(jax.numpy.zeros((n, n)))
+
+                def mean(self, n):
+                    return self.total[...] / n
+
+            @nnx.jit
+            def report(acc: Accumulator, n):
+                return acc.mean(n)
+
+            def run(acc, ns):
+                return [report(acc, n) for n in ns]
+        """, title="nnx.jit: the parameter's method only reads it"),
         example("""
             import jax
             import jax.experimental.pjit
@@ -900,6 +919,28 @@ jax >= 0.8.1 (no fix is offered on older jax).
                     optimizer.update(model, grads)
             """,
         }, title="nnx.jit: a helper updates the model and optimizer in place"),
+        example("""
+            import jax
+            from flax import nnx
+
+            class Accumulator(nnx.Module):
+                def __init__(self, n):
+                    self.total = nnx.Variable(jax.numpy.zeros((n, n)))
+                    self.count = nnx.Variable(jax.numpy.zeros(()))
+
+                def add(self, grads):
+                    self.total.set_value(self.total[...] + grads)
+                    self.count.set_value(self.count[...] + 1)
+
+            @nnx.jit  # expect: SHL401
+            def accumulate(acc: Accumulator, grads):
+                acc.add(grads)
+
+            def run(acc, all_grads):
+                for g in all_grads:
+                    accumulate(acc, g)
+        """, title="nnx.jit: a method of the parameter's class (its annotation) changes it in "
+                   "place"),
         example("""
             import jax
 

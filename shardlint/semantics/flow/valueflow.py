@@ -180,6 +180,8 @@ class Resolver:
         (``updater = Updater(lr)``). A call of something else names no method: unknown."""
         if isinstance(value, ast.Name):
             values = self.scope.assigned.get(value.id)
+            if values is None and value.id in self.scope.params:
+                return self._annotated_class(value.id)
             if values is None or len(values) != 1 or values[0].index:
                 return None
             value = values[0].value  # type: ignore[assignment]
@@ -190,6 +192,17 @@ class Resolver:
         ref = self.ref(value.func, self.scope)
         name = ref.rpartition(":")[2].rpartition(".")[2] if ref else ""
         return ref if name[:1].isupper() else None  # (a class, by the convention of its name)
+
+    def _annotated_class(self, param: str) -> str | None:
+        """The project class a parameter is annotated with (``acc: GradientAccumulator``),
+        whose methods a call on it runs (a subclass may override them: the annotation is what
+        the code says)."""
+        ann = self.scope.annotations.get(param)
+        if not isinstance(ann, (ast.Name, ast.Attribute)) or self.facts.resolve(ann) is not None:
+            return None
+        ref = self.ref(ann, self.scope.parent or self.facts.module_scope)
+        name = ref.rpartition(":")[2].rpartition(".")[2] if ref else ""
+        return ref if name[:1].isupper() else None
 
     def _is_partial(self, call: ast.Call) -> bool:
         known = self.facts.resolve(call.func) if isinstance(call.func, (ast.Name, ast.Attribute)) \
@@ -908,6 +921,11 @@ def _mutations(flow: LocalFlow, calls: list[ast.Call]) -> list[list]:
     own = {p for p in flow.all_params if p not in flow.assigned}
     for call in calls:
         args: list[list] = []
+        f = call.func
+        if type(f) is ast.Attribute and type(f.value) is ast.Name and f.value.id in own \
+                and f.value.id not in ("self", "cls"):
+            # `accumulator.add(grads)` on a parameter: the method may change its `self`
+            args.append(["self", f.value.id, SAME, None, ""])
         for i, a in enumerate(call.args):
             if isinstance(a, ast.Starred):
                 break
