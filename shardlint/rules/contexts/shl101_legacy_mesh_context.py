@@ -91,6 +91,19 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
                     return x * 2
         """, title="a configuration record's field that holds no mesh"),
         example("""
+            import contextlib
+            import jax
+
+            class Loader:
+                def __init__(self, config):
+                    self.mesh = contextlib.nullcontext()
+
+            def run(config, x):
+                loader = Loader(config)
+                with loader.mesh:
+                    return jax.jit(lambda y: y)(x)
+        """, title="an instance attribute that holds no mesh"),
+        example("""
             import jax
             mesh = jax.make_mesh((4,), ("data",))
             with jax.set_mesh(mesh):
@@ -265,6 +278,30 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
                         return jax.jit(lambda y: y)(x)
             """,
         }, title="a mesh constant imported from another module"),
+        example({
+            "checkpointing.py": """
+                import jax
+                from jax.sharding import Mesh
+
+                class BaseCheckpointer:
+                    def __init__(self, config):
+                        self.mesh = Mesh(jax.devices(), ("data",))
+            """,
+            "generate.py": """
+                import jax
+                from checkpointing import BaseCheckpointer
+
+                class Generator(BaseCheckpointer):
+                    def load(self):
+                        return None
+
+                def run(config, x):
+                    loader = Generator(config)
+                    with loader.mesh:  # expect: SHL101
+                        return jax.jit(lambda y: y)(x)
+            """,
+        }, title="the mesh attribute of a project class's instance, set in a base class's "
+                 "`__init__`"),
     ]
 
     def check(self):

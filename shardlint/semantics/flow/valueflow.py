@@ -394,8 +394,12 @@ def kind_terms(facts: FileFacts, scope: Scope, expr: ast.expr | None, ref: RefFn
         value = next((k.value for k in expr.keywords if k.arg == index[0]), None)
         if value is None:  # `dataclasses.replace(cfg, other=...)`, `cfg.replace(...)`: kept
             value = _replaced(facts, expr)
-            return kind_terms(facts, scope, value, ref, flow, index, depth + 1, assigned, seen) \
-                if value is not None else []
+            if value is None:
+                # `GenerateSD(config).mesh`: what the project class (or the nearest base class)
+                # sets on `self` (FlowIndex.terms_mesh)
+                c = Resolver(facts, scope, ref)(expr) if len(index) == 1 else None
+                return [["c", c.ref, c.bound, c.via_attr, list(index)]] if c is not None else []
+            return kind_terms(facts, scope, value, ref, flow, index, depth + 1, assigned, seen)
         return kind_terms(facts, scope, value, ref, flow, index[1:], depth + 1, assigned, seen)
     if tp is ast.Call:
         inner = _sequence_of(expr) if not index else None
@@ -1233,6 +1237,8 @@ class FlowIndex:
                 target = self.function(t[1], module)
                 if target is not None and self.returns_mesh(target[0], tuple(t[4]), depth + 1):
                     mesh = True
+                elif target is None and self._instance_attribute_mesh(t, module, depth):
+                    mesh = True
                 else:  # (`mesh if c else contextlib.nullcontext()`: not certainly a mesh)
                     other = True
             elif what == "a":
@@ -1255,6 +1261,17 @@ class FlowIndex:
                         or self.param_mesh(fn, t[1], depth + 1):
                     mesh = True
         return mesh and not other
+
+    def _instance_attribute_mesh(self, t: list, module: str, depth: int) -> bool:
+        """A ``c`` term of a project class's construction, read at one attribute
+        (``GenerateSD(config).mesh``): whether that class, or the nearest base class that sets
+        it, makes the attribute a mesh."""
+        if len(t[4]) != 1 or type(t[4][0]) is not str:
+            return False
+        cls = self.project.resolve(t[1], module)
+        sym = self.project.symbol(cls) if cls is not None else None
+        return sym is not None and sym.kind == "class" \
+            and self.attribute_mesh(f"{cls}.__init__", t[4][0], depth + 1)
 
     # ---- rules tables ------------------------------------------------------------------------------
     def tables(self, terms: list[list], key: str, depth: int = 0
