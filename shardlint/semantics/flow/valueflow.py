@@ -1237,8 +1237,10 @@ class FlowIndex:
                 target = self.function(t[1], module)
                 if target is not None and self.returns_mesh(target[0], tuple(t[4]), depth + 1):
                     mesh = True
-                elif target is None and self._instance_attribute_mesh(t, module, depth):
-                    mesh = True
+                elif target is None and t[4] and type(t[4][0]) is str:
+                    # a field of a project class's instance: a mesh where the class sets one,
+                    # else not known (as a field its construction does not pass)
+                    mesh = mesh or self._instance_attribute_mesh(t, module, depth)
                 else:  # (`mesh if c else contextlib.nullcontext()`: not certainly a mesh)
                     other = True
             elif what == "a":
