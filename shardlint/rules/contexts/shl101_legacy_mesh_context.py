@@ -302,6 +302,20 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
             """,
         }, title="the mesh attribute of a project class's instance, set in a base class's "
                  "`__init__`"),
+        example("""
+            import jax
+            from jax.sharding import Mesh
+
+            class ServingLoop:
+                def __init__(self, devices):
+                    self.decode_mesh = Mesh(devices, ("data",))
+
+                    def update(x):
+                        with self.decode_mesh:  # expect: SHL101
+                            return jax.jit(lambda y: y)(x)
+
+                    self.update = update
+        """, title="`self`'s mesh read in a function nested in a method"),
     ]
 
     def check(self):

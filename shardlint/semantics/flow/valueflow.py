@@ -1382,7 +1382,12 @@ class FlowIndex:
         ``member`` (a ``module:Class.method`` key) or in the nearest of its project base
         classes that assigns it."""
         module, _, qual = member.partition(":")
-        cls = qual.rpartition(".")[0]
+        parts = qual.split(".")
+        # (the nearest class around it: `self` in a function nested in a method is the
+        # method's, `Loop.__init__._update` reads what `Loop` sets)
+        cls = next((c for i in range(len(parts) - 1, 0, -1)
+                    if (s := self.project.symbol(f"{module}:{(c := '.'.join(parts[:i]))}"))
+                    is not None and s.kind == "class"), qual.rpartition(".")[0])
         for key in self.project.class_chain(f"{module}:{cls}") if cls else ():
             sym = self.project.symbol(key)
             attrs = (sym.flow or {}).get("attrs", {}) if sym is not None else {}
