@@ -105,6 +105,18 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
         """, title="an instance attribute that holds no mesh"),
         example("""
             import jax
+
+            class Runner:
+                def __init__(self, ctx, inputs):
+                    self._ctx = ctx
+                    self._inputs = inputs
+
+                def run(self, step):
+                    with self._ctx:
+                        return jax.jit(step)(self._inputs)
+        """, title="an attribute of `self` no method uses as a mesh: a name is not evidence"),
+        example("""
+            import jax
             mesh = jax.make_mesh((4,), ("data",))
             with jax.set_mesh(mesh):
                 y = jax.jit(lambda x: x * 2)(jax.numpy.ones(4))
@@ -316,6 +328,22 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
 
                     self.update = update
         """, title="`self`'s mesh read in a function nested in a method"),
+        example("""
+            import jax
+            from jax.sharding import NamedSharding, PartitionSpec as P
+
+            class Benchmark:
+                def __init__(self, mesh, inputs):
+                    self._mesh = mesh
+                    self._inputs = inputs
+
+                def place(self, x):
+                    return jax.device_put(x, NamedSharding(self._mesh, P()))
+
+                def run(self, step):
+                    with self._mesh:  # expect: SHL101
+                        return jax.jit(step)(self._inputs)
+        """, title="an attribute of `self` another method hands to an API that takes a mesh"),
     ]
 
     def check(self):

@@ -5,8 +5,9 @@ A value is a mesh when it is built by a mesh constructor (``Mesh``, ``jax.make_m
 ``-> Mesh`` annotation says so too), annotated ``Mesh``, an attribute of ``self`` that the
 class's methods only ever set from one (or a field annotated ``Mesh``), a parameter every caller
 in the project passes one to, or a name the same function hands to an API that takes a mesh
-(``NamedSharding(mesh, ...)``, ``jax.set_mesh(mesh)``, ``shard_map(..., mesh=mesh)``). A value
-that is none of those is unknown: a variable named ``mesh`` is not evidence.
+(``NamedSharding(mesh, ...)``, ``jax.set_mesh(mesh)``, ``shard_map(..., mesh=mesh)``; for an
+attribute of ``self``, in any method of the class or a function nested in one). A value that is
+none of those is unknown: a variable named ``mesh`` is not evidence.
 """
 
 from __future__ import annotations
@@ -45,8 +46,11 @@ def handed_to_a_mesh_api(facts: FileFacts, expr: ast.expr, scope: Scope,
         return False
     if len(parts) == 1 and scope.kind == "function" and len(scope.assigned.get(parts[0], ())) > 1:
         return False  # rebound: which value is meant is not known
+    # (`self.mesh` is the same value in every method of the class and the functions nested
+    # in them: a use in any of them counts)
+    owner = _class_around(scope) if parts[0] == "self" else None
     for c in facts.calls:
-        if c.scope is not scope:
+        if c.scope is not scope and (owner is None or _class_around(c.scope) is not owner):
             continue
         if c.api is not None:
             where = MESH_ARGUMENTS.get(c.api.name)
@@ -81,3 +85,11 @@ def _handed_to_a_mesh_parameter(facts: FileFacts, project: ProjectIndex, c, part
         if name in meshp:
             return True
     return False
+
+
+def _class_around(scope: Scope) -> Scope | None:
+    """The nearest class a function (or a function nested in a method) is defined in."""
+    s = scope.parent if scope.kind == "function" else None
+    while s is not None and s.kind == "function":
+        s = s.parent
+    return s if s is not None and s.kind == "class" else None
