@@ -79,6 +79,16 @@ def _not_data(expr: ast.expr) -> bool:
     return False
 
 
+def _parts_reads(parts: list[ast.expr], containers, shadowed, facts):
+    """The reads of a call's arguments or a comparison's operands: of the containers among them
+    (``containers``) only the index reads, of the others every read."""
+    for part in parts:
+        if part in containers:
+            yield from _index_reads(part, shadowed, facts)
+        else:
+            yield from _reads(part, shadowed, facts)
+
+
 def _index_reads(expr: ast.expr, shadowed: frozenset[str],
                  facts: FileFacts | None) -> Iterator[tuple[ast.Name, ast.expr]]:
     """The reads of the computed indices of an access chain (``k`` in ``d[k].shape``)."""
@@ -158,20 +168,13 @@ def _reads(node: ast.AST, shadowed: frozenset[str] = frozenset(),
         skip = _container_args(node, facts)
         if skip:
             yield from _reads(node.func, shadowed, facts)
-            for arg in [*node.args, *(k.value for k in node.keywords)]:
-                if arg in skip:
-                    yield from _index_reads(arg, shadowed, facts)
-                else:
-                    yield from _reads(arg, shadowed, facts)
+            yield from _parts_reads([*node.args, *(k.value for k in node.keywords)], skip,
+                                    shadowed, facts)
             return
     if isinstance(node, ast.Compare):
         skip = _compared_containers(node)
         if skip:
-            for part in [node.left, *node.comparators]:
-                if part in skip:
-                    yield from _index_reads(part, shadowed, facts)
-                else:
-                    yield from _reads(part, shadowed, facts)
+            yield from _parts_reads([node.left, *node.comparators], skip, shadowed, facts)
             return
     if isinstance(node, ast.Name):
         if isinstance(node.ctx, ast.Load) and node.id not in shadowed:
