@@ -53,6 +53,8 @@ class DecoderLayer(nn.Module):
 
 
 class Decoder(nn.Module):
+    layers: int = LAYERS
+
     @nn.compact
     def __call__(self, tokens):
         embed = nn.Embed(
@@ -66,7 +68,7 @@ class Decoder(nn.Module):
             nn.remat(DecoderLayer),
             variable_axes={"params": 0},
             split_rngs={"params": True},
-            length=LAYERS,
+            length=self.layers,
             metadata_params={nn.PARTITION_NAME: "layers"},
         )
         x, _ = layers(name="layers")(embed(tokens), None)
@@ -88,8 +90,11 @@ def _abstract(tree, shardings):
     )
 
 
-def shardlint_probe_decoder_1b_train_step():
-    model, tx, mesh = Decoder(), optax.adamw(1e-4), _mesh()
+def _train_step(layers):
+    model, tx, mesh = Decoder(layers), optax.adamw(1e-4), _mesh()
+    # Made outside the mesh: a concrete value made under `jax.set_mesh` of a mesh of devices
+    # this host does not have (`shardlint memory --target tpu-v5e:16x16`) cannot run.
+    key = jax.random.key(0)
     tokens = jax.ShapeDtypeStruct(
         (BATCH, SEQ), jnp.int32, sharding=NamedSharding(mesh, PartitionSpec("fsdp"))
     )
@@ -112,7 +117,7 @@ def shardlint_probe_decoder_1b_train_step():
         return (optax.apply_updates(params, updates), opt_state), loss
 
     with jax.set_mesh(mesh), nn.logical_axis_rules(RULES):
-        boxed_state = jax.eval_shape(init_state, jax.random.key(0))
+        boxed_state = jax.eval_shape(init_state, key)
         shardings = nn.logical_to_mesh_sharding(nn.get_partition_spec(boxed_state), mesh, RULES)
         state = _abstract(boxed_state, shardings)
         step = jax.jit(
@@ -122,3 +127,12 @@ def shardlint_probe_decoder_1b_train_step():
             donate_argnums=0,
         )
         return step.lower(state, tokens)
+
+
+def shardlint_probe_decoder_1b_train_step():
+    return _train_step(LAYERS)
+
+
+def shardlint_probe_decoder_470m_train_step():
+    """The same step with 8 layers (~470M parameters): fits one 16 GiB TPU v5e chip."""
+    return _train_step(8)

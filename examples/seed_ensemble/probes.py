@@ -65,7 +65,9 @@ def _mesh() -> Mesh:
 
 
 def _key():
-    return jax.ShapeDtypeStruct((), jax.random.key(0).dtype)
+    # Abstract: nothing runs, so probes work under a mesh of devices this host does not have
+    # (`shardlint memory --target tpu-v5e:2x2`).
+    return jax.eval_shape(lambda: jax.random.key(0))
 
 
 def shardlint_probe_original():
@@ -83,7 +85,7 @@ def shardlint_probe_original():
 
 def _sharded_params(model: nn.Module, mesh: Mesh):
     """Boxed abstract parameters whose leaves carry the sharding the rules give them."""
-    abstract = jax.eval_shape(model.init, jax.random.key(0), jnp.ones((BATCH, D_IN)))
+    abstract = jax.eval_shape(model.init, _key(), jax.ShapeDtypeStruct((BATCH, D_IN), jnp.float32))
     shardings = nn.logical_to_mesh_sharding(nn.get_partition_spec(abstract), mesh, RULES)
     return abstract, shardings
 

@@ -84,7 +84,10 @@ class RunReport:
     def measured_peak(self) -> int | None:
         if not self.measured or not self.measured.get("available"):
             return None
-        peaks = [d.get("peak_bytes_in_use") or 0 for d in self.measured.get("devices", [])]
+        # "peak": the headroom bracket's upper end on a TPU, the allocator's peak elsewhere
+        # ("peak_bytes_in_use" alone: reports from before the headroom measure).
+        peaks = [d.get("peak", d.get("peak_bytes_in_use")) or 0
+                 for d in self.measured.get("devices", [])]
         return max(peaks) if peaks else None
 
     @property
