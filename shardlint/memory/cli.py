@@ -26,6 +26,7 @@ from shardlint.memory.probes import Probe, discover, resolve
 from shardlint.memory.reasons import explained_report
 from shardlint.memory.runner import Cancelled, WorkerOptions, interpreter, run_all
 from shardlint.memory.whatif import Prepared, finish, prepare
+from shardlint.memory.targets import Target, check_counts, has_libtpu, parse_target, target_for
 from shardlint.memory.settings import (
     MemorySettings,
     default_memory_limit,
@@ -73,6 +74,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("cpu", "native"),
         help="cpu: simulate N devices on the host (default); native: the real accelerators, "
         "and run the step once to measure each device's peak",
+    )
+    parser.add_argument(
+        "--target",
+        metavar="tpu-GEN:TOPOLOGY",
+        help="compile for a TPU topology's devices with the TPU compiler (libtpu), from any "
+        "host: e.g. tpu-v5e:2x2, tpu-v5e:16x16, tpu-v5p:2x2x2, tpu-v6e:4x4; --devices then "
+        "picks sub-meshes of its first devices (default: all of them)",
     )
     parser.add_argument(
         "--replicated-threshold",
@@ -156,7 +164,50 @@ def merge(settings: MemorySettings, args: argparse.Namespace) -> MemorySettings:
         changes["python"] = args.python
     if args.platform:
         changes["platform"] = args.platform
+    merged = dataclasses.replace(settings, **changes)  # type: ignore[arg-type]
+    target = args.target or (merged.target if not args.platform else None)
+    if target is None:
+        return dataclasses.replace(merged, target=None)
+    if merged.platform == "native":
+        raise UsageError("--target compiles for devices this host does not have; "
+                         "--platform native runs on the ones it has: give one of them")
+    return with_target(merged, parse_target(target), devices_given=bool(args.devices),
+                       capacity_given=bool(args.hardware or args.capacity))
+
+
+def with_target(settings: MemorySettings, target: Target, *, devices_given: bool,
+                capacity_given: bool) -> MemorySettings:
+    """Settings that compile for ``target``: its device count unless counts were given (each
+    checked against it), its TPU's capacity unless one was given."""
+    devices = settings.devices
+    if not devices_given and settings.devices == MemorySettings().devices:
+        devices = (target.devices,)
+    check_counts(target, devices)
+    changes: dict[str, object] = {"target": target.spec, "devices": devices, "platform": "cpu"}
+    if not capacity_given and (settings.hardware is None or settings.capacity is None
+                               or settings.hardware == target.accelerator.name):
+        changes.update(hardware=target.accelerator.name,
+                       capacity=target.accelerator.bytes_per_device)
     return dataclasses.replace(settings, **changes)  # type: ignore[arg-type]
+
+
+def default_target(settings: MemorySettings, python: str, platform_given: bool
+                   ) -> MemorySettings:
+    """Where the hardware is a TPU and that interpreter has libtpu, compile for the TPU: the
+    smallest slice of it that holds the largest device count."""
+    if settings.target or platform_given or settings.platform != "cpu" or not settings.hardware:
+        return settings
+    try:
+        acc = find_accelerator(settings.hardware)
+    except KeyError:
+        return settings
+    if acc.kind != "tpu" or not has_libtpu(python):
+        return settings
+    try:
+        target = target_for(acc, max(settings.devices))
+    except UsageError:
+        return settings
+    return dataclasses.replace(settings, target=target.spec)
 
 
 class ProgressLine:
@@ -235,6 +286,7 @@ def _run(args: argparse.Namespace) -> int:
     python = (
         interpreter(args.python, cwd) if args.python else interpreter(settings.python, project)
     )
+    settings = default_target(settings, python, platform_given=bool(args.platform))
     counts = settings.devices
     # Workers compile with several threads each: half the cores, at most 4 workers at a time.
     jobs = args.jobs or min(len(counts), max(1, (os.cpu_count() or 1) // 2), 4)
@@ -245,6 +297,7 @@ def _run(args: argparse.Namespace) -> int:
         memory_limit=settings.memory_limit or default_memory_limit() // jobs,
         measure="never" if args.no_measure else "auto",
         cwd=project,
+        target=parse_target(settings.target).topology if settings.target else None,
     )
     prepared = Prepared()
     if not args.no_whatif:

@@ -4,9 +4,15 @@ Figures are the capacity per JAX device as the vendor sells it (NVIDIA's "80GB" 
 stacks; the driver keeps a few hundred MiB, e.g. an H100 80GB shows 81559 MiB and an H200 143771
 MiB in nvidia-smi). On GPUs JAX's allocator takes 75% of that by default unless
 XLA_PYTHON_CLIENT_PREALLOCATE=false or XLA_CLIENT_MEM_FRACTION says otherwise; the report says so
-rather than silently shrinking the figure. TPU figures are HBM per chip from Cloud TPU's system
-architecture pages; v2 and v3 expose each of a chip's two cores as a JAX device, so their figure is
-half the chip's.
+rather than silently shrinking the figure.
+
+TPU figures are what a program may hold on one JAX device, read rather than taken from the
+datasheet (a "16 GiB" v5e chip lets a program have 15.75 GiB): the v5e's is the chip's own
+`memory_stats()['bytes_limit']` (one v5e chip, jax 0.10.2, libtpu 0.0.42.1); the others are the
+TPU compiler's own limit, the largest output libtpu 0.0.50.1 compiles for one device of that
+generation's topology on a CPU host (`shardlint.memory.worker.target.compiler_limit`; for the v5e
+it gives 16,909,283,328 B, 52,736 B under the chip's bytes_limit). v2, v3 and (in libtpu's
+compile-only topologies) v4 expose each of a chip's two cores as a JAX device.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ class Accelerator:
     bytes_per_device: int
     kind: str  # "gpu" | "tpu"
     note: str = ""
+    generation: str = ""  # TPU: libtpu's name of the generation (`v5e`), for `--target`
 
 
 ACCELERATORS: tuple[Accelerator, ...] = (
@@ -39,12 +46,16 @@ ACCELERATORS: tuple[Accelerator, ...] = (
     Accelerator("V100-32GB", 32 * GIB, "gpu"),
     Accelerator("V100-16GB", 16 * GIB, "gpu"),
     Accelerator("T4-16GB", 16 * GIB, "gpu"),
-    Accelerator("TPU-v2", 8 * GIB, "tpu", "16 GiB per chip, 2 cores = 2 JAX devices"),
-    Accelerator("TPU-v3", 16 * GIB, "tpu", "32 GiB per chip, 2 cores = 2 JAX devices"),
-    Accelerator("TPU-v4", 32 * GIB, "tpu", "one JAX device per chip (megacore)"),
-    Accelerator("TPU-v5e", 16 * GIB, "tpu", "also sold as v5litepod"),
-    Accelerator("TPU-v5p", 95 * GIB, "tpu"),
-    Accelerator("TPU-v6e", 32 * GIB, "tpu", "Trillium"),
+    Accelerator("TPU-v2", 8_034_141_184, "tpu", "per core: 2 cores = 2 JAX devices a chip",
+                "v2"),
+    Accelerator("TPU-v3", 16_624_075_776, "tpu", "per core: 2 cores = 2 JAX devices a chip",
+                "v3"),
+    Accelerator("TPU-v4", 16_372_942_848, "tpu", "per core (libtpu's topology: 2 devices a chip)",
+                "v4"),
+    Accelerator("TPU-v5e", 16_909_336_064, "tpu", "also sold as v5litepod; the chip's bytes_limit",
+                "v5e"),
+    Accelerator("TPU-v5p", 102_786_591_744, "tpu", "", "v5p"),
+    Accelerator("TPU-v6e", 33_545_986_048, "tpu", "Trillium", "v6e"),
 )
 
 _ALIASES = {"v5litepod": "TPU-v5e", "trillium": "TPU-v6e"}
@@ -66,3 +77,13 @@ def find_accelerator(name: str) -> Accelerator:
             return acc
     known = ", ".join(acc.name for acc in ACCELERATORS)
     raise KeyError(f"unknown hardware {name!r}; known: {known} (or give --capacity 24GiB)")
+
+
+def tpu_generation(generation: str) -> Accelerator:
+    """The TPU whose libtpu generation name is ``generation`` (`v5e`, `v5litepod` too)."""
+    wanted = _key(_ALIASES.get(generation.strip().lower(), generation))
+    for acc in ACCELERATORS:
+        if acc.kind == "tpu" and wanted in (_key(acc.generation), _key(acc.name)):
+            return acc
+    known = ", ".join(acc.generation for acc in ACCELERATORS if acc.kind == "tpu")
+    raise KeyError(f"unknown TPU generation {generation!r}; known: {known}")

@@ -51,6 +51,9 @@ Progress = Callable[[Probe | None, int, str], None]
 class WorkerOptions:
     python: str = sys.executable
     platform: str = "cpu"  # "cpu": simulate N host devices; "native": the real accelerators
+    # libtpu's topology name (`v5e:2x2`): compile for its first N devices from this host
+    # (memory/targets.py); the worker's own backend is then one CPU device.
+    target: str | None = None
     timeout: float = 300.0  # seconds per probe (and for the worker to import jax)
     memory_limit: int | None = None  # bytes of worker RSS
     measure: str = "auto"  # "auto": run the step on non-CPU backends; "never"; "always"
@@ -112,6 +115,7 @@ class _Session:
                 {
                     "device_count": devices,
                     "measure": options.measure,
+                    "target": options.target,
                     "probes": [
                         {"key": p.key, "path": str(p.path), "function": p.function,
                          "whatif": options.whatif.get(p.key, []),
@@ -135,7 +139,7 @@ class _Session:
         self._offset = 0
         # Inherited by everything the worker starts: how `stop` finds those that left its group.
         self.marker = uuid.uuid4().hex
-        env = worker_env(devices, options.platform)
+        env = worker_env(1 if options.target else devices, options.platform)
         env[MARKER_VAR] = self.marker
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(

@@ -10,6 +10,7 @@ memory-limit = "8GiB"           # worker RSS; default: half of this machine's me
 replicated-threshold = "1MiB"   # replicated leaves at least this big are reported
 python = ".venv/bin/python"     # interpreter that has jax; default: the one running shardlint
 platform = "cpu"                # "cpu" simulates the devices; "native" uses the real ones
+target = "tpu-v5e:2x2"          # compile for a TPU topology with libtpu, from any host
 ```
 """
 
@@ -37,6 +38,7 @@ KEYS = (
     "replicated-threshold",
     "python",
     "platform",
+    "target",
 )
 PLATFORMS = ("cpu", "native")
 
@@ -60,6 +62,7 @@ class MemorySettings:
     replicated_threshold: int = 1024**2
     python: str | None = None
     platform: str = "cpu"
+    target: str | None = None  # `tpu-v5e:2x2`: the TPU compiler's figures for that topology
 
     @classmethod
     def from_table(cls, table: dict[str, Any]) -> MemorySettings:
@@ -105,7 +108,32 @@ class MemorySettings:
             if platform not in PLATFORMS:
                 raise ConfigError(f"{TABLE}: 'platform' must be one of {', '.join(PLATFORMS)}")
             kw["platform"] = platform
+        if "target" in table:
+            kw.update(_target(table, kw))
         return cls(**kw)
+
+
+def _target(table: dict[str, Any], kw: dict[str, Any]) -> dict[str, Any]:
+    """`target`: the normalised spec; the TPU's capacity and the topology's device count where
+    the table sets neither."""
+    from shardlint.errors import UsageError
+    from shardlint.memory.targets import check_counts, parse_target
+
+    try:
+        target = parse_target(_string(table["target"], "target"))
+        if "devices" in kw:
+            check_counts(target, kw["devices"])
+    except UsageError as exc:
+        raise ConfigError(f"{TABLE}: 'target': {str(exc).replace('--target ', '')}") from None
+    if kw.get("platform") == "native":
+        raise ConfigError(f"{TABLE}: 'target' compiles for devices this host does not have; "
+                          "'platform = \"native\"' runs on the ones it has: set one of them")
+    out: dict[str, Any] = {"target": target.spec}
+    if "capacity" not in kw:
+        out.update(hardware=target.accelerator.name, capacity=target.accelerator.bytes_per_device)
+    if "devices" not in kw:
+        out["devices"] = (target.devices,)
+    return out
 
 
 def parse_devices(value: object, *, key: str = "--devices") -> tuple[int, ...]:

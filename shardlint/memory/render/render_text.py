@@ -55,7 +55,9 @@ def _figure_rows(
     row("generated code", est, lambda r: format_bytes(r.figures.generated_code))
     row("peak estimate", est, lambda r: format_bytes(r.figures.estimate))
     if any(r.measured_peak is not None for r in runs):
-        row("measured peak", "run once", lambda r: format_bytes(r.measured_peak))
+        headroom = any((r.measured or {}).get("method") == "headroom" for r in runs)
+        row("measured peak", "headroom" if headroom else "run once",
+            lambda r: format_bytes(r.measured_peak))
     capacity = report.capacity
     if capacity is not None:
         name = report.hardware or "capacity"
@@ -148,7 +150,11 @@ def render_probe(
     env = next((r.environment for r in runs if r.environment), {})
     kind = next((r.kind for r in ok), "")
     details = [f"line {probe.probe.line}", kind or "not compiled"]
-    if env.get("backend"):
+    target = env.get("target") or {}
+    if target:
+        details += [f"tpu-{target.get('target', '?')} (TPU compiler, libtpu "
+                    f"{target.get('libtpu', '?')}, on this host)", f"jax {env.get('jax', '?')}"]
+    elif env.get("backend"):
         simulated = " (simulated devices)" if report.platform == "cpu" else ""
         details += [f"{env['backend']}{simulated}", f"jax {env.get('jax', '?')}"]
     head = f"{probe.display}  ({'; '.join(details)})"
@@ -250,9 +256,19 @@ def render_text(report: MemoryReport, findings: list[dict[str, Any]]) -> str:
             " estimate: from the CPU compiler; a GPU/TPU compiler fuses and schedules differently."
         )
     if backends - {"cpu"}:
+        legend += " gpu/tpu compiler: that compiler's own figures (its peak is an upper bound)."
+    methods = {(r.measured or {}).get("method") for p in report.probes for r in p.runs
+               if r.measured_peak is not None}
+    if "headroom" in methods:
         legend += (
-            " gpu/tpu compiler: that compiler's own figures. measured peak: the device's"
-            " peak_bytes_in_use after running the step once on random inputs."
+            " measured peak (headroom): the step run on the device beside a filler, bisected"
+            " until it no longer runs; the figure is the bracket's upper end (the TPU's"
+            " peak_bytes_in_use leaves temporaries out)."
+        )
+    if methods - {"headroom"}:
+        legend += (
+            " measured peak (run once): the allocator's peak_bytes_in_use after running the step"
+            " once on zeros of its inputs."
         )
     if report.capacity is not None and report.hardware and not report.hardware.startswith("TPU"):
         legend += (

@@ -314,6 +314,31 @@ def run_probe(
     return {"ok": False, "error": error, "printed": printed.getvalue()[-_PRINTED_LIMIT:]}
 
 
+def _on_target(result: dict[str, Any], topology: Any) -> None:
+    """A result compiled for a TPU topology: the TPU compiler's figures, or what a value made
+    on its compile-only devices raised, said with the line that made it and the way out."""
+    if result.get("ok"):
+        result["facts"]["backend"] = "tpu"
+        result["facts"]["target"] = topology.describe()
+        return
+    error = result.get("error") or {}
+    target = _load_sibling("target")
+    if error.get("kind") != "raised" or not target.concrete_error(error.get("message", "")):
+        return
+    frames = [line.strip() for line in (error.get("traceback") or "").splitlines()
+              if line.strip().startswith('File "')]
+    where = frames[-1].replace('File "', "").replace('", line ', ":").split(",")[0] \
+        if frames else error.get("stage", "the probe")
+    error["kind"] = "concrete-on-target"
+    error["message"] = (
+        f"{where} makes a concrete value under a mesh of {topology.name}'s devices, which exist "
+        "only for the TPU compiler on this host, so nothing can run on them "
+        f"({error.get('message', '').splitlines()[0][:200]}). Make the value outside the "
+        "`with jax.set_mesh(...)` block, or pass an abstract one: a `jax.ShapeDtypeStruct`, "
+        "`jax.eval_shape(...)` of what makes it (a key: `jax.eval_shape(lambda: "
+        "jax.random.key(0))`)")
+
+
 def _not_reached(remedy: dict[str, Any]) -> str:
     where = f"{os.path.basename(remedy['path'])}:{remedy['line']}"
     if remedy["kind"] in ("donate", "out-shardings"):
@@ -381,6 +406,20 @@ def main(argv: list[str]) -> int:
             event="fatal", kind="jax-missing", message=f"{type(exc).__name__}: {exc}", **base
         )
         return 3
+    topology = None
+    if request.get("target"):  # before any user module: the probe sees the topology's devices
+        target = _load_sibling("target")
+        try:
+            topology = target.install(request["target"], int(request["device_count"]))
+        except target.TargetError as exc:
+            events.write(event="fatal", kind="target", message=str(exc), **base)
+            return 3
+        except BaseException as exc:  # noqa: BLE001 - libtpu failing to load is reported too
+            events.write(event="fatal", kind="target",
+                         message=f"libtpu could not describe {request['target']}: "
+                         f"{type(exc).__name__}: {exc}", **base)
+            return 3
+        base["target"] = topology.describe()
     try:
         devices = jax.devices()
     except BaseException as exc:  # noqa: BLE001
@@ -391,7 +430,7 @@ def main(argv: list[str]) -> int:
     events.write(
         event="hello",
         jax=jax.__version__,
-        backend=jax.default_backend(),
+        backend="tpu" if topology is not None else jax.default_backend(),
         device_count=len(devices),
         device_kind=devices[0].device_kind,
         import_s=round(time.perf_counter() - started, 3),
@@ -424,6 +463,8 @@ def main(argv: list[str]) -> int:
         kept: list[Any] = []
         result = run_probe(probe, request, events, facts, peak, remedies,
                            on_compiled=kept.append if probe.get("fit") else None)
+        if topology is not None:
+            _on_target(result, topology)
         cached = False
         if result.get("ok") and remedies is not None and probe.get("whatif"):
             fingerprint = result["facts"]["whatif_fingerprint"] = _fingerprint(result["facts"])

@@ -1,0 +1,197 @@
+"""Inside the worker: compile for a TPU topology from a host without one (`--target`).
+
+libtpu's compiler runs on any host: `jax.experimental.topologies.get_topology_desc` gives the
+devices of a TPU topology (`v5e:2x2`, `v5p:2x2x1`, a whole `v5e:16x16` pod) that programs can be
+lowered and compiled for, never run on. :func:`install` makes them the devices a probe sees
+before any user module is imported: `jax.devices()`, `jax.device_count()`, `jax.local_devices()`
+(the first host's share, as on the pod), `jax.process_count()`, `jax.make_mesh` and
+`mesh_utils.create_device_mesh` use the first N devices of the topology (a sub-mesh where N is
+smaller). The host's own CPU backend stays the default backend, so a value a probe makes is made
+on the CPU; a value made under `jax.set_mesh` of a topology mesh cannot be (`concrete_error`).
+
+Loaded by the worker by file path: imports nothing from shardlint.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import metadata
+from typing import Any
+
+import jax
+
+# What a concrete op raises when it is dispatched to devices that only exist for the compiler.
+_CONCRETE = re.compile(
+    r"has no attribute 'local_devices'|Executable' object has no attribute|"
+    r"cannot (?:be )?execute|not (?:addressable|attached)|Unable to (?:execute|run)|"
+    r"PjRtTopologyDescription|compile-only|CompileOnly|deviceless", re.IGNORECASE)
+
+
+class TargetError(Exception):
+    """The topology cannot be had: libtpu missing or not the one jax pins, an unknown name."""
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def libtpu_pin() -> str | None:
+    """The libtpu release the installed jax pins for its `tpu` extra (`0.0.50.*`), if any."""
+    for requirement in metadata.requires("jax") or ():
+        if requirement.startswith("libtpu") and "extra" in requirement and '"tpu"' in requirement:
+            match = re.search(r"==\s*([\w.*]+)", requirement)
+            if match:
+                return match.group(1)
+    return None
+
+
+def _pins(pin: str, version: str) -> bool:
+    if pin.endswith(".*"):
+        return version == pin[:-2] or version.startswith(pin[:-1])
+    return version == pin
+
+
+def libtpu_status() -> dict[str, Any]:
+    """jax, the installed libtpu and the one jax pins; `fix`: the command that mends it."""
+    jax_version = jax.__version__
+    installed = _version("libtpu") or _version("libtpu-nightly")
+    pin = libtpu_pin()
+    fix = f"pip install 'jax[tpu]=={jax_version}'  (or: pip install 'shardlint[tpu]')"
+    status = {"jax": jax_version, "libtpu": installed, "pin": pin, "fix": fix, "ok": True}
+    if installed is None:
+        status.update(ok=False, message=f"libtpu is not installed in this interpreter: the TPU "
+                      f"compiler comes with it; install the one jax {jax_version} pins: {fix}")
+    elif pin is not None and not _pins(pin, installed):
+        status.update(ok=False, message=f"libtpu {installed} is installed, but jax {jax_version} "
+                      f"pins libtpu=={pin}: a compiler jax was not built with gives figures of "
+                      f"its own, or none; install the pinned one: {fix}")
+    return status
+
+
+class Topology:
+    """The first ``count`` devices of a TPU topology, and the processes they belong to."""
+
+    def __init__(self, name: str, count: int) -> None:
+        status = libtpu_status()
+        if not status["ok"]:
+            raise TargetError(status["message"])
+        from jax.experimental import topologies
+
+        try:
+            described = topologies.get_topology_desc(platform="tpu", topology_name=name)
+        except Exception as exc:  # noqa: BLE001 - libtpu's own words say what is wrong
+            raise TargetError(f"libtpu {status['libtpu']} cannot describe the topology "
+                              f"{name!r}: {str(exc).splitlines()[0] if str(exc) else exc}"
+                              ) from None
+        every = list(described.devices)
+        if count > len(every):
+            raise TargetError(f"{count} devices asked for, the topology {name} has "
+                              f"{len(every)}")
+        self.name, self.status = name, status
+        self.all = every
+        self.devices = every[:count]
+        first = self.devices[0].process_index
+        self.local = [d for d in self.devices if d.process_index == first]
+        self.processes = len({d.process_index for d in self.devices})
+
+    def describe(self) -> dict[str, Any]:
+        return {"target": self.name, "libtpu": self.status["libtpu"],
+                "topology_devices": len(self.all), "device_kind": self.devices[0].device_kind,
+                "processes": self.processes}
+
+
+def install(name: str, count: int) -> Topology:
+    """Make the topology's first ``count`` devices the ones every device query returns."""
+    topo = Topology(name, count)
+    devices, local = topo.devices, topo.local
+
+    def _wants_tpu(backend: Any) -> bool:
+        return backend is None or str(getattr(backend, "platform", backend)).lower() == "tpu"
+
+    originals = {n: getattr(jax, n) for n in ("devices", "device_count", "local_devices",
+                                              "local_device_count", "process_count")}
+
+    def _devices(backend: Any = None) -> list[Any]:
+        return list(devices) if _wants_tpu(backend) else originals["devices"](backend)
+
+    def _device_count(backend: Any = None) -> int:
+        return len(devices) if _wants_tpu(backend) else originals["device_count"](backend)
+
+    def _local_devices(process_index: Any = None, backend: Any = None,
+                       host_id: Any = None) -> list[Any]:
+        if not _wants_tpu(backend):
+            return originals["local_devices"](process_index, backend, host_id)
+        index = process_index if process_index is not None else host_id
+        if index is None:
+            return list(local)
+        return [d for d in devices if d.process_index == index]
+
+    def _local_device_count(backend: Any = None) -> int:
+        return len(local) if _wants_tpu(backend) else originals["local_device_count"](backend)
+
+    def _process_count(backend: Any = None) -> int:
+        return topo.processes if _wants_tpu(backend) else originals["process_count"](backend)
+
+    jax.devices = _devices  # type: ignore[assignment]
+    jax.device_count = _device_count  # type: ignore[assignment]
+    jax.local_devices = _local_devices  # type: ignore[assignment]
+    jax.local_device_count = _local_device_count  # type: ignore[assignment]
+    jax.process_count = _process_count  # type: ignore[assignment]
+
+    make_mesh = jax.make_mesh
+
+    def _make_mesh(axis_shapes: Any, axis_names: Any, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("devices") is None:
+            kwargs["devices"] = list(devices)
+        return make_mesh(axis_shapes, axis_names, *args, **kwargs)
+
+    jax.make_mesh = _make_mesh  # type: ignore[assignment]
+    try:
+        from jax.experimental import mesh_utils
+
+        create = mesh_utils.create_device_mesh
+
+        def _create(mesh_shape: Any, devices_: Any = None, *args: Any, **kwargs: Any) -> Any:
+            return create(mesh_shape, list(devices) if devices_ is None else devices_,
+                          *args, **kwargs)
+
+        mesh_utils.create_device_mesh = _create
+    except Exception:  # noqa: BLE001 - an older jax without it: the rest still holds
+        pass
+    return topo
+
+
+def concrete_error(message: str) -> bool:
+    """Whether an exception's ``message`` is what running a value on compile-only devices
+    raises."""
+    return bool(_CONCRETE.search(message))
+
+
+def compiler_limit(topo: Topology) -> int:
+    """The most bytes one device's program may hold, as the TPU compiler judges it: the largest
+    output it compiles (a bisection of trivial programs, about 2 s)."""
+    import jax.numpy as jnp
+
+    sharding = jax.sharding.SingleDeviceSharding(topo.devices[0])
+
+    def compiles(size: int) -> bool:
+        try:
+            jax.jit(lambda: jnp.zeros((size,), jnp.uint8), out_shardings=sharding
+                    ).lower().compile()
+            return True
+        except Exception as exc:  # noqa: BLE001
+            if "RESOURCE_EXHAUSTED" in str(exc):
+                return False
+            raise
+
+    low, high = 1 << 20, 1 << 40
+    while high - low > 1:
+        middle = (low + high) // 2
+        if compiles(middle):
+            low = middle
+        else:
+            high = middle
+    return low
