@@ -95,12 +95,14 @@ def _train_step(layers):
     # Made outside the mesh: a concrete value made under `jax.set_mesh` of a mesh of devices
     # this host does not have (`shardlint memory --target tpu-v5e:16x16`) cannot run.
     key = jax.random.key(0)
+    # 8 sequences, or one a device on a bigger mesh (256 on a v5e:16x16 pod).
+    batch = max(BATCH, jax.device_count())
     tokens = jax.ShapeDtypeStruct(
-        (BATCH, SEQ), jnp.int32, sharding=NamedSharding(mesh, PartitionSpec("fsdp"))
+        (batch, SEQ), jnp.int32, sharding=NamedSharding(mesh, PartitionSpec("fsdp"))
     )
 
     def init_state(key):
-        params = model.init(key, jnp.ones((BATCH, SEQ), jnp.int32))["params"]
+        params = model.init(key, jnp.ones((batch, SEQ), jnp.int32))["params"]
         return params, tx.init(params)
 
     def train_step(state, tokens):

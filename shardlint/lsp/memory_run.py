@@ -28,6 +28,7 @@ from shardlint.memory.render.render_text import render_text
 from shardlint.memory.report import MemoryReport, ProbeReport
 from shardlint.memory.runner import WorkerOptions, interpreter, run_all
 from shardlint.memory.settings import MemorySettings, default_memory_limit, load_settings
+from shardlint.memory.targets import default_target, parse_target, with_target
 from shardlint.memory.units import format_bytes
 from shardlint.memory.whatif import finish, prepare
 
@@ -65,8 +66,12 @@ def plan_for(path: Path, client: MemoryClientSettings) -> Plan:
     if client.capacity is not None:
         changes.update(capacity=client.capacity, hardware=client.hardware)
     settings = dataclasses.replace(loaded, **changes)  # type: ignore[arg-type]
+    if client.target:
+        settings = with_target(settings, parse_target(client.target),
+                               devices_given=bool(client.devices),
+                               capacity_given=client.capacity is not None)
     python = interpreter(client.python or settings.python, root)
-    return Plan(settings, python, root)
+    return Plan(default_target(settings, python, platform_given=False), python, root)
 
 
 def probes_of(text: str, path: Path, plan: Plan | None) -> list[Probe]:
@@ -167,7 +172,8 @@ def measure(probe: Probe, plan: Plan, progress: Callable[[int, str], None],
     jobs = min(len(s.devices), max(1, (os.cpu_count() or 1) // 2), 4)
     options = WorkerOptions(python=plan.python, platform=s.platform, timeout=s.timeout,
                             memory_limit=s.memory_limit or default_memory_limit() // jobs,
-                            cwd=plan.root)
+                            cwd=plan.root,
+                            target=parse_target(s.target).topology if s.target else None)
     def on_progress(_probe: Probe | None, devices: int, stage: str) -> None:
         progress(devices, stage)
 
@@ -239,6 +245,9 @@ def headline(report: MemoryReport, probe: ProbeReport) -> tuple[str, int, int]:
     peak = max(run.figures.estimate, run.measured_peak or 0)
     n = run.devices
     parts = [f"peak {format_bytes(peak)}/device at {n} device{'' if n == 1 else 's'}"]
+    target = run.environment.get("target") or {}
+    if target:  # the TPU compiler's figure, not a CPU estimate
+        parts[0] += f" of tpu-{target.get('target', '?')}"
     fits = report.fits(run)
     if fits is not None:
         name = report.hardware or format_bytes(report.capacity)

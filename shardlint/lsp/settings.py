@@ -11,11 +11,13 @@ Accepted either flat or under a ``shardlint`` key (VS Code sends its settings se
 ``memory`` turns on the memory code lens (``memory_lens.py``)::
 
     {"memory": {"enabled": true, "trusted": true, "devices": [1, 2], "hardware": "H100-80GB",
-                "capacity": "24GiB", "python": "/path/to/.venv/bin/python"}}
+                "capacity": "24GiB", "python": "/path/to/.venv/bin/python",
+                "target": "tpu-v5e:2x2"}}
 
 It runs the workspace's code, so it needs both ``enabled`` and ``trusted``: the server cannot
 know whether the editor trusts the folder, the client says so. Absent or malformed: off.
-``devices``/``hardware``/``capacity``/``python`` override ``[tool.shardlint.memory]``.
+``devices``/``hardware``/``capacity``/``python``/``target`` override ``[tool.shardlint.memory]``
+(``target``: compile for a TPU topology with libtpu, as ``shardlint memory --target``).
 
 Workspace trust: ``{"trusted": true}`` (top level of the section), or else ``memory.trusted``
 (what the VS Code extension sends from ``vscode.workspace.isTrusted``). Absent, malformed or
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from shardlint.errors import ConfigError
+from shardlint.errors import ConfigError, UsageError
 from shardlint.memory.hardware import find_accelerator
 from shardlint.memory.settings import parse_devices
 from shardlint.memory.units import parse_size
@@ -50,6 +52,7 @@ class MemoryClientSettings:
     hardware: str | None = None  # canonical accelerator name
     capacity: int | None = None  # bytes per device
     python: str | None = None
+    target: str | None = None  # `tpu-v5e:2x2`, normalised
 
     @property
     def active(self) -> bool:
@@ -123,7 +126,11 @@ def _memory(raw, problems: list[str]) -> MemoryClientSettings:
             kw["hardware"], kw["capacity"] = acc.name, acc.bytes_per_device
         if raw.get("capacity"):
             kw["capacity"], kw["hardware"] = parse_size(raw["capacity"]), None
-    except (ConfigError, KeyError, ValueError) as exc:
+        if isinstance(raw.get("target"), str) and raw["target"].strip():
+            from shardlint.memory.targets import parse_target
+
+            kw["target"] = parse_target(raw["target"]).spec
+    except (ConfigError, KeyError, ValueError, UsageError) as exc:
         problems.append(f"`memory`: {exc.args[0] if exc.args else exc}")
     python = raw.get("python")
     if isinstance(python, str) and python.strip():

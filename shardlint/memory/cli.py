@@ -25,15 +25,15 @@ from shardlint.memory.plan import DEFAULT_COMPILES, DEFAULT_SECONDS, FitRequest,
 from shardlint.memory.probes import Probe, discover, resolve
 from shardlint.memory.reasons import explained_report
 from shardlint.memory.runner import Cancelled, WorkerOptions, interpreter, run_all
-from shardlint.memory.whatif import Prepared, finish, prepare
-from shardlint.memory.targets import Target, check_counts, has_libtpu, parse_target, target_for
 from shardlint.memory.settings import (
     MemorySettings,
     default_memory_limit,
     load_settings,
     parse_devices,
 )
+from shardlint.memory.targets import default_target, parse_target, with_target
 from shardlint.memory.units import format_bytes, parse_size
+from shardlint.memory.whatif import Prepared, finish, prepare
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -173,41 +173,6 @@ def merge(settings: MemorySettings, args: argparse.Namespace) -> MemorySettings:
                          "--platform native runs on the ones it has: give one of them")
     return with_target(merged, parse_target(target), devices_given=bool(args.devices),
                        capacity_given=bool(args.hardware or args.capacity))
-
-
-def with_target(settings: MemorySettings, target: Target, *, devices_given: bool,
-                capacity_given: bool) -> MemorySettings:
-    """Settings that compile for ``target``: its device count unless counts were given (each
-    checked against it), its TPU's capacity unless one was given."""
-    devices = settings.devices
-    if not devices_given and settings.devices == MemorySettings().devices:
-        devices = (target.devices,)
-    check_counts(target, devices)
-    changes: dict[str, object] = {"target": target.spec, "devices": devices, "platform": "cpu"}
-    if not capacity_given and (settings.hardware is None or settings.capacity is None
-                               or settings.hardware == target.accelerator.name):
-        changes.update(hardware=target.accelerator.name,
-                       capacity=target.accelerator.bytes_per_device)
-    return dataclasses.replace(settings, **changes)  # type: ignore[arg-type]
-
-
-def default_target(settings: MemorySettings, python: str, platform_given: bool
-                   ) -> MemorySettings:
-    """Where the hardware is a TPU and that interpreter has libtpu, compile for the TPU: the
-    smallest slice of it that holds the largest device count."""
-    if settings.target or platform_given or settings.platform != "cpu" or not settings.hardware:
-        return settings
-    try:
-        acc = find_accelerator(settings.hardware)
-    except KeyError:
-        return settings
-    if acc.kind != "tpu" or not has_libtpu(python):
-        return settings
-    try:
-        target = target_for(acc, max(settings.devices))
-    except UsageError:
-        return settings
-    return dataclasses.replace(settings, target=target.spec)
 
 
 class ProgressLine:

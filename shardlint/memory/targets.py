@@ -9,6 +9,7 @@ Device counts smaller than the topology compile for a sub-mesh of its first devi
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import re
@@ -16,7 +17,8 @@ import subprocess
 from dataclasses import dataclass
 
 from shardlint.errors import UsageError
-from shardlint.memory.hardware import Accelerator, tpu_generation
+from shardlint.memory.hardware import Accelerator, find_accelerator, tpu_generation
+from shardlint.memory.settings import MemorySettings
 
 _SPEC = re.compile(r"^tpu-(?P<gen>[a-z0-9]+):(?P<topology>\d+(?:x\d+){1,2})$")
 # Generations whose compile-only topology has two JAX devices a chip (one a core).
@@ -102,3 +104,38 @@ def has_libtpu(python: str) -> bool:
                               check=False).returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False
+
+
+def with_target(settings: MemorySettings, target: Target, *, devices_given: bool,
+                capacity_given: bool) -> MemorySettings:
+    """Settings that compile for ``target``: its device count unless counts were given (each
+    checked against it), its TPU's capacity unless one was given."""
+    devices = settings.devices
+    if not devices_given and settings.devices == MemorySettings().devices:
+        devices = (target.devices,)
+    check_counts(target, devices)
+    changes: dict[str, object] = {"target": target.spec, "devices": devices, "platform": "cpu"}
+    if not capacity_given and (settings.hardware is None or settings.capacity is None
+                               or settings.hardware == target.accelerator.name):
+        changes.update(hardware=target.accelerator.name,
+                       capacity=target.accelerator.bytes_per_device)
+    return dataclasses.replace(settings, **changes)  # type: ignore[arg-type]
+
+
+def default_target(settings: MemorySettings, python: str, platform_given: bool
+                   ) -> MemorySettings:
+    """Where the hardware is a TPU and that interpreter has libtpu, compile for the TPU: the
+    smallest slice of it that holds the largest device count."""
+    if settings.target or platform_given or settings.platform != "cpu" or not settings.hardware:
+        return settings
+    try:
+        acc = find_accelerator(settings.hardware)
+    except KeyError:
+        return settings
+    if acc.kind != "tpu" or not has_libtpu(python):
+        return settings
+    try:
+        target = target_for(acc, max(settings.devices))
+    except UsageError:
+        return settings
+    return dataclasses.replace(settings, target=target.spec)

@@ -17,6 +17,7 @@ export interface UserSettings {
   memoryEnabled: boolean;
   memoryDevices: number[];
   memoryHardware: string;
+  memoryTarget?: string;
   interpreter: string[];
   path: string[];
 }
@@ -25,7 +26,7 @@ export interface ServerSettings {
   select?: string[];
   ignore?: string[];
   severity?: Record<string, string>;
-  memory: { enabled: boolean; trusted: boolean; devices?: number[]; hardware?: string; python?: string };
+  memory: { enabled: boolean; trusted: boolean; devices?: number[]; hardware?: string; python?: string; target?: string };
 }
 
 /** `memoryPython`: the interpreter for probes when the server's own has no jax (the bundled one). */
@@ -40,6 +41,7 @@ export function serverSettings(s: UserSettings, trusted: boolean, memoryPython?:
   const devices = Array.isArray(s.memoryDevices) ? s.memoryDevices.filter((n) => Number.isInteger(n) && n > 0) : [];
   if (devices.length) out.memory.devices = devices;
   if (s.memoryHardware?.trim()) out.memory.hardware = s.memoryHardware.trim();
+  if (s.memoryTarget?.trim()) out.memory.target = s.memoryTarget.trim();
   if (trusted && memoryPython) out.memory.python = memoryPython;
   return out;
 }

@@ -19,6 +19,7 @@ export function read(scope?: vscode.ConfigurationScope): UserSettings {
     memoryEnabled: cfg.get<boolean>("memory.enabled", true),
     memoryDevices: cfg.get<number[]>("memory.devices", []),
     memoryHardware: cfg.get<string>("memory.hardware", ""),
+    memoryTarget: cfg.get<string>("memory.target", ""),
     interpreter: cfg.get<string[]>("interpreter", []).map(sub).filter((s) => s),
     path: cfg.get<string[]>("path", []).map(sub).filter((s) => s),
   };

@@ -29,6 +29,11 @@ describe("serverSettings", () => {
     assert.deepEqual(s.memory, { enabled: true, trusted: true, devices: [1, 8], hardware: "H100-80GB" });
   });
 
+  it("passes a TPU target through, trimmed", () => {
+    assert.equal(serverSettings({ ...defaults, memoryTarget: " tpu-v5e:2x2 " }, true).memory.target, "tpu-v5e:2x2");
+    assert.equal(serverSettings({ ...defaults, memoryTarget: "" }, true).memory.target, undefined);
+  });
+
   it("names the interpreter that runs probes, in a trusted folder only", () => {
     assert.equal(serverSettings(defaults, true, "/proj/.venv/bin/python").memory.python, "/proj/.venv/bin/python");
     assert.equal(serverSettings(defaults, false, "/proj/.venv/bin/python").memory.python, undefined);

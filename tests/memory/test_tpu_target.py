@@ -1,0 +1,255 @@
+"""`shardlint memory --target tpu-...`: the TPU compiler's figures from a CPU host.
+
+The figures of `tests/memory/data/tpu_chip.json` were measured on one TPU v5e chip
+(`bench/tpu_chip.py`). With the same jax/libtpu pair (`.venv-chip`, made by
+`scripts/tpu-env.sh`) the target must give them byte for byte; with another pair only what
+depends on shapes and layouts alone (arguments, outputs, aliased bytes) must agree.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from shardlint.errors import UsageError
+from shardlint.memory.hardware import find_accelerator
+from shardlint.memory.targets import check_counts, parse_target, target_for
+
+from .memory_support import DECODER_PROBE, REPO, SEED_PROBES, CliResult, needs_flax
+
+CHIP = json.loads((Path(__file__).parent / "data" / "tpu_chip.json").read_text())
+FIELDS = ("argument", "output", "alias", "temp", "generated_code")
+SHAPE_FIELDS = ("argument", "output", "alias")
+
+
+def _libtpu() -> str | None:
+    for dist in ("libtpu", "libtpu-nightly"):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return None
+
+
+needs_libtpu = pytest.mark.skipif(
+    _libtpu() is None or importlib.util.find_spec("jax") is None,
+    reason="libtpu is not installed in the test interpreter (bash scripts/tpu-env.sh installs "
+    "the one its jax pins)",
+)
+
+
+def _chip_python() -> str | None:
+    """An interpreter with the chip's jax/libtpu pair: SHARDLINT_CHIP_PYTHON, else .venv-chip."""
+    candidate = os.environ.get("SHARDLINT_CHIP_PYTHON") or str(REPO / ".venv-chip/bin/python")
+    if not Path(candidate).is_file():
+        return None
+    want = CHIP["versions"]
+    code = ("import importlib.metadata as m, json; print(json.dumps({d: m.version(d) for d in "
+            "('jax', 'jaxlib', 'libtpu', 'flax', 'optax')}))")
+    try:
+        got = json.loads(subprocess.run([candidate, "-c", code], capture_output=True, text=True,
+                                        timeout=60, check=True).stdout)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    return candidate if all(got[d] == want[d] for d in got) else None
+
+
+def _runs(result: CliResult) -> dict[str, dict[int, dict]]:
+    out: dict[str, dict[int, dict]] = {}
+    for probe in result.json()["probes"]:
+        out[probe["function"]] = {run["devices"]: run for run in probe["runs"]}
+    return out
+
+
+# --- parsing, no jax ----------------------------------------------------------------------------
+
+
+def test_target_names_and_errors() -> None:
+    t = parse_target("TPU-v5e:16x16")
+    assert (t.spec, t.topology, t.devices) == ("tpu-v5e:16x16", "v5e:16x16", 256)
+    assert t.accelerator.bytes_per_device == CHIP["bytes_limit"]  # the chip's own bytes_limit
+    assert parse_target("tpu-v5p:2x2x2").devices == 8
+    assert parse_target("tpu-v4:2x2x1").devices == 8  # libtpu's v4: a device a core
+    for bad, says in (("v5e:2x2", "expected tpu-<generation>:<topology>"),
+                      ("tpu-v9z:2x2", "unknown TPU generation"),
+                      ("tpu-v5p:2x2", "three sides"), ("tpu-v5e:2x2x1", "two sides"),
+                      ("tpu-v5e:0x2", "at least 1")):
+        with pytest.raises(UsageError, match=says):
+            parse_target(bad)
+    with pytest.raises(UsageError, match="has 4 devices"):
+        check_counts(parse_target("tpu-v5e:2x2"), (1, 8))
+    assert target_for(find_accelerator("TPU-v5e"), 16).spec == "tpu-v5e:4x4"
+    assert target_for(find_accelerator("TPU-v5e"), 5).spec == "tpu-v5e:2x4"
+    assert target_for(find_accelerator("v5p"), 8).spec == "tpu-v5p:2x2x2"
+
+
+def test_target_in_the_settings_table(tmp_path: Path) -> None:
+    from shardlint.errors import ConfigError
+    from shardlint.memory.settings import MemorySettings
+
+    s = MemorySettings.from_table({"target": "tpu-v6e:2x2"})
+    assert (s.target, s.devices, s.hardware) == ("tpu-v6e:2x2", (4,), "TPU-v6e")
+    s = MemorySettings.from_table({"target": "tpu-v5e:4x4", "devices": [1, 16],
+                                   "capacity": "8GiB"})
+    assert (s.devices, s.capacity, s.hardware) == ((1, 16), 8 * 1024**3, None)
+    with pytest.raises(ConfigError, match="'target'.*has 4 devices"):
+        MemorySettings.from_table({"target": "tpu-v5e:2x2", "devices": [8]})
+    with pytest.raises(ConfigError, match="native"):
+        MemorySettings.from_table({"target": "tpu-v5e:2x2", "platform": "native"})
+
+
+# --- the worker's side: libtpu present, pinned, missing ------------------------------------------
+
+
+def _worker_target():
+    spec = importlib.util.spec_from_file_location(
+        "_test_worker_target", REPO / "shardlint/memory/worker/target.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.memory
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="needs jax")
+def test_missing_or_mismatched_libtpu_says_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    target = _worker_target()
+    real = target.metadata.version
+
+    def without(dist: str) -> str:
+        if dist.startswith("libtpu"):
+            raise metadata.PackageNotFoundError(dist)
+        return real(dist)
+
+    monkeypatch.setattr(target.metadata, "version", without)
+    status = target.libtpu_status()
+    assert not status["ok"]
+    import jax
+
+    assert f"pip install 'jax[tpu]=={jax.__version__}'" in status["message"]
+    with pytest.raises(target.TargetError, match="libtpu is not installed"):
+        target.Topology("v5e:2x2", 1)
+    monkeypatch.setattr(target.metadata, "version",
+                        lambda d: "0.0.1" if d == "libtpu" else real(d))
+    monkeypatch.setattr(target, "libtpu_pin", lambda: "0.0.50.*")
+    status = target.libtpu_status()
+    assert not status["ok"] and "libtpu 0.0.1 is installed" in status["message"]
+    assert "pins libtpu==0.0.50.*" in status["message"]
+
+
+# --- the TPU compiler on this host ----------------------------------------------------------------
+
+
+@pytest.mark.memory
+@pytest.mark.slow
+@needs_flax
+@needs_libtpu
+def test_chip_figures_byte_for_byte(shardlint_memory: Callable[..., CliResult]) -> None:
+    python = _chip_python()
+    if python is None:
+        pytest.skip(f"no interpreter with the chip's pair {CHIP['versions']} (.venv-chip: bash "
+                    "scripts/tpu-env.sh, or SHARDLINT_CHIP_PYTHON)")
+    result = shardlint_memory(
+        str(SEED_PROBES), f"{DECODER_PROBE}:shardlint_probe_decoder_470m_train_step",
+        f"{DECODER_PROBE}:shardlint_probe_decoder_1b_train_step",
+        "--target", "tpu-v5e:2x2", "--devices", "1", "--python", python, "--no-whatif",
+        "--format", "json", "--quiet", cwd=REPO)
+    runs = _runs(result)
+    compared = 0
+    for name, row in CHIP["probes"].items():
+        run = runs[name][1]
+        if "error" in row:  # decoder_1b: the chip's compiler refuses it, and so does the target
+            assert not run["ok"] and "exceeds available HBM (15.75G)" in run["error"]["message"]
+            continue
+        assert run["ok"], run["error"]
+        assert run["environment"]["target"]["target"] == "v5e:2x2"
+        got = {f: run["per_device"][f] for f in FIELDS}
+        assert got == row["memory"], name
+        compared += 1
+    assert compared == 4
+    assert result.json()["capacity"] == CHIP["bytes_limit"]
+
+
+@pytest.mark.memory
+@pytest.mark.slow
+@needs_flax
+@needs_libtpu
+def test_target_with_the_installed_pair(shardlint_memory: Callable[..., CliResult]) -> None:
+    result = shardlint_memory(str(SEED_PROBES), "--target", "tpu-v5e:2x2", "--devices", "1,4",
+                              "--no-whatif", "--format", "json", "--quiet", cwd=REPO)
+    assert result.code == 0, result.err
+    data = result.json()
+    assert data["hardware"] == "TPU-v5e" and data["capacity"] == CHIP["bytes_limit"]
+    for name, by_count in _runs(result).items():
+        one, four = by_count[1], by_count[4]
+        assert one["backend"] == "tpu" and one["environment"]["target"]["libtpu"] == _libtpu()
+        assert four["devices_used"] == 4 and four["environment"]["device_count"] == 4
+        # What depends on shapes and TPU layouts alone is the chip's, whatever libtpu compiled it.
+        assert {f: one["per_device"][f] for f in SHAPE_FIELDS} == \
+            {f: CHIP["probes"][name]["memory"][f] for f in SHAPE_FIELDS}, name
+    text = shardlint_memory(f"{SEED_PROBES}:shardlint_probe_fixed", "--target", "tpu-v5e:2x2",
+                            "--devices", "4", "--no-whatif", "--quiet", cwd=REPO)
+    assert f"tpu-v5e:2x2 (TPU compiler, libtpu {_libtpu()}, on this host)" in text.out
+    assert "fits TPU-v5e (15.75 GiB)" in text.out
+
+
+@pytest.mark.memory
+@needs_flax
+@needs_libtpu
+def test_a_concrete_value_under_the_target_mesh_names_its_line(
+        shardlint_memory: Callable[..., CliResult], write_probe: Callable[[str, str], Path]
+) -> None:
+    path = write_probe("concrete_probe.py", """\
+        import jax
+        import jax.numpy as jnp
+
+
+        def shardlint_probe_concrete():
+            mesh = jax.make_mesh((jax.device_count(),), ("data",))
+            with jax.set_mesh(mesh):
+                key = jax.random.key(0)
+                return jax.jit(lambda k: jax.random.normal(k, (8,))).lower(key)
+
+
+        def shardlint_probe_abstract():
+            mesh = jax.make_mesh((jax.device_count(),), ("data",))
+            key = jax.eval_shape(lambda: jax.random.key(0))
+            with jax.set_mesh(mesh):
+                return jax.jit(lambda k: jax.random.normal(k, (8,))).lower(key)
+        """)
+    result = shardlint_memory(str(path), "--target", "tpu-v5e:2x2", "--no-whatif",
+                              "--format", "json", "--quiet")
+    runs = _runs(result)
+    error = runs["shardlint_probe_concrete"][4]["error"]
+    assert error["kind"] == "concrete-on-target"
+    assert "concrete_probe.py:8 makes a concrete value" in error["message"]
+    assert "jax.ShapeDtypeStruct" in error["message"]
+    assert runs["shardlint_probe_abstract"][4]["ok"]
+    assert result.code == 2
+
+
+@pytest.mark.memory
+@pytest.mark.slow
+@needs_libtpu
+def test_capacities_are_the_compilers() -> None:
+    """The TPU table's figures are read from the compiler, not written from a datasheet."""
+    code = f"""
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("t", {str(REPO / 'shardlint/memory/worker/target.py')!r})
+t = importlib.util.module_from_spec(spec); spec.loader.exec_module(t)
+print(json.dumps({{g: t.compiler_limit(t.Topology(g + ":2x2", 1)) for g in ("v5e", "v6e")}}))
+"""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    got = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                    env=env, timeout=300, check=True).stdout.splitlines()[-1])
+    # v5e: the chip's bytes_limit, 52,736 B above what libtpu lets one program hold.
+    assert 0 <= CHIP["bytes_limit"] - got["v5e"] < 1 << 20
+    assert abs(find_accelerator("TPU-v6e").bytes_per_device - got["v6e"]) < 1 << 20
