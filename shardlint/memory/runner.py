@@ -140,6 +140,10 @@ class _Session:
         # Inherited by everything the worker starts: how `stop` finds those that left its group.
         self.marker = uuid.uuid4().hex
         env = worker_env(1 if options.target else devices, options.platform)
+        if options.target:
+            # Compile-only: libtpu's lockfile (one process per host holds the chips) guards
+            # nothing here, and would keep parallel workers and other compiles out.
+            env["ALLOW_MULTIPLE_LIBTPU_LOAD"] = "1"
         env[MARKER_VAR] = self.marker
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(

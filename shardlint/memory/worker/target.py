@@ -71,6 +71,15 @@ def libtpu_status() -> dict[str, Any]:
     return status
 
 
+def _host_bounds(name: str) -> dict[str, Any]:
+    """A slice smaller than libtpu's default host (2x2x1 chips) is one host of its own size, as
+    a single v5e chip (`v5e:1x1`) is: without it libtpu refuses the name."""
+    sides = [int(n) for n in name.partition(":")[2].split("x") if n.isdigit()]
+    if len(sides) == 2 and sides[0] * sides[1] < 4:
+        return {"chips_per_host_bounds": (sides[0], sides[1], 1)}
+    return {}
+
+
 class Topology:
     """The first ``count`` devices of a TPU topology, and the processes they belong to."""
 
@@ -81,7 +90,8 @@ class Topology:
         from jax.experimental import topologies
 
         try:
-            described = topologies.get_topology_desc(platform="tpu", topology_name=name)
+            described = topologies.get_topology_desc(platform="tpu", topology_name=name,
+                                                     **_host_bounds(name))
         except Exception as exc:  # noqa: BLE001 - libtpu's own words say what is wrong
             raise TargetError(f"libtpu {status['libtpu']} cannot describe the topology "
                               f"{name!r}: {str(exc).splitlines()[0] if str(exc) else exc}"
@@ -96,6 +106,12 @@ class Topology:
         first = self.devices[0].process_index
         self.local = [d for d in self.devices if d.process_index == first]
         self.processes = len({d.process_index for d in self.devices})
+
+    def lowering(self) -> Any:
+        """Where the worker lowers what a probe returned: a value without a sharding is placed
+        on the topology's first device, as on the TPU host, not on this host's CPU. (Only
+        there: a value the probe itself makes must still be made on the CPU.)"""
+        return jax.default_device(self.devices[0])
 
     def describe(self) -> dict[str, Any]:
         return {"target": self.name, "libtpu": self.status["libtpu"],

@@ -34,6 +34,7 @@ import traceback
 from typing import Any
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
+_TARGET: list[Any] = []  # the TPU topology of `--target`, once installed (target.py)
 _PRINTED_LIMIT = 8000
 
 
@@ -275,7 +276,8 @@ def run_probe(
                 call_s = time.perf_counter() - called
                 in_call = remedies.compiles - counted if remedies is not None else 0
                 compiled: list[Any] = []
-                with remedies.contexts() if remedies is not None and not early else nothing():
+                with remedies.contexts() if remedies is not None and not early else nothing(), \
+                        _TARGET[0].lowering() if _TARGET else nothing():
                     result = facts.analyse(
                         value,
                         on_stage=on_stage,
@@ -420,6 +422,7 @@ def main(argv: list[str]) -> int:
                          f"{type(exc).__name__}: {exc}", **base)
             return 3
         base["target"] = topology.describe()
+        _TARGET.append(topology)
     try:
         devices = jax.devices()
     except BaseException as exc:  # noqa: BLE001
