@@ -152,8 +152,9 @@ def render_probe(
     details = [f"line {probe.probe.line}", kind or "not compiled"]
     target = env.get("target") or {}
     if target:
-        details += [f"tpu-{target.get('target', '?')} (TPU compiler, libtpu "
-                    f"{target.get('libtpu', '?')}, on this host)", f"jax {env.get('jax', '?')}"]
+        name = target.get("requested") or target.get("target", "?")
+        details += [f"tpu-{name} (TPU compiler, libtpu {target.get('libtpu', '?')}, on this "
+                    "host)", f"jax {env.get('jax', '?')}"]
     elif env.get("backend"):
         simulated = " (simulated devices)" if report.platform == "cpu" else ""
         details += [f"{env['backend']}{simulated}", f"jax {env.get('jax', '?')}"]

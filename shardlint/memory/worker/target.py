@@ -5,8 +5,9 @@ devices of a TPU topology (`v5e:2x2`, `v5p:2x2x1`, a whole `v5e:16x16` pod) that
 lowered and compiled for, never run on. :func:`install` makes them the devices a probe sees
 before any user module is imported: `jax.devices()`, `jax.device_count()`, `jax.local_devices()`
 (the first host's share, as on the pod), `jax.process_count()`, `jax.make_mesh` and
-`mesh_utils.create_device_mesh` use the first N devices of the topology (a sub-mesh where N is
-smaller). The host's own CPU backend stays the default backend, so a value a probe makes is made
+`mesh_utils.create_device_mesh` use N devices of it: for a smaller N, the slice of the same
+generation with exactly N devices (4 devices of a `v5e:4x4` target compile for a `v5e:2x2`), else
+the topology's first N. The host's own CPU backend stays the default backend, so a value a probe makes is made
 on the CPU; a value made under `jax.set_mesh` of a topology mesh cannot be (`concrete_error`).
 
 Loaded by the worker by file path: imports nothing from shardlint.
@@ -71,6 +72,13 @@ def libtpu_status() -> dict[str, Any]:
     return status
 
 
+def _chips(name: str) -> int:
+    chips = 1
+    for side in name.partition(":")[2].split("x"):
+        chips *= int(side) if side.isdigit() else 1
+    return chips
+
+
 def _host_bounds(name: str) -> dict[str, Any]:
     """A slice smaller than libtpu's default host (2x2x1 chips) is one host of its own size, as
     a single v5e chip (`v5e:1x1`) is: without it libtpu refuses the name."""
@@ -80,22 +88,42 @@ def _host_bounds(name: str) -> dict[str, Any]:
     return {}
 
 
+# Slices with exactly N chips, smallest first: 2-D generations, then 3-D ones (v4, v5p).
+_SLICES_2D = ((1, 1), (1, 2), (2, 2), (2, 4), (4, 4), (4, 8), (8, 8), (8, 16), (16, 16),
+              (16, 32))
+_SLICES_3D = ((2, 2, 1), (2, 2, 2), (2, 2, 4), (2, 4, 4), (4, 4, 4), (4, 4, 8), (4, 8, 8),
+              (8, 8, 8), (8, 8, 16), (8, 16, 16))
+
+
+def _exact_slice(name: str, count: int, per_chip: int) -> str | None:
+    """A slice of ``name``'s generation with exactly ``count`` devices, when there is one: a
+    step for 4 devices compiles for a v5e:2x2, not for 4 devices of a v5e:4x4, whose device
+    ids the compiler's collectives do not accept (a RET_CHECK in libtpu)."""
+    generation, _, topology = name.partition(":")
+    sides = topology.split("x")
+    for shape in _SLICES_3D if len(sides) == 3 else _SLICES_2D:
+        chips = 1
+        for side in shape:
+            chips *= side
+        if chips * per_chip == count:
+            return f"{generation}:{'x'.join(map(str, shape))}"
+    return None
+
+
 class Topology:
-    """The first ``count`` devices of a TPU topology, and the processes they belong to."""
+    """The first ``count`` devices of a TPU topology (or of the slice of its generation with
+    exactly ``count`` devices), and the processes they belong to."""
 
     def __init__(self, name: str, count: int) -> None:
         status = libtpu_status()
         if not status["ok"]:
             raise TargetError(status["message"])
-        from jax.experimental import topologies
-
-        try:
-            described = topologies.get_topology_desc(platform="tpu", topology_name=name,
-                                                     **_host_bounds(name))
-        except Exception as exc:  # noqa: BLE001 - libtpu's own words say what is wrong
-            raise TargetError(f"libtpu {status['libtpu']} cannot describe the topology "
-                              f"{name!r}: {str(exc).splitlines()[0] if str(exc) else exc}"
-                              ) from None
+        self.requested = name
+        described = self._describe(name, status)
+        per_chip = max(1, len(described.devices) // max(1, _chips(name)))
+        exact = _exact_slice(name, count, per_chip)
+        if exact is not None and exact != name:
+            name, described = exact, self._describe(exact, status)
         every = list(described.devices)
         if count > len(every):
             raise TargetError(f"{count} devices asked for, the topology {name} has "
@@ -107,6 +135,18 @@ class Topology:
         self.local = [d for d in self.devices if d.process_index == first]
         self.processes = len({d.process_index for d in self.devices})
 
+    @staticmethod
+    def _describe(name: str, status: dict[str, Any]) -> Any:
+        from jax.experimental import topologies
+
+        try:
+            return topologies.get_topology_desc(platform="tpu", topology_name=name,
+                                                **_host_bounds(name))
+        except Exception as exc:  # noqa: BLE001 - libtpu's own words say what is wrong
+            raise TargetError(f"libtpu {status['libtpu']} cannot describe the topology "
+                              f"{name!r}: {str(exc).splitlines()[0] if str(exc) else exc}"
+                              ) from None
+
     def lowering(self) -> Any:
         """Where the worker lowers what a probe returned: a value without a sharding is placed
         on the topology's first device, as on the TPU host, not on this host's CPU. (Only
@@ -114,7 +154,8 @@ class Topology:
         return jax.default_device(self.devices[0])
 
     def describe(self) -> dict[str, Any]:
-        return {"target": self.name, "libtpu": self.status["libtpu"],
+        return {"target": self.name, "requested": self.requested,
+                "libtpu": self.status["libtpu"],
                 "topology_devices": len(self.all), "device_kind": self.devices[0].device_kind,
                 "processes": self.processes}
 
