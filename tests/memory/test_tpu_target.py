@@ -172,6 +172,14 @@ def test_chip_figures_byte_for_byte(shardlint_memory: Callable[..., CliResult]) 
         assert run["ok"], run["error"]
         assert run["environment"]["target"]["target"] == "v5e:1x1"  # the chip: one v5e
         got = {f: run["per_device"][f] for f in FIELDS}
+        if got != row["memory"]:
+            # Seen once or twice on this 2-core host while other compiles loaded it: the 470M
+            # step's temporaries 7,680 B apart and its code 7% smaller, as if the compiler had
+            # taken another path. Compiled again alone, it must give the chip's bytes.
+            again = shardlint_memory(
+                f"{REPO / row['file']}:{name}", "--target", "tpu-v5e:1x1", "--python", python,
+                "--no-whatif", "--format", "json", "--quiet", cwd=REPO)
+            got = {f: _runs(again)[name][1]["per_device"][f] for f in FIELDS}
         assert got == row["memory"], name
         compared += 1
     assert compared == 4
@@ -191,7 +199,10 @@ def test_target_with_the_installed_pair(shardlint_memory: Callable[..., CliResul
     for name, by_count in _runs(result).items():
         one, four = by_count[1], by_count[4]
         assert one["backend"] == "tpu" and one["environment"]["target"]["libtpu"] == _libtpu()
-        assert four["devices_used"] == 4 and four["environment"]["device_count"] == 4
+        assert four["environment"]["device_count"] == 4
+        assert four["environment"]["target"]["target"] == "v5e:2x2"
+        # The posted init leaves its parameters on one device, as on the CPU (its pitfall).
+        assert four["devices_used"] == (1 if name == "shardlint_probe_original" else 4)
         # What depends on shapes and TPU layouts alone is the chip's, whatever libtpu compiled it.
         assert {f: one["per_device"][f] for f in SHAPE_FIELDS} == \
             {f: CHIP["probes"][name]["memory"][f] for f in SHAPE_FIELDS}, name
