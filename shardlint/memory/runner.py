@@ -40,6 +40,11 @@ from shardlint.memory.worker.process import (
 )
 
 _POLL_S = 0.05
+# Set by jax's TPU start-up in the process that imported it (seen: TPU_LIBRARY_PATH,
+# TPU_SKIP_MDS_QUERY; on a TPU VM also the host's accelerator type and workers).
+TPU_DISCOVERY_VARS = ("TPU_LIBRARY_PATH", "TPU_SKIP_MDS_QUERY", "TPU_ACCELERATOR_TYPE",
+                      "TPU_WORKER_HOSTNAMES", "TPU_WORKER_ID", "TPU_HOST_BOUNDS",
+                      "TPU_CHIPS_PER_HOST_BOUNDS", "TPU_PROCESS_BOUNDS", "TPU_VISIBLE_CHIPS")
 _LOG_TAIL = 4000
 _START_TIMEOUT = 120.0  # importing jax can be slow on a cold disk; a probe's own limit starts after
 
@@ -144,6 +149,11 @@ class _Session:
             # Compile-only: libtpu's lockfile (one process per host holds the chips) guards
             # nothing here, and would keep parallel workers and other compiles out.
             env["ALLOW_MULTIPLE_LIBTPU_LOAD"] = "1"
+            # What jax wrote into this process's environment when it looked for a TPU here
+            # (TPU_LIBRARY_PATH names *this* interpreter's libtpu): the worker must load the
+            # libtpu of its own interpreter, the one its jax pins and the report names.
+            for name in TPU_DISCOVERY_VARS:
+                env.pop(name, None)
         env[MARKER_VAR] = self.marker
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(
