@@ -75,6 +75,8 @@ def _leaf_text(leaf: dict[str, Any]) -> str:
 def _run_findings(report: MemoryReport, probe: ProbeReport, run: RunReport) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     p, root, n = probe.probe, report.root, run.devices
+    if run.error is not None and run.error.kind == "does-not-fit":
+        return [_finding("SHL904", p, root, n, f"at {n} device(s) {run.error.message}")]
     if run.error is not None:
         return found  # SHL900 is built per probe, merging device counts
     figures = run.figures
@@ -142,7 +144,7 @@ def report_findings(report: MemoryReport) -> list[dict[str, Any]]:
         per_run = [_run_findings(report, probe, run) for run in probe.runs]
         failed: dict[str, list[int]] = {}
         for run in probe.runs:
-            if run.error is not None:
+            if run.error is not None and run.error.kind != "does-not-fit":  # SHL904 says it
                 failed.setdefault(run.error.message, []).append(run.devices)
         for message, counts in failed.items():  # the same failure at every count: one finding
             where = ", ".join(map(str, counts))

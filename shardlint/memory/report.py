@@ -220,13 +220,16 @@ class MemoryReport:
 
     @property
     def errors(self) -> list[tuple[ProbeReport, RunReport]]:
-        return [(p, r) for p in self.probes for r in p.runs if r.error is not None]
+        """Runs that failed: not those the TPU compiler refused because they do not fit."""
+        return [(p, r) for p in self.probes for r in p.runs
+                if r.error is not None and r.error.kind != "does-not-fit"]
 
     def exit_code(self) -> int:
         """0 all ran and fit, 1 something does not fit the capacity, 2 a probe failed."""
         if self.errors:
             return 2
-        if any(self.fits(r) is False for p in self.probes for r in p.runs):
+        if any(self.fits(r) is False or (r.error is not None and r.error.kind == "does-not-fit")
+               for p in self.probes for r in p.runs):
             return 1
         return 0
 

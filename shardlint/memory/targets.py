@@ -15,10 +15,14 @@ import math
 import re
 import subprocess
 from dataclasses import dataclass
+from typing import Any
 
 from shardlint.errors import UsageError
 from shardlint.memory.hardware import Accelerator, find_accelerator, tpu_generation
-from shardlint.memory.settings import MemorySettings
+
+# `MemorySettings` (memory/settings.py) is only handed in: settings.py reads a table's `target`
+# through this module, so this one does not import it.
+MemorySettings = Any
 
 _SPEC = re.compile(r"^tpu-(?P<gen>[a-z0-9]+):(?P<topology>\d+(?:x\d+){1,2})$")
 # Generations whose compile-only topology has two JAX devices a chip (one a core).
@@ -111,7 +115,8 @@ def with_target(settings: MemorySettings, target: Target, *, devices_given: bool
     """Settings that compile for ``target``: its device count unless counts were given (each
     checked against it), its TPU's capacity unless one was given."""
     devices = settings.devices
-    if not devices_given and settings.devices == MemorySettings().devices:
+    default = next(f.default for f in dataclasses.fields(settings) if f.name == "devices")
+    if not devices_given and settings.devices == default:
         devices = (target.devices,)
     check_counts(target, devices)
     changes: dict[str, object] = {"target": target.spec, "devices": devices, "platform": "cpu"}

@@ -221,6 +221,23 @@ def install(name: str, count: int) -> Topology:
     return topo
 
 
+_REFUSAL = re.compile(r"RESOURCE_EXHAUSTED.*?memory required for (?P<what>[\w ]+?) "
+                      r"\((?P<needs>[\d.]+\s*[KMGT]?)\) exceeds available HBM "
+                      r"\((?P<available>[\d.]+\s*[KMGT]?)\)", re.DOTALL)
+
+
+def compiler_refusal(message: str) -> dict[str, str] | None:
+    """The TPU compiler's "does not fit" (`CompileTimeHbmOom`) in an error message, or None:
+    what it counted (`HLO temporaries`), how much it needs and how much a device has."""
+    match = _REFUSAL.search(message)
+    if match is None:
+        return None
+    # The compiler's "G" is 2^30 bytes (15.75G is a v5e's 16,909,336,064 B).
+    unit = lambda text: text.strip() + ("iB" if text.strip()[-1:].isalpha() else " B")
+    return {"what": match.group("what"), "needs": unit(match.group("needs")),
+            "available": unit(match.group("available"))}
+
+
 def concrete_error(message: str) -> bool:
     """Whether an exception's ``message`` is what running a value on compile-only devices
     raises."""

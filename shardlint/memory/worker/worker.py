@@ -325,6 +325,17 @@ def _on_target(result: dict[str, Any], topology: Any) -> None:
         return
     error = result.get("error") or {}
     target = _load_sibling("target")
+    refused = target.compiler_refusal(error.get("message", ""))
+    if error.get("kind") == "raised" and refused is not None:
+        # The TPU compiler refuses a program that cannot fit its device: that is the answer.
+        error["kind"] = "does-not-fit"
+        error["needs"] = refused
+        error["message"] = (
+            f"does not fit {topology.name}: the TPU compiler refuses it, its "
+            f"{refused['what']} alone need {refused['needs']} of the {refused['available']} a "
+            "device has")
+        error.pop("traceback", None)
+        return
     if error.get("kind") != "raised" or not target.concrete_error(error.get("message", "")):
         return
     frames = [line.strip() for line in (error.get("traceback") or "").splitlines()
