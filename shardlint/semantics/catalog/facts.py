@@ -1,0 +1,381 @@
+"""API facts of every jax and flax release, read from the released files (``api_facts.json``,
+rebuilt by ``python scripts/api_facts.py``; nothing here is written by hand).
+
+The questions: does a dotted name exist in a release (:func:`exists`: True, False, or None where
+the table cannot tell), when it came (:func:`first_release`), when it went
+(:func:`removed_in`), when and how it was deprecated (:func:`deprecated_in`, with the release's
+own message), its signature (:func:`signature`), the releases themselves (:func:`releases`,
+:func:`python_bounds`, :func:`flax_needs_jax`).
+
+The table is read lazily: the release lists from its first line (every run needs them), the rest
+on the first question about a name. Its layout, per package: ``modules`` and ``names[module]``
+map runs of release indices (``"0-12,15"``) to the space-joined names present in exactly those
+releases; ``deprecated`` / ``module_deprecated`` and ``signatures`` map a dotted name to
+``[[runs, pool index], ...]`` into ``messages`` (``[message, 1 if the name still answers else
+0]``) and ``sigs`` (``(a, /, b=, *, c=, **kw)``; `` +w`` a wrapper that passes its arguments
+through, `` @d`` another decorator, `` ~how`` another way of being wrapped; ``?why`` unknown).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+TABLE = Path(__file__).with_name("api_facts.json")
+
+
+# ---- the table ------------------------------------------------------------------------------------
+@functools.cache
+def _head() -> dict:
+    """The first line: ``{"format": 1, "releases": {package: {versions, python, ...}}``."""
+    with TABLE.open(encoding="utf-8") as f:
+        return json.loads(f.readline() + "}")
+
+
+@functools.cache
+def _table() -> dict:
+    return json.loads(TABLE.read_text(encoding="utf-8"))
+
+
+def _runs(text: str) -> list[tuple[int, int]]:
+    out = []
+    for part in text.split(","):
+        start, _, end = part.partition("-")
+        out.append((int(start), int(end or start)))
+    return out
+
+
+def _in(text: str, index: int) -> bool:
+    return any(a <= index <= b for a, b in _runs(text))
+
+
+@functools.cache
+def _modules(package: str) -> dict[str, str]:
+    """module -> runs of the releases that have it."""
+    out: dict[str, str] = {}
+    for key, names in _table()[package]["modules"].items():
+        for name in names.split():
+            out[name] = key
+    return out
+
+
+@functools.cache
+def _names(package: str, module: str) -> dict[str, str] | None:
+    """name -> runs, for one module; None where the table keeps no names for it."""
+    grouped = _table()[package]["names"].get(module)
+    if grouped is None:
+        return None
+    return {n: key for key, names in grouped.items() for n in names.split()}
+
+
+def _valued(entries: list | None, index: int) -> int | None:
+    for key, value in entries or ():
+        if _in(key, index):
+            return value
+    return None
+
+
+# ---- releases -------------------------------------------------------------------------------------
+def _key(version: str) -> tuple[int, ...]:
+    out = []
+    for part in version.split("."):
+        m = re.match(r"\d+", part)
+        if m is None:
+            break
+        out.append(int(m.group()))
+    return tuple(out)
+
+
+def releases(package: str) -> tuple[str, ...]:
+    """Every release the table read, oldest first."""
+    return tuple(_head()["releases"][package]["versions"])
+
+
+def release_index(package: str, version: str) -> int | None:
+    """The index of ``version`` among the releases; a version between two releases (a dev
+    build, a release the registry no longer lists) is the newest release before it; one older
+    than the first or newer than the last is not known (None)."""
+    versions = releases(package)
+    want = _key(version)
+    if not versions or want < _key(versions[0]) or want > _key(versions[-1]):
+        return None
+    best = None
+    for i, v in enumerate(versions):
+        if _key(v) <= want:
+            best = i
+    return best
+
+
+def python_bounds(package: str, version: str) -> str | None:
+    """The release's ``Requires-Python`` (``">=3.10"``), None where not known."""
+    i = release_index(package, version)
+    if i is None:
+        return None
+    return _head()["releases"][package]["python"][i] or None
+
+
+def allows_python(package: str, version: str, python: str) -> bool | None:
+    """Whether the release installs on Python ``python`` (``"3.10"``) by its Requires-Python."""
+    spec = python_bounds(package, version)
+    if spec is None:
+        return None
+    have = _key(python)
+    for clause in spec.split(","):
+        m = re.match(r"\s*(>=|<=|==|!=|~=|>|<)\s*([0-9][0-9.*]*)", clause)
+        if m is None:
+            return None
+        op, bound = m.group(1), m.group(2).rstrip(".*")
+        b = _key(bound)
+        n = len(b)
+        ok = {">=": have >= b, "<=": have[:n] <= b, ">": have > b, "<": have < b,
+              "==": have[:n] == b, "!=": have[:n] != b, "~=": have >= b}[op]
+        if not ok:
+            return False
+    return True
+
+
+def flax_needs_jax(flax_version: str) -> str | None:
+    """The oldest jax the flax release requires (its ``Requires-Dist: jax>=...``)."""
+    i = release_index("flax", flax_version)
+    if i is None:
+        return None
+    return _head()["releases"]["flax"]["needs_jax"][i]
+
+
+# ---- names ----------------------------------------------------------------------------------------
+def _split(package: str, dotted: str, index: int) -> tuple[str, list[str]] | None:
+    """(the longest module prefix release ``index`` has, the attribute path after it)."""
+    modules = _modules(package)
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        module = ".".join(parts[:i])
+        runs = modules.get(module)
+        if runs is not None and _in(runs, index):
+            return module, parts[i:]
+    return None
+
+
+def _exists_at(dotted: str, index: int) -> bool | None:
+    package = dotted.split(".", 1)[0]
+    if package not in _head()["releases"]:
+        return None
+    found = _split(package, dotted, index)
+    if found is None:
+        return False
+    module, rest = found
+    if not rest:
+        return True
+    names = _names(package, module)
+    if names is None:
+        return None  # (a module whose names the table does not keep)
+    runs = names.get(rest[0])
+    if runs is None or not _in(runs, index):
+        return False
+    return True if len(rest) == 1 else None  # (an attribute of an object: not read)
+
+
+def exists(dotted: str, version: str) -> bool | None:
+    """Whether ``jax.tree.map`` (a module, or a name a module answers, deprecated names still
+    answered included) exists in that release of its package; None where the table cannot tell
+    (a version it did not read, an attribute of a class, a module whose names it does not keep)."""
+    package = dotted.split(".", 1)[0]
+    if package not in _head()["releases"]:
+        return None
+    index = release_index(package, version)
+    return None if index is None else _exists_at(dotted, index)
+
+
+def _presence(dotted: str) -> list[bool | None]:
+    package = dotted.split(".", 1)[0]
+    if package not in _head()["releases"]:
+        return []
+    return [_exists_at(dotted, i) for i in range(len(releases(package)))]
+
+
+def first_release(dotted: str) -> str | None:
+    """The first release in which the name exists (None: in none the table read)."""
+    package = dotted.split(".", 1)[0]
+    for i, present in enumerate(_presence(dotted)):
+        if present:
+            return releases(package)[i]
+    return None
+
+
+def removed_in(dotted: str) -> str | None:
+    """The release after the last one that has the name, if it is gone from the newest."""
+    package = dotted.split(".", 1)[0]
+    presence = _presence(dotted)
+    if not presence or presence[-1] is not False:
+        return None
+    last = max((i for i, p in enumerate(presence) if p), default=None)
+    return None if last is None else releases(package)[last + 1]
+
+
+@dataclass(frozen=True)
+class Deprecation:
+    version: str  # the first release that deprecates it (or says it is gone)
+    message: str  # that release's own words
+    still_answers: bool  # False: accessing it raises (AttributeError) with the message
+
+
+def _deprecations(dotted: str) -> list[tuple[int, str, bool]]:
+    package = dotted.split(".", 1)[0]
+    if package not in _head()["releases"]:
+        return []
+    table = _table()[package]
+    entries = table["deprecated"].get(dotted) or table["module_deprecated"].get(dotted) or []
+    out = []
+    for key, value in entries:
+        message, answers = table["messages"][value]
+        for start, _ in _runs(key):
+            out.append((start, message, bool(answers)))
+    return sorted(out)
+
+
+def deprecated_in(dotted: str) -> Deprecation | None:
+    """The first release that deprecates the name (it still answers, and warns), with its
+    message; None if no release the table read deprecates it."""
+    package = dotted.split(".", 1)[0]
+    for start, message, answers in _deprecations(dotted):
+        if answers:
+            return Deprecation(releases(package)[start], message, True)
+    return None
+
+
+def removal_message(dotted: str, version: str) -> str | None:
+    """What accessing a removed name raises with in that release, where it says so."""
+    package = dotted.split(".", 1)[0]
+    index = release_index(package, version)
+    if index is None:
+        return None
+    table = _table()[package]
+    value = _valued(table["deprecated"].get(dotted), index)
+    if value is None:
+        return None
+    message, answers = table["messages"][value]
+    return None if answers else message
+
+
+def deprecation_at(dotted: str, version: str) -> Deprecation | None:
+    """The deprecation in force in that release (its message), if any."""
+    package = dotted.split(".", 1)[0]
+    index = release_index(package, version)
+    if index is None:
+        return None
+    table = _table()[package]
+    value = _valued(table["deprecated"].get(dotted) or table["module_deprecated"].get(dotted),
+                    index)
+    if value is None:
+        return None
+    message, answers = table["messages"][value]
+    return Deprecation(version, message, bool(answers))
+
+
+# ---- signatures -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Param:
+    name: str
+    kind: str  # "positional_only" | "positional_or_keyword" | "var_positional" |
+    #            "keyword_only" | "var_keyword"
+    has_default: bool
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A signature as read from the release. ``exact``: the definition is what callers meet
+    (no decorator or wrapper the table cannot see through); where it is False the parameters
+    are those of the wrapped definition, and ``wrapped`` says how."""
+
+    params: tuple[Param, ...]
+    exact: bool
+    wrapped: tuple[str, ...] = ()
+
+    def param(self, name: str) -> Param | None:
+        return next((p for p in self.params if p.name == name), None)
+
+    def accepts_keyword(self, name: str) -> bool | None:
+        """Whether ``f(name=...)`` is accepted; None where the signature is not exact."""
+        p = self.param(name)
+        if p is not None and p.kind not in ("positional_only", "var_positional",
+                                            "var_keyword"):
+            return True if self.exact else None
+        if any(q.kind == "var_keyword" for q in self.params):
+            return None  # (**kwargs takes it, or passes it on)
+        return False if self.exact else None
+
+    def positional_only(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params if p.kind == "positional_only")
+
+    def keyword_only(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params if p.kind == "keyword_only")
+
+
+def _parse_signature(text: str) -> Signature | None:
+    if text.startswith("?"):
+        return None
+    inside, _, marks = text.rpartition(")")
+    inside = inside[1:]
+    items = [x.strip() for x in inside.split(",") if x.strip()]
+    raw: list[tuple[str, str, bool]] = []
+    keyword_only = False
+    for item in items:
+        if item == "/":
+            raw = [(n, "positional_only", d) for n, _, d in raw]
+            continue
+        if item == "*":
+            keyword_only = True
+            continue
+        if item.startswith("**"):
+            raw.append((item[2:], "var_keyword", False))
+        elif item.startswith("*"):
+            raw.append((item[1:], "var_positional", False))
+            keyword_only = True
+        else:
+            default = item.endswith("=")
+            raw.append((item.rstrip("="), "keyword_only" if keyword_only
+                        else "positional_or_keyword", default))
+    # (a "/" turns every parameter before it positional-only; later ones were added after it)
+    params = []
+    seen_slash = "/" in items
+    slash_at = items.index("/") if seen_slash else -1
+    count = 0
+    for i, item in enumerate(items):
+        if item in ("/", "*"):
+            continue
+        name, kind, default = raw[count]
+        if seen_slash and i < slash_at:
+            kind = "positional_only"
+        elif kind == "positional_only":
+            kind = "positional_or_keyword"
+        params.append(Param(name, kind, default))
+        count += 1
+    wrapped = tuple(m for m in marks.split(" ") if m)
+    exact = all(m.startswith("+") for m in wrapped)
+    return Signature(tuple(params), exact, wrapped)
+
+
+def signature(dotted: str, version: str) -> Signature | None:
+    """The signature of a function (a class: its ``__init__``) in that release, as read from
+    the release's source; None where it was not read or cannot be (the name does not exist,
+    is not a function or class, or is made at run time)."""
+    package = dotted.split(".", 1)[0]
+    index = release_index(package, version)
+    if index is None or package not in _head()["releases"]:
+        return None
+    table = _table()[package]
+    value = _valued(table["signatures"].get(dotted), index)
+    return None if value is None else _parse_signature(table["sigs"][value])
+
+
+def signature_text(dotted: str, version: str) -> str | None:
+    """The table's text of the signature (``?why`` where it could not be read)."""
+    package = dotted.split(".", 1)[0]
+    index = release_index(package, version)
+    if index is None or package not in _head()["releases"]:
+        return None
+    table = _table()[package]
+    value = _valued(table["signatures"].get(dotted), index)
+    return None if value is None else table["sigs"][value]
