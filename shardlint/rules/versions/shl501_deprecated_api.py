@@ -6,7 +6,8 @@ import ast
 import bisect
 
 from shardlint.rules.base import Edit, Fix, Rule, example, register
-from shardlint.semantics.catalog.api import KEYWORD_MOVES, MOVE_FIXES, MoveFix
+from shardlint.semantics.catalog.api import APIS, KEYWORD_MOVES, MOVE_FIXES, MoveFix
+from shardlint.semantics.catalog.versions import parse
 from shardlint.semantics.file.moves import (
     IMPORT_ERRORS,
     MoveUse,
@@ -18,6 +19,37 @@ from shardlint.semantics.file.moves import (
     uses_of_name,
 )
 from shardlint.source import Span
+
+
+def moves_table() -> str:
+    """The table of moves in the docs, from the catalogue (whose versions are read from the
+    releases): one row per package, versions and replacement module."""
+    rows: dict[tuple, list] = {}
+    for a in APIS:
+        if not (a.deprecated or a.removed) or a.package not in ("jax", "flax"):
+            continue
+        key = (a.package, a.deprecated or "", a.removed or "")
+        rows.setdefault(key, []).append(a)
+    out = ["| use | replacement | changed in |", "|---|---|---|"]
+
+    def order(key: tuple) -> tuple:
+        return (key[0] != "jax", parse(key[2] or key[1]), parse(key[1] or key[2]))
+
+    for key in sorted(rows, key=order):
+        package, deprecated, removed = key
+        apis = rows[key]
+        uses = ", ".join(f"`{a.name}`" for a in apis)
+        instead = ", ".join(dict.fromkeys(f"`{a.replacement}`" for a in apis if a.replacement))
+        when = ", ".join(x for x in (f"deprecated {package} {deprecated}" if deprecated else "",
+                                     f"removed {package} {removed}" if removed else "") if x)
+        out.append(f"| {uses} | {instead or '(none)'} | {when} |")
+    for m in KEYWORD_MOVES:
+        owners = ", ".join(f"`{o}`" for o in m.owners)
+        use = f"`{m.keyword}=` of {owners}" if m.call_keyword else \
+            f"`.{m.keyword}` of {owners} instances"
+        out.append(f"| {use} | `{m.replacement}` | deprecated {m.owners[0].split('.')[0]} "
+                   f"{m.deprecated} |")
+    return "\n".join(out)
 
 
 @register
@@ -32,41 +64,24 @@ runs on: one finding per use, naming the replacement and the version the move ha
 moves live in one data table (`shardlint/semantics/catalog/api.py`, read through
 `shardlint/semantics/file/moves.py`):
 
-| use | replacement | changed in |
-|---|---|---|
-| `jax.tree_map`, `jax.tree_flatten`, `jax.tree_leaves`, ... | `jax.tree.map`, ... | deprecated jax 0.4.26, removed 0.6.0 |
-| `jax.experimental.maps.xmap` (and the `jax.experimental.maps` module) | `jax.shard_map` | removed jax 0.4.31 |
-| `jax.sharding.XLACompatibleSharding` | `jax.sharding.Sharding` | removed jax 0.4.34 |
-| `jax.clear_backends`, `jax.lib.xla_client.Device` | `jax.extend.backend.clear_backends`, `jax.Device` | removed jax 0.4.36, 0.5.0 |
-| `jax.sharding.PositionalSharding` | `jax.sharding.NamedSharding` | removed jax 0.7.0 |
-| `jax.experimental.layout.DeviceLocalLayout` | `jax.experimental.layout.Layout` | removed jax 0.7.0 |
-| `jax.interpreters.pxla.thread_resources` | `jax.sharding.get_abstract_mesh` | deprecated jax 0.8.2 |
-| `jax.sharding.GSPMDSharding`, `AxisTypes`, `jax.lib.xla_client.OpSharding`/`HloSharding`, old `PartitionSpec`/`Mesh`/`with_sharding_constraint` paths under `jax.experimental`/`jax.interpreters.pxla` | `NamedSharding`, `AxisType`, `jax.sharding.*` | gone by jax 0.12.0 |
-| `nnx.vars_as` | `nnx.with_vars` | deprecated flax 0.12.8 |
-| `jax.experimental.shard` (`reshard`, `auto_axes`, `explicit_axes`) | `jax.sharding.*` | removed jax 0.7.0 |
-| `jax.sharding.use_mesh` | `jax.set_mesh` | removed jax 0.7.1 |
-| `jax.experimental.pjit.pjit` | `jax.jit` | deprecated jax 0.8.0 |
-| `jax.experimental.shard_map.shard_map` | `jax.shard_map` | deprecated jax 0.8.0 |
-| `jax.device_put_sharded`, `jax.device_put_replicated`, `jax.sharding.PmapSharding` | `jax.device_put(x, NamedSharding(...))` | removed jax 0.10.0 |
-| `nnx.with_sharding_constraint` | `jax.lax.with_sharding_constraint` | removed flax 0.11.2 |
-| `nnx.Param(..., sharding=...)` / `sharding_names=` (also `nnx.Variable`, `nnx.with_metadata`), `variable.sharding_names` | `out_sharding` | deprecated flax 0.12.4 |
+{MOVES_TABLE}
 
 Uses are attribute chains under any import alias (`import jax as j; j.tree_map`) and
 `from ... import` lines. Not reported: a project-local function that happens to share a name
 (`tree_map = ...`), `nnx.with_partitioning(init, sharding=...)` (there `sharding` is the current
 argument name), any API the project's versions still provide unchanged, and compatibility code:
 the branches of an `if` that tests `jax.__version__`/`__version_info__` and the body of a `try`
-whose handler catches `ImportError` or `AttributeError`. A removal the changelog does not date
-says "gone by" the first release known without it. `with mesh:`
+whose handler catches `ImportError` or `AttributeError`. `with mesh:`
 and `jax.make_mesh` without `axis_types` are behaviour changes with rules of their own (SHL101,
 SHL105).
 """
+    what = what.replace("{MOVES_TABLE}", moves_table())
     why = """
 A removed API fails with `AttributeError` or `ImportError` only when the line runs -- often after
 a long model build, or on the cluster: `jax.tree_map` raises `AttributeError` on jax >= 0.6.0,
 and so does `jax.sharding.use_mesh` on jax >= 0.7.1. A deprecated one emits a
 `DeprecationWarning` (`pjit`, `shard_map` on jax >= 0.8.0; `'sharding' is deprecated, use
-'out_sharding' instead.` on flax >= 0.12.4) and fails on a later upgrade.
+'out_sharding' instead.` on flax >= 0.12.6) and fails on a later upgrade.
 """
     use_instead = """
 ```python
@@ -227,7 +242,7 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
                     self.w = nnx.Param(jnp.zeros((512, 2048)), sharding=("embed", "mlp"))  # expect: SHL501
                     self.b = nnx.Variable(jnp.zeros(2048), sharding_names=("mlp",))  # expect: SHL501
                     print(self.b.sharding_names)  # expect: SHL501
-        """, title="NNX sharding metadata renamed in flax 0.12.4"),
+        """, title="NNX sharding metadata renamed: the keywords warn from flax 0.12.6"),
         example("""
             import jax
             from jax import tree_leaves, numpy as jnp  # expect: SHL501
@@ -266,9 +281,7 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
         instead = f"; use `{use.new}`" if use.new else ""
         note = f" ({use.note})" if use.note else ""
         if use.removed:
-            when = f"is gone by {use.package} {use.version} (the changelog does not say in " \
-                f"which release)" if use.api is not None and use.api.removed_by else \
-                f"was removed in {use.package} {use.version}"
+            when = f"was removed in {use.package} {use.version}"
             return (f"`{use.old}` {when} (judged for "
                     f"{self.ctx.versions.describe(use.package)}){instead}{note}")
         return f"`{use.old}` is deprecated since {use.package} {use.version}{instead}{note}"

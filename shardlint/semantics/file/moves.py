@@ -115,7 +115,7 @@ def api_moves(facts: FileFacts, versions: Versions, attribute_reads: bool = Fals
             continue
         for kw in c.node.keywords:
             for m in moves:
-                if kw.arg == m.keyword and c.api.name in m.owners:
+                if kw.arg == m.keyword and c.api.name in m.owners and m.call_keyword:
                     out.append(MoveUse(kw, "keyword", m.keyword, m.replacement,
                                        m.owners[0].split(".")[0], m.deprecated, False, "",
                                        c.scope, call=c.node))
