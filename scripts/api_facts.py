@@ -818,6 +818,7 @@ class ReleaseFacts:
     module_deprecated: dict[str, str]
     signatures: dict[str, str]
     warnings: dict[str, list[str]]  # module -> every deprecation message its code can give
+    shadowed: list[str]  # submodules whose package binds their name to something else
 
 
 def split_dotted(release: Release, dotted: str) -> tuple[str, str] | None:
@@ -840,6 +841,7 @@ def read_release(package: str, version: str, path: Path, wanted: list[str]) -> R
     module_deprecated: dict[str, str] = {}
     signatures: dict[str, str] = {}
     module_warnings: dict[str, list[str]] = {}
+    shadowed: list[str] = []
     for module in modules:
         public = sorted(n for n in release.names(module) if not n.startswith("_"))
         names[module] = public
@@ -862,6 +864,10 @@ def read_release(package: str, version: str, path: Path, wanted: list[str]) -> R
         found = all_warnings(source.modules[module])
         if found:
             module_warnings[module] = found
+        parent, _, last = module.rpartition(".")
+        if parent and last in release.names(parent) and \
+                release.resolve(parent, last).kind not in ("module", "unknown"):
+            shadowed.append(module)  # (`jax.config`: the config object, not the submodule)
     want = set(wanted)
     for module in SIGNATURE_MODULES:
         if module in source.modules:
@@ -898,7 +904,7 @@ def read_release(package: str, version: str, path: Path, wanted: list[str]) -> R
             continue
         signatures[dotted] = signature(release, target)
     return ReleaseFacts(version, source.kind, python, needs_jax, modules, names, deprecated,
-                        module_deprecated, signatures, module_warnings)
+                        module_deprecated, signatures, module_warnings, shadowed)
 
 
 def all_warnings(text: str) -> list[str]:
@@ -975,7 +981,10 @@ def package_table(package: str, facts: list[ReleaseFacts],
     module_deprecated: dict[str, dict[int, object]] = {}
     signatures: dict[str, dict[int, object]] = {}
     module_warnings: dict[str, dict[str, list[int]]] = {}
+    shadowed: dict[str, list[int]] = {}
     for i, f in enumerate(facts):
+        for module in f.shadowed:
+            shadowed.setdefault(module, []).append(i)
         for module, found in f.warnings.items():
             for message in found:
                 module_warnings.setdefault(module, {}).setdefault(message, []).append(i)
@@ -1012,6 +1021,9 @@ def package_table(package: str, facts: list[ReleaseFacts],
     }
     return releases, {
         "modules": _grouped(modules),
+        # submodules whose package binds their name to another object (`jax.config`): an
+        # attribute chain through them reads the object
+        "shadowed": _grouped(shadowed),
         "names": {m: _grouped(n) for m, n in sorted(names.items())
                   if not m.startswith(NAMES_LEFT_OUT)},
         # message pool entries are [message, 1 if the name still answers else 0]
@@ -1038,7 +1050,7 @@ def catalogue_section() -> dict[str, list[str | None]]:
     sys.path.insert(0, str(ROOT))
     from shardlint.semantics.catalog import api, facts
 
-    for cached in (facts._head, facts._table, facts._modules, facts._names):
+    for cached in (facts._head, facts._table, facts._modules, facts._names, facts._shadowed):
         cached.cache_clear()
     out: dict[str, list[str | None]] = {}
     for a in api.APIS:

@@ -107,6 +107,15 @@ def test_not_known_is_a_third_answer():
     assert facts.exists("jax.numpy.asarray", "0.9.0") is True
     assert facts.exists("jax.numpy.no_such_name", "0.9.0") is False
     assert facts.exists("jax.config.update", "0.9.0") is None  # (an attribute of an object)
+    # jax.config is both the package's config object and (to 0.4.x) a submodule whose import
+    # warns: the object's attributes are neither missing nor deprecated
+    assert facts.exists("jax.config", "0.4.25") is True
+    assert facts.exists("jax.config.update", "0.4.25") is None
+    assert facts.deprecated_in("jax.config") is not None
+    assert facts.deprecated_in("jax.config.update") is None
+    # a name of a module whose import warns is deprecated with it
+    xmap = facts.deprecated_in("jax.experimental.maps.xmap")
+    assert xmap is not None and xmap.version == "0.4.26"
     assert facts.exists("jax.jit", "99.0") is None  # (a release the table did not read)
     assert facts.exists("optax.apply_updates", "0.2.0") is None
     assert facts.release_index("jax", "0.4.32") == facts.release_index("jax", "0.4.31")

@@ -63,6 +63,13 @@ def _modules(package: str) -> dict[str, str]:
 
 
 @functools.cache
+def _shadowed(package: str) -> dict[str, str]:
+    """module -> runs of the releases whose package binds the module's name to an object."""
+    return {m: key for key, names in _table()[package].get("shadowed", {}).items()
+            for m in names.split()}
+
+
+@functools.cache
 def _names(package: str, module: str) -> dict[str, str] | None:
     """name -> runs, for one module; None where the table keeps no names for it."""
     grouped = _table()[package]["names"].get(module)
@@ -173,6 +180,9 @@ def _exists_at(dotted: str, index: int) -> bool | None:
         return None  # (a module whose names the table does not keep)
     runs = names.get(rest[0])
     if runs is None or not _in(runs, index):
+        shadowed = _shadowed(package).get(module)
+        if shadowed is not None and _in(shadowed, index):
+            return None  # (`jax.config`: the package binds an object over the submodule)
         return False
     return True if len(rest) == 1 else None  # (an attribute of an object: not read)
 
@@ -227,13 +237,13 @@ def _deprecations(dotted: str) -> list[tuple[int, str, bool]]:
         return []
     table = _table()[package]
     entries = table["deprecated"].get(dotted) or table["module_deprecated"].get(dotted)
-    if not entries:  # (a name of a module whose import warns: using it warns too)
-        parts = dotted.split(".")
-        entries = next((table["module_deprecated"][m] for m in (
-            ".".join(parts[:i]) for i in range(len(parts) - 1, 1, -1))
-            if m in table["module_deprecated"]), [])
+    module, _, name = dotted.rpartition(".")
+    if not entries and module in table["module_deprecated"] and name in (
+            _names(package, module) or {}):
+        # (a name of a module whose import warns: using it imports the module)
+        entries = table["module_deprecated"][module]
     out = []
-    for key, value in entries:
+    for key, value in entries or ():
         message, answers = table["messages"][value]
         for start, _ in _runs(key):
             out.append((start, message, bool(answers)))
