@@ -193,7 +193,7 @@ APIS: tuple[Api, ...] = (
     _a("jax.ad_checkpoint.checkpoint", R.REMAT, replacement="jax.checkpoint"),
     _a("jax.experimental.maps", R.OTHER, replacement="jax.shard_map",
        note="xmap and the maps module are gone"),
-    # Shardings, devices and low-level moves (jax changelog; verified against jax 0.12.0.1).
+    # Shardings, devices and low-level moves.
     _a("jax.sharding.PositionalSharding", R.OTHER, replacement="jax.sharding.NamedSharding",
        note="build a Mesh and a PartitionSpec for the same layout"),
     _a("jax.sharding.GSPMDSharding", R.OTHER, replacement="jax.sharding.NamedSharding",
