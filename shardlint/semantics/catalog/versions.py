@@ -548,6 +548,15 @@ def detect(root: Path, overrides: dict[str, str] | None = None) -> Versions:
 
 
 def assume(jax: str | None = None, flax: str | None = None) -> Versions:
-    """Fixed versions (tests, examples)."""
-    return Versions(jax or CURRENT["jax"], flax or CURRENT["flax"],
-                    {"jax": "fixed", "flax": "fixed"})
+    """Fixed versions (tests, examples); ``"0.4.20..0.6.2"``: pins that allow that range, judged
+    for its newest release (as ``jax>=0.4.20,<=0.6.2``)."""
+    given = {"jax": jax or CURRENT["jax"], "flax": flax or CURRENT["flax"]}
+    judged, low, source = {}, {}, {}
+    for pkg, text in given.items():
+        oldest, dots, newest = text.partition("..")
+        judged[pkg] = newest if dots else text
+        source[pkg] = "fixed"
+        if dots:
+            low[pkg] = oldest
+            source[pkg] = f"the newest that {pkg} {oldest}..{newest} allows"
+    return Versions(judged["jax"], judged["flax"], source, low)
