@@ -162,6 +162,11 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
             leaves = jax.tree_map(lambda p: p, {"w": 1.0})
         """, title="pinned to an old jax", jax="0.4.20"),
         example("""
+            import jax
+            leaves, treedef = jax.tree_util.tree_flatten({"w": 1.0})
+        """, title="jax 0.4.20 to 0.6.2: `jax.tree_util` is current in all of them",
+            jax="0.4.20..0.6.2"),
+        example("""
             import numpy as np
             import jax
             tree_map = lambda f, x: f(x)  # a local helper, not jax's
@@ -248,6 +253,22 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
             from jax import tree_leaves, numpy as jnp  # expect: SHL501
             n = len(tree_leaves({"w": jnp.ones(3)}))
         """, title="one name of a multi-name import"),
+        example("""
+            import jax
+            leaves, treedef = jax.tree_flatten({"w": 1.0})  # expect: SHL501
+        """, title="pinned to jax 0.4.20, before `jax.tree` (0.4.25): `jax.tree_util.tree_flatten`",
+            jax="0.4.20"),
+        example("""
+            import jax
+            from jax import tree_leaves  # expect: SHL501
+            leaves, treedef = jax.tree_flatten({"w": 1.0})  # expect: SHL501
+            n = len(tree_leaves(leaves))
+        """, title="pins that allow jax 0.4.20 to 0.6.2: `jax.tree_util`, which all of them have",
+            jax="0.4.20..0.6.2"),
+        example("""
+            import jax
+            leaves, treedef = jax.tree_flatten({"w": 1.0})  # expect: SHL501
+        """, title="pins that require jax >= 0.4.25: `jax.tree.flatten`", jax="0.4.25..0.5.3"),
     ]
 
     @classmethod
@@ -279,12 +300,35 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
             return (f"`.{use.old}` is deprecated since {use.package} {use.version} "
                     f"(`DeprecationWarning`); read `.{use.new}`")
         instead = f"; use `{use.new}`" if use.new else ""
+        if use.wanted:
+            instead = self._instead(use)
         note = f" ({use.note})" if use.note else ""
         if use.removed:
             when = f"was removed in {use.package} {use.version}"
             return (f"`{use.old}` {when} (judged for "
                     f"{self.ctx.versions.describe(use.package)}){instead}{note}")
         return f"`{use.old}` is deprecated since {use.package} {use.version}{instead}{note}"
+
+    def _instead(self, use: MoveUse) -> str:
+        """The advice where the catalogue's replacement is missing from a release the project
+        may run: the stand-in that exists in all of them, or the condition for the replacement."""
+        package = (use.wanted or "").split(".", 1)[0]
+        versions = self.ctx.versions
+        judged = versions.jax if package == "jax" else versions.flax
+        if use.needs is None:
+            why = f"`{use.wanted}` is missing from {package} {judged}"
+        elif versions.below(package, use.needs):
+            why = f"`{use.wanted}` needs {package} >= {use.needs}; judged for " \
+                  f"{versions.describe(package)}"
+        else:
+            why = f"`{use.wanted}` needs {package} >= {use.needs}, and the project's pins allow " \
+                  f"{package} {versions.oldest(package)}"
+        if use.new:
+            return f"; use `{use.new}` ({why})"
+        if use.needs is None:
+            return f"; its replacement `{use.wanted}` is missing from the project's {package}"
+        return (f"; use `{use.wanted}` once the project requires {package} >= {use.needs} "
+                f"({why})")
 
     # ---- fixes -----------------------------------------------------------------------------------
     def _fix(self, use: MoveUse) -> Fix | None:
@@ -323,7 +367,8 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
                 return None
             edits.append(Edit(Span(line, 0, line, 0), spelled.add_import + "\n"))
         call = next((c.node for c in self.facts.calls if c.node.func is use.node), None)
-        applicability = self._applicability(policy, [call] if call is not None else None)
+        applicability = self._applicability(policy, [call] if call is not None else None,
+                                            use.same)
         return self._make(use, policy, applicability, spelled.text, edits)
 
     def _import_fix(self, use: MoveUse, policy: MoveFix) -> Fix | None:
@@ -341,19 +386,26 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
         if edits is None:
             return None
         calls = self._calls_of_name(local)
-        applicability = self._applicability(policy, calls)
+        applicability = self._applicability(policy, calls, use.same)
         return self._make(use, policy, applicability, new_import, edits)
 
     def _make(self, use: MoveUse, policy: MoveFix, applicability: str, text: str,
               edits: list[Edit]) -> Fix:
         description = f"Use `{text}`"
-        if applicability != "safe" and policy.why:
+        if applicability != "safe" and use.wanted and not use.same:
+            description += (f" (check: it stands in for `{use.wanted}`, missing from a release the "
+                            f"project may run, and the releases do not show it takes the same "
+                            f"arguments as `{use.old}`)")
+        elif applicability != "safe" and policy.why:
             description += f" (check: {policy.why})"
         return Fix(description, applicability, tuple(edits))
 
-    def _applicability(self, policy: MoveFix, calls: list[ast.Call] | None) -> str:
+    def _applicability(self, policy: MoveFix, calls: list[ast.Call] | None,
+                       same: bool = True) -> str:
+        """``same``: the replacement written is the same thing as the old name at every release
+        the project may run (False: a stand-in the releases do not show to be; never safe)."""
         if policy.kind == "rename":
-            return "safe"
+            return "safe" if same else "unsafe"
         if calls is None:
             return "display-only"  # used other than by calling it: the arguments are not visible
         for call in calls:
