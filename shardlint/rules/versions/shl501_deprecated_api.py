@@ -107,6 +107,14 @@ function by position, no `check_rep`/`auto`), `nnx.with_sharding_constraint` ->
 `.sharding_names` (the object may not be an NNX Variable). Otherwise the edit is display-only,
 and moves with no mechanical replacement (`xmap`, `device_put_replicated`, `PmapSharding`) have
 no edit.
+
+A replacement is advised and written only where it exists in every release from the oldest the
+project's pins allow to the one judged (read from the table of releases). Where it does not --
+`jax.tree.flatten` came in jax 0.4.25, and `jax==0.4.20` or `jax>=0.4.20` allows older -- the
+advice and the edit are the spelling the release's own deprecation message names and every
+release of the range has (`jax.tree_util.tree_flatten`): safe where its signature is the old
+name's in each of those releases, else unsafe. Where no spelling exists in all of them, there is
+no edit, and the message says which version the replacement needs.
 """
     versions = """
 Each use is reported from the version in which its API was deprecated (a warning) or removed
