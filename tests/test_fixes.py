@@ -188,3 +188,31 @@ def test_shl501_gives_the_condition_where_no_spelling_exists_in_every_allowed_ja
     assert len(found) == 1, found
     assert "use `jax.set_mesh` once the project requires jax >= 0.7.1" in found[0].message
     assert found[0].fix is None
+
+
+def test_shl501_a_stand_in_not_shown_to_be_the_same_is_an_unsafe_fix(tmp_path, monkeypatch):
+    """Where the releases do not show the stand-in takes what the old name takes, a rename's fix
+    is unsafe, and says what to check."""
+    from shardlint.semantics.file import moves
+
+    monkeypatch.setattr(moves, "_same", lambda old, new, span: False)
+    moves._replacement.cache_clear()
+    try:
+        text = 'import jax\nleaves, treedef = jax.tree_flatten({"w": 1.0})\n'
+        [f] = [f for f in lint_files(tmp_path, {"a.py": text}, select=("SHL501",),
+                                     versions={"jax": "0.4.20"}) if f.code == "SHL501"]
+        assert "use `jax.tree_util.tree_flatten`" in f.message
+        assert f.fix is not None and f.fix.applicability == "unsafe"
+        assert "stands in for `jax.tree.flatten`" in f.fix.description
+    finally:
+        moves._replacement.cache_clear()
+
+
+def test_shl501_pins_older_than_any_release_read_count_as_the_oldest_read(tmp_path):
+    from shardlint.semantics.catalog.versions import Versions
+    from shardlint.semantics.file.moves import replacement_for
+
+    v = Versions("0.6.2", "0.8.0", {}, {"jax": "0.2.0"})  # (jax>=0.2,<0.7)
+    r = replacement_for("jax.tree_flatten", "jax.tree.flatten", v)
+    assert (r.name, r.wanted, r.needs) == ("jax.tree_util.tree_flatten", "jax.tree.flatten",
+                                           "0.4.25")

@@ -159,6 +159,8 @@ def _span(package: str, oldest: str, judged: str) -> list[str] | None:
     every = releases.releases(package)
     lo = releases.release_index(package, oldest)
     hi = releases.release_index(package, judged)
+    if lo is None and every and releases._key(oldest) < releases._key(every[0]):
+        lo = 0  # (pins that allow a release older than any read: the oldest read stands for it)
     if lo is None or hi is None:
         return None
     return list(every[min(lo, hi):hi + 1])
