@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import io
 import json
 import os
 import re
@@ -62,7 +61,7 @@ def is_final(version: str) -> bool:
     return re.fullmatch(r"\d+(\.\d+)*", version) is not None
 
 
-# ---- 1. and 2.: the release lists and the files ---------------------------------------------------
+# ---- 1. and 2.: the release lists and the files --------------------------------------------------
 def pip(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True,
                           env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
@@ -80,8 +79,8 @@ def registry_versions(package: str) -> list[str]:
 
 
 def cached_file(folder: Path, package: str, version: str) -> Path | None:
-    for name in (f"{package}-{version}-py3-none-any.whl", f"{package}-{version}-py2.py3-none-any.whl",
-                 f"{package}-{version}.tar.gz"):
+    for name in (f"{package}-{version}-py3-none-any.whl",
+                 f"{package}-{version}-py2.py3-none-any.whl", f"{package}-{version}.tar.gz"):
         if (folder / name).is_file():
             return folder / name
     return None
@@ -144,10 +143,13 @@ def read_dist(path: Path, package: str) -> Source:
             if not member.isfile():
                 continue
             top, _, rel = member.name.partition("/")
+            data = t.extractfile(member)
+            if data is None:
+                continue
             if rel == "PKG-INFO":
-                metadata = t.extractfile(member).read().decode("utf-8", "replace")  # type: ignore[union-attr]
+                metadata = data.read().decode("utf-8", "replace")
             elif rel.endswith(".py"):
-                take(rel, t.extractfile(member).read())  # type: ignore[union-attr]
+                take(rel, data.read())
     return Source(modules, packages, metadata, "sdist")
 
 
@@ -211,7 +213,8 @@ def _dotted(node: ast.AST) -> str | None:
 
 
 def _is_type_checking(test: ast.expr) -> bool:
-    return _dotted(test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+    """``if TYPE_CHECKING:`` under any import of typing (``_typing.TYPE_CHECKING``, ``_tp.``)."""
+    return (_dotted(test) or "").rpartition(".")[2] == "TYPE_CHECKING"
 
 
 def _absolute(module: str, is_package: bool, level: int, target: str | None) -> str:
@@ -369,6 +372,8 @@ def _is_deprecation_warning(call: ast.AST) -> str | None:
     if not isinstance(call, ast.Call):
         return None
     func = _dotted(call.func) or ""
+    if func.endswith("deprecations.warn") and len(call.args) > 1:
+        return _const_str(call.args[1])  # jax's deprecations.warn(id, message)
     if not func.endswith("warn"):
         return None
     category = call.args[1] if len(call.args) > 1 else next(
@@ -414,7 +419,7 @@ def getattr_deprecations(node: ast.FunctionDef) -> dict[str, tuple[str, bool]]:
     return out
 
 
-# ---- one release: resolving names to what they are ------------------------------------------------
+# ---- one release: resolving names to what they are -----------------------------------------------
 @dataclass
 class Target:
     """What a public name is: kind "def" / "class" (``node`` in ``module``), "module" (``module``),
@@ -494,7 +499,8 @@ class Release:
                 message = unconditional_warning(inner.body) if inner is not None else None
                 if message is not None:
                     wrapped = (_dotted(b.node.args[0]) or "?").rpartition(".")[2]
-                    first = [*wrapper.args.posonlyargs, *wrapper.args.args][0].arg  # type: ignore[union-attr]
+                    first = [*wrapper.args.posonlyargs,  # type: ignore[union-attr]
+                             *wrapper.args.args][0].arg  # type: ignore[union-attr]
                     for attr in ("__qualname__", "__name__"):
                         message = message.replace("{" + f"{first}.{attr}" + "}", wrapped)
                     out[name] = (message, True)
@@ -524,9 +530,20 @@ class Release:
                 tree = ast.parse(text)
             except SyntaxError:
                 return None
+        strings: dict[str, str] = {}  # module-level `_msg = "..."` handed to the warning
         for stmt in _runtime_statements(tree.body):
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
+                    isinstance(stmt.targets[0], ast.Name):
+                text_ = _const_str(stmt.value)
+                if text_ is not None:
+                    strings[stmt.targets[0].id] = text_
             if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-                message = _is_deprecation_warning(stmt.value)
+                call = stmt.value
+                if call.args and isinstance(call.args[0], ast.Name) and \
+                        call.args[0].id in strings:
+                    call = ast.Call(call.func, [ast.Constant(strings[call.args[0].id]),
+                                                *call.args[1:]], call.keywords)
+                message = _is_deprecation_warning(call)
                 func = _dotted(stmt.value.func) or ""
                 if message is None and func in ("logging.warning", "logging.warn") and \
                         stmt.value.args:
@@ -556,8 +573,9 @@ class Release:
             return Target("unknown", why=f"no module {module}")
         b = info.bindings.get(name)
         if b is None:
-            if name in info.deprecations and info.deprecations[name][1] is not None:
-                return self._binding(module, info.deprecations[name][1], depth)  # type: ignore[arg-type]
+            kept = info.deprecations.get(name, ("", None))[1]
+            if kept is not None:
+                return self._binding(module, kept, depth)
             for star in info.stars:
                 if name in self.names(star):
                     return self.resolve(star, name, depth + 1)
@@ -628,7 +646,7 @@ class Release:
         return Target("unknown", why="an expression")
 
 
-# ---- signatures -------------------------------------------------------------------------------------
+# ---- signatures ----------------------------------------------------------------------------------
 def _params(args: ast.arguments, drop_first: bool) -> list[str]:
     positional = [*args.posonlyargs, *args.args]
     defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
@@ -726,15 +744,15 @@ def _class_init(release: Release, target: Target, depth: int) -> tuple[str, list
             found = _class_init(release, resolved, depth + 1)
             if isinstance(found, str):
                 return found
-            return found[0], marks + found[1] + [f" ~inherited from {resolved.module}."
-                                                 f"{resolved.node.name}"]  # type: ignore[union-attr]
+            base_name = getattr(resolved.node, "name", "?")
+            return found[0], marks + found[1] + [f" ~inherited from {resolved.module}.{base_name}"]
         name = _dotted(base) or ""
         if name.rpartition(".")[2] not in ("object", "Generic", "ABC", "Protocol"):
             return f"a base class read nowhere ({name}: {resolved.why or resolved.kind})"
     return "no __init__ of its own or of a base class in the package"
 
 
-# ---- 4.: the table ------------------------------------------------------------------------------------
+# ---- 4.: the table -------------------------------------------------------------------------------
 # Modules whose every public function and class gets its signature read (besides every API of the
 # catalogue): what rules advise and fixes write.
 SIGNATURE_MODULES = (
@@ -744,8 +762,10 @@ SIGNATURE_MODULES = (
     "flax.linen", "flax.linen.partitioning", "flax.linen.spmd", "flax.core.meta",
     "flax.core.spmd", "flax.nnx", "flax.nnx.spmd", "flax.training.train_state", "flax.jax_utils",
 )
-# Callables the rules name that the catalogue may not list by that spelling.
+# Callables the rules name that the catalogue may not list by that spelling (a method's
+# signature and the deprecation warning its body always gives are read too).
 EXTRA_SIGNATURES = (
+    "jax.sharding.Mesh.__enter__",  # (deprecated: `with mesh:`)
     "jax.jit", "jax.pmap", "jax.experimental.pjit.pjit", "jax.shard_map",
     "jax.experimental.shard_map.shard_map", "jax.make_mesh", "jax.set_mesh", "jax.device_put",
     "jax.sharding.use_mesh", "jax.sharding.Mesh", "jax.sharding.NamedSharding",
@@ -796,6 +816,8 @@ class ReleaseFacts:
     deprecated: dict[str, tuple[str, bool]]
     module_deprecated: dict[str, str]
     signatures: dict[str, str]
+    warnings: dict[str, list[str]]  # module -> every deprecation message its code can give
+    shadowed: list[str]  # submodules whose package binds their name to something else
 
 
 def split_dotted(release: Release, dotted: str) -> tuple[str, str] | None:
@@ -817,6 +839,8 @@ def read_release(package: str, version: str, path: Path, wanted: list[str]) -> R
     deprecated: dict[str, tuple[str, bool]] = {}
     module_deprecated: dict[str, str] = {}
     signatures: dict[str, str] = {}
+    module_warnings: dict[str, list[str]] = {}
+    shadowed: list[str] = []
     for module in modules:
         public = sorted(n for n in release.names(module) if not n.startswith("_"))
         names[module] = public
@@ -836,6 +860,13 @@ def read_release(package: str, version: str, path: Path, wanted: list[str]) -> R
         message = release.module_deprecation(module)
         if message is not None:
             module_deprecated[module] = message
+        found = all_warnings(source.modules[module])
+        if found:
+            module_warnings[module] = found
+        parent, _, last = module.rpartition(".")
+        if parent and last in release.names(parent) and \
+                release.resolve(parent, last).kind not in ("module", "unknown"):
+            shadowed.append(module)  # (`jax.config`: the config object, not the submodule)
     want = set(wanted)
     for module in SIGNATURE_MODULES:
         if module in source.modules:
@@ -861,6 +892,9 @@ def read_release(package: str, version: str, path: Path, wanted: list[str]) -> R
             marks = [f" @{d}" for d in _decorators(node)
                      if d not in ("classmethod", "staticmethod")]
             signatures[dotted] = text + "".join(marks)
+            message = unconditional_warning(node.body)
+            if message is not None:
+                deprecated[dotted] = (message, True)
             continue
         if rest not in release.names(module):
             continue
@@ -869,7 +903,22 @@ def read_release(package: str, version: str, path: Path, wanted: list[str]) -> R
             continue
         signatures[dotted] = signature(release, target)
     return ReleaseFacts(version, source.kind, python, needs_jax, modules, names, deprecated,
-                        module_deprecated, signatures)
+                        module_deprecated, signatures, module_warnings, shadowed)
+
+
+def all_warnings(text: str) -> list[str]:
+    """Every deprecation message the module's code can give, under any condition (a deprecated
+    keyword, value or behaviour: what names alone cannot show)."""
+    if "eprecat" not in text:
+        return []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            return []
+    found = {m for node in ast.walk(tree) if (m := _is_deprecation_warning(node))}
+    return sorted(found)
 
 
 def _body_warning(target: Target) -> str | None:
@@ -930,7 +979,14 @@ def package_table(package: str, facts: list[ReleaseFacts],
     deprecated: dict[str, dict[int, object]] = {}
     module_deprecated: dict[str, dict[int, object]] = {}
     signatures: dict[str, dict[int, object]] = {}
+    module_warnings: dict[str, dict[str, list[int]]] = {}
+    shadowed: dict[str, list[int]] = {}
     for i, f in enumerate(facts):
+        for module in f.shadowed:
+            shadowed.setdefault(module, []).append(i)
+        for module, found in f.warnings.items():
+            for message in found:
+                module_warnings.setdefault(module, {}).setdefault(message, []).append(i)
         for module in f.modules:
             modules.setdefault(module, []).append(i)
             for name in f.names[module]:
@@ -947,6 +1003,14 @@ def package_table(package: str, facts: list[ReleaseFacts],
     sig_index: dict = {}
     dep = _valued(deprecated, messages, message_index)
     mod_dep = _valued(module_deprecated, messages, message_index)
+    warned: dict[str, list] = {}
+    for module, per_message in sorted(module_warnings.items()):
+        for message, indices in per_message.items():
+            key = (message, 1)
+            if key not in message_index:
+                message_index[key] = len(messages)
+                messages.append(list(key))
+            warned.setdefault(module, []).append([runs(indices), message_index[key]])
     releases = {
         "versions": [f.version for f in facts],
         "sdist": runs([i for i, f in enumerate(facts) if f.kind == "sdist"]),
@@ -956,11 +1020,16 @@ def package_table(package: str, facts: list[ReleaseFacts],
     }
     return releases, {
         "modules": _grouped(modules),
+        # submodules whose package binds their name to another object (`jax.config`): an
+        # attribute chain through them reads the object
+        "shadowed": _grouped(shadowed),
         "names": {m: _grouped(n) for m, n in sorted(names.items())
                   if not m.startswith(NAMES_LEFT_OUT)},
         # message pool entries are [message, 1 if the name still answers else 0]
         "deprecated": {k: [[r, i] for r, i in v] for k, v in dep.items()},
         "module_deprecated": mod_dep,
+        # module -> [[runs, message], ...]: every deprecation warning its code can give
+        "warnings": warned,
         "messages": messages,
         "signatures": _valued(signatures, sigs, sig_index),
         "sigs": sigs,
@@ -972,6 +1041,37 @@ def _read_one(job: tuple[str, str, str, list[str]]) -> ReleaseFacts:
     return read_release(package, version, Path(path), wanted)
 
 
+def catalogue_section() -> dict[str, list[str | None]]:
+    """Canonical name of every jax/flax API of the catalogue -> [the first release that has it
+    (None: the oldest read has it, or none does), the first that deprecates it, the first that no
+    longer has it], read through the reader from the table just written: what ``api.py`` takes
+    without decoding the whole table at start-up."""
+    sys.path.insert(0, str(ROOT))
+    from shardlint.semantics.catalog import api, facts
+
+    for cached in (facts._head, facts._table, facts._modules, facts._names, facts._shadowed):
+        cached.cache_clear()
+    out: dict[str, list[str | None]] = {}
+    for a in api.APIS:
+        if a.package not in PACKAGES:
+            continue
+        first = facts.first_release(a.name)
+        deprecation = facts.deprecated_in(a.name)
+        out[a.name] = [first if first != facts.releases(a.package)[0] else None,
+                       deprecation.version if deprecation else None, facts.removed_in(a.name)]
+    return out
+
+
+def write(path: Path, head: dict, tables: dict) -> int:
+    """The release lists (and the catalogue's facts) alone on the first line: the reader takes
+    them at every lint's start-up without decoding the rest; the file is one JSON document."""
+    compact = {"separators": (",", ":")}
+    first = json.dumps(head, **compact)  # type: ignore[arg-type]
+    text = first[:-1] + "\n," + json.dumps(tables, **compact)[1:] + "\n"  # type: ignore[arg-type]
+    path.write_text(text, encoding="utf-8")
+    return len(text.encode())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--wheels", type=Path, default=cache_dir(),
@@ -981,8 +1081,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1),
                         help="downloads and readers at once")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--catalogue-only", action="store_true",
+                        help="only refresh the catalogue's facts on the first line from the table "
+                             "as it is (after a name is added to catalog/api.py)")
     args = parser.parse_args(argv)
     started = time.monotonic()
+    if args.catalogue_only:
+        text = args.out.read_text(encoding="utf-8")
+        line, _, rest = text.partition("\n")
+        head = json.loads(line + "}")
+        tables = json.loads("{" + rest[1:])
+        head["catalogue"] = catalogue_section()
+        size = write(args.out, head, tables)
+        print(f"wrote the catalogue's facts to {args.out} ({size / 1024:.0f} KiB)", file=sys.stderr)
+        return 0
     folder: Path = args.wheels.expanduser()
     folder.mkdir(parents=True, exist_ok=True)
     wanted = sorted(set(catalogue_names()) | set(EXTRA_SIGNATURES))
@@ -1019,14 +1131,12 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         for version, why in skipped.items():
             print(f"  skipped {package} {version}: {why}", file=sys.stderr)
-    # The release lists alone on the first line: the reader takes them (every lint's start-up)
-    # without decoding the rest; the file is one JSON document all the same.
-    compact = {"separators": (",", ":")}
-    head = json.dumps({"format": FORMAT, "releases": releases}, **compact)  # type: ignore[arg-type]
-    text = head[:-1] + "\n," + json.dumps(tables, **compact)[1:] + "\n"  # type: ignore[arg-type]
-    args.out.write_text(text, encoding="utf-8")
-    print(f"wrote {args.out} ({len(text.encode()) / 1024:.0f} KiB) in "
-          f"{time.monotonic() - started:.0f} s", file=sys.stderr)
+    head = {"format": FORMAT, "releases": releases}
+    write(args.out, head, tables)
+    head["catalogue"] = catalogue_section()
+    size = write(args.out, head, tables)
+    print(f"wrote {args.out} ({size / 1024:.0f} KiB) in {time.monotonic() - started:.0f} s",
+          file=sys.stderr)
     return 0
 
 

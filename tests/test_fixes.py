@@ -150,3 +150,69 @@ def test_fix_runs_until_nothing_changes(tmp_path):
     assert "donate" in "".join(once.values())  # the revealed SHL401 was fixed in the same run
     main(["check", "--fix", "--unsafe-fixes", "--no-cache", "--exit-zero", *paths])
     assert {n: (tmp_path / n).read_text() for n in ex.files} == once
+
+
+@pytest.mark.parametrize("versions,advice,writes,applicability", [
+    ("0.4.20", "jax.tree_util.tree_flatten", "jax.tree_util.tree_flatten", "safe"),
+    ("0.4.20..0.6.2", "jax.tree_util.tree_flatten", "jax.tree_util.tree_flatten", "safe"),
+    ("0.4.25..0.6.2", "jax.tree.flatten", "jax.tree.flatten", "safe"),
+])
+def test_shl501_writes_a_replacement_every_allowed_jax_has(tmp_path, versions, advice, writes,
+                                                           applicability):
+    """`jax.tree.flatten` first came in jax 0.4.25: where the project may run an older jax the
+    advice and the fix are `jax.tree_util.tree_flatten`, which every release has (and which the
+    release's own deprecation message names)."""
+    from shardlint.semantics.catalog import facts
+    from shardlint.semantics.catalog.versions import assume
+
+    text = 'import jax\nleaves, treedef = jax.tree_flatten({"w": 1.0})\n'
+    found = [f for f in lint_files(tmp_path, {"a.py": text}, select=("SHL501",),
+                                   versions={"jax": versions}) if f.code == "SHL501"]
+    assert len(found) == 1 and f"use `{advice}`" in found[0].message, found
+    fix = found[0].fix
+    assert fix is not None and fix.applicability == applicability
+    fixed = apply_fixes(text, [found[0]], unsafe=True).text
+    assert f"{writes}(" in fixed
+    v = assume(jax=versions)
+    key = facts._key
+    span = [r for r in facts.releases("jax") if key(v.oldest("jax")) <= key(r) <= key(v.jax)]
+    assert span and all(facts.exists(writes, r) for r in span)
+
+
+def test_shl501_gives_the_condition_where_no_spelling_exists_in_every_allowed_jax(tmp_path):
+    """`jax.sharding.use_mesh` (deprecated in 0.7.1) -> `jax.set_mesh` (0.7.1): with pins that
+    allow jax 0.6.2 no spelling of it exists in all of them: no fix, and the message says when."""
+    text = "import jax\nwith jax.sharding.use_mesh(m):\n    pass\n"
+    found = [f for f in lint_files(tmp_path, {"a.py": text}, select=("SHL501",),
+                                   versions={"jax": "0.6.2..0.8.0"}) if f.code == "SHL501"]
+    assert len(found) == 1, found
+    assert "use `jax.set_mesh` once the project requires jax >= 0.7.1" in found[0].message
+    assert found[0].fix is None
+
+
+def test_shl501_a_stand_in_not_shown_to_be_the_same_is_an_unsafe_fix(tmp_path, monkeypatch):
+    """Where the releases do not show the stand-in takes what the old name takes, a rename's fix
+    is unsafe, and says what to check."""
+    from shardlint.semantics.file import moves
+
+    monkeypatch.setattr(moves, "_same", lambda old, new, span: False)
+    moves._replacement.cache_clear()
+    try:
+        text = 'import jax\nleaves, treedef = jax.tree_flatten({"w": 1.0})\n'
+        [f] = [f for f in lint_files(tmp_path, {"a.py": text}, select=("SHL501",),
+                                     versions={"jax": "0.4.20"}) if f.code == "SHL501"]
+        assert "use `jax.tree_util.tree_flatten`" in f.message
+        assert f.fix is not None and f.fix.applicability == "unsafe"
+        assert "stands in for `jax.tree.flatten`" in f.fix.description
+    finally:
+        moves._replacement.cache_clear()
+
+
+def test_shl501_pins_older_than_any_release_read_count_as_the_oldest_read(tmp_path):
+    from shardlint.semantics.catalog.versions import Versions
+    from shardlint.semantics.file.moves import replacement_for
+
+    v = Versions("0.6.2", "0.8.0", {}, {"jax": "0.2.0"})  # (jax>=0.2,<0.7)
+    r = replacement_for("jax.tree_flatten", "jax.tree.flatten", v)
+    assert (r.name, r.wanted, r.needs) == ("jax.tree_util.tree_flatten", "jax.tree.flatten",
+                                           "0.4.25")

@@ -6,7 +6,8 @@ import ast
 import bisect
 
 from shardlint.rules.base import Edit, Fix, Rule, example, register
-from shardlint.semantics.catalog.api import KEYWORD_MOVES, MOVE_FIXES, MoveFix
+from shardlint.semantics.catalog.api import APIS, KEYWORD_MOVES, MOVE_FIXES, MoveFix
+from shardlint.semantics.catalog.versions import parse
 from shardlint.semantics.file.moves import (
     IMPORT_ERRORS,
     MoveUse,
@@ -18,6 +19,37 @@ from shardlint.semantics.file.moves import (
     uses_of_name,
 )
 from shardlint.source import Span
+
+
+def moves_table() -> str:
+    """The table of moves in the docs, from the catalogue (whose versions are read from the
+    releases): one row per package, versions and replacement module."""
+    rows: dict[tuple, list] = {}
+    for a in APIS:
+        if not (a.deprecated or a.removed) or a.package not in ("jax", "flax"):
+            continue
+        key = (a.package, a.deprecated or "", a.removed or "")
+        rows.setdefault(key, []).append(a)
+    out = ["| use | replacement | changed in |", "|---|---|---|"]
+
+    def order(key: tuple) -> tuple:
+        return (key[0] != "jax", parse(key[2] or key[1]), parse(key[1] or key[2]))
+
+    for key in sorted(rows, key=order):
+        package, deprecated, removed = key
+        apis = rows[key]
+        uses = ", ".join(f"`{a.name}`" for a in apis)
+        instead = ", ".join(dict.fromkeys(f"`{a.replacement}`" for a in apis if a.replacement))
+        when = ", ".join(x for x in (f"deprecated {package} {deprecated}" if deprecated else "",
+                                     f"removed {package} {removed}" if removed else "") if x)
+        out.append(f"| {uses} | {instead or '(none)'} | {when} |")
+    for m in KEYWORD_MOVES:
+        owners = ", ".join(f"`{o}`" for o in m.owners)
+        use = f"`{m.keyword}=` of {owners}" if m.call_keyword else \
+            f"`.{m.keyword}` of {owners} instances"
+        out.append(f"| {use} | `{m.replacement}` | deprecated {m.owners[0].split('.')[0]} "
+                   f"{m.deprecated} |")
+    return "\n".join(out)
 
 
 @register
@@ -32,41 +64,24 @@ runs on: one finding per use, naming the replacement and the version the move ha
 moves live in one data table (`shardlint/semantics/catalog/api.py`, read through
 `shardlint/semantics/file/moves.py`):
 
-| use | replacement | changed in |
-|---|---|---|
-| `jax.tree_map`, `jax.tree_flatten`, `jax.tree_leaves`, ... | `jax.tree.map`, ... | deprecated jax 0.4.26, removed 0.6.0 |
-| `jax.experimental.maps.xmap` (and the `jax.experimental.maps` module) | `jax.shard_map` | removed jax 0.4.31 |
-| `jax.sharding.XLACompatibleSharding` | `jax.sharding.Sharding` | removed jax 0.4.34 |
-| `jax.clear_backends`, `jax.lib.xla_client.Device` | `jax.extend.backend.clear_backends`, `jax.Device` | removed jax 0.4.36, 0.5.0 |
-| `jax.sharding.PositionalSharding` | `jax.sharding.NamedSharding` | removed jax 0.7.0 |
-| `jax.experimental.layout.DeviceLocalLayout` | `jax.experimental.layout.Layout` | removed jax 0.7.0 |
-| `jax.interpreters.pxla.thread_resources` | `jax.sharding.get_abstract_mesh` | deprecated jax 0.8.2 |
-| `jax.sharding.GSPMDSharding`, `AxisTypes`, `jax.lib.xla_client.OpSharding`/`HloSharding`, old `PartitionSpec`/`Mesh`/`with_sharding_constraint` paths under `jax.experimental`/`jax.interpreters.pxla` | `NamedSharding`, `AxisType`, `jax.sharding.*` | gone by jax 0.12.0 |
-| `nnx.vars_as` | `nnx.with_vars` | deprecated flax 0.12.8 |
-| `jax.experimental.shard` (`reshard`, `auto_axes`, `explicit_axes`) | `jax.sharding.*` | removed jax 0.7.0 |
-| `jax.sharding.use_mesh` | `jax.set_mesh` | removed jax 0.7.1 |
-| `jax.experimental.pjit.pjit` | `jax.jit` | deprecated jax 0.8.0 |
-| `jax.experimental.shard_map.shard_map` | `jax.shard_map` | deprecated jax 0.8.0 |
-| `jax.device_put_sharded`, `jax.device_put_replicated`, `jax.sharding.PmapSharding` | `jax.device_put(x, NamedSharding(...))` | removed jax 0.10.0 |
-| `nnx.with_sharding_constraint` | `jax.lax.with_sharding_constraint` | removed flax 0.11.2 |
-| `nnx.Param(..., sharding=...)` / `sharding_names=` (also `nnx.Variable`, `nnx.with_metadata`), `variable.sharding_names` | `out_sharding` | deprecated flax 0.12.4 |
+{MOVES_TABLE}
 
 Uses are attribute chains under any import alias (`import jax as j; j.tree_map`) and
 `from ... import` lines. Not reported: a project-local function that happens to share a name
 (`tree_map = ...`), `nnx.with_partitioning(init, sharding=...)` (there `sharding` is the current
 argument name), any API the project's versions still provide unchanged, and compatibility code:
 the branches of an `if` that tests `jax.__version__`/`__version_info__` and the body of a `try`
-whose handler catches `ImportError` or `AttributeError`. A removal the changelog does not date
-says "gone by" the first release known without it. `with mesh:`
+whose handler catches `ImportError` or `AttributeError`. `with mesh:`
 and `jax.make_mesh` without `axis_types` are behaviour changes with rules of their own (SHL101,
 SHL105).
 """
+    what = what.replace("{MOVES_TABLE}", moves_table())
     why = """
 A removed API fails with `AttributeError` or `ImportError` only when the line runs -- often after
 a long model build, or on the cluster: `jax.tree_map` raises `AttributeError` on jax >= 0.6.0,
 and so does `jax.sharding.use_mesh` on jax >= 0.7.1. A deprecated one emits a
 `DeprecationWarning` (`pjit`, `shard_map` on jax >= 0.8.0; `'sharding' is deprecated, use
-'out_sharding' instead.` on flax >= 0.12.4) and fails on a later upgrade.
+'out_sharding' instead.` on flax >= 0.12.6) and fails on a later upgrade.
 """
     use_instead = """
 ```python
@@ -92,6 +107,14 @@ function by position, no `check_rep`/`auto`), `nnx.with_sharding_constraint` ->
 `.sharding_names` (the object may not be an NNX Variable). Otherwise the edit is display-only,
 and moves with no mechanical replacement (`xmap`, `device_put_replicated`, `PmapSharding`) have
 no edit.
+
+A replacement is advised and written only where it exists in every release from the oldest the
+project's pins allow to the one judged (read from the table of releases). Where it does not --
+`jax.tree.flatten` came in jax 0.4.25, and `jax==0.4.20` or `jax>=0.4.20` allows older -- the
+advice and the edit are the spelling the release's own deprecation message names and every
+release of the range has (`jax.tree_util.tree_flatten`): safe where its signature is the old
+name's in each of those releases, else unsafe. Where no spelling exists in all of them, there is
+no edit, and the message says which version the replacement needs.
 """
     versions = """
 Each use is reported from the version in which its API was deprecated (a warning) or removed
@@ -146,6 +169,11 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
             # Before jax 0.4.26 `jax.tree_map` was the current spelling.
             leaves = jax.tree_map(lambda p: p, {"w": 1.0})
         """, title="pinned to an old jax", jax="0.4.20"),
+        example("""
+            import jax
+            leaves, treedef = jax.tree_util.tree_flatten({"w": 1.0})
+        """, title="jax 0.4.20 to 0.6.2: `jax.tree_util` is current in all of them",
+            jax="0.4.20..0.6.2"),
         example("""
             import numpy as np
             import jax
@@ -227,12 +255,28 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
                     self.w = nnx.Param(jnp.zeros((512, 2048)), sharding=("embed", "mlp"))  # expect: SHL501
                     self.b = nnx.Variable(jnp.zeros(2048), sharding_names=("mlp",))  # expect: SHL501
                     print(self.b.sharding_names)  # expect: SHL501
-        """, title="NNX sharding metadata renamed in flax 0.12.4"),
+        """, title="NNX sharding metadata renamed: the keywords warn from flax 0.12.6"),
         example("""
             import jax
             from jax import tree_leaves, numpy as jnp  # expect: SHL501
             n = len(tree_leaves({"w": jnp.ones(3)}))
         """, title="one name of a multi-name import"),
+        example("""
+            import jax
+            leaves, treedef = jax.tree_flatten({"w": 1.0})  # expect: SHL501
+        """, title="pinned to jax 0.4.20, before `jax.tree` (0.4.25): `jax.tree_util.tree_flatten`",
+            jax="0.4.20"),
+        example("""
+            import jax
+            from jax import tree_leaves  # expect: SHL501
+            leaves, treedef = jax.tree_flatten({"w": 1.0})  # expect: SHL501
+            n = len(tree_leaves(leaves))
+        """, title="pins that allow jax 0.4.20 to 0.6.2: `jax.tree_util`, which all of them have",
+            jax="0.4.20..0.6.2"),
+        example("""
+            import jax
+            leaves, treedef = jax.tree_flatten({"w": 1.0})  # expect: SHL501
+        """, title="pins that require jax >= 0.4.25: `jax.tree.flatten`", jax="0.4.25..0.5.3"),
     ]
 
     @classmethod
@@ -264,14 +308,35 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
             return (f"`.{use.old}` is deprecated since {use.package} {use.version} "
                     f"(`DeprecationWarning`); read `.{use.new}`")
         instead = f"; use `{use.new}`" if use.new else ""
+        if use.wanted:
+            instead = self._instead(use)
         note = f" ({use.note})" if use.note else ""
         if use.removed:
-            when = f"is gone by {use.package} {use.version} (the changelog does not say in " \
-                f"which release)" if use.api is not None and use.api.removed_by else \
-                f"was removed in {use.package} {use.version}"
+            when = f"was removed in {use.package} {use.version}"
             return (f"`{use.old}` {when} (judged for "
                     f"{self.ctx.versions.describe(use.package)}){instead}{note}")
         return f"`{use.old}` is deprecated since {use.package} {use.version}{instead}{note}"
+
+    def _instead(self, use: MoveUse) -> str:
+        """The advice where the catalogue's replacement is missing from a release the project
+        may run: the stand-in that exists in all of them, or the condition for the replacement."""
+        package = (use.wanted or "").split(".", 1)[0]
+        versions = self.ctx.versions
+        judged = versions.jax if package == "jax" else versions.flax
+        if use.needs is None:
+            why = f"`{use.wanted}` is missing from {package} {judged}"
+        elif versions.below(package, use.needs):
+            why = f"`{use.wanted}` needs {package} >= {use.needs}; judged for " \
+                  f"{versions.describe(package)}"
+        else:
+            why = f"`{use.wanted}` needs {package} >= {use.needs}, and the project's pins allow " \
+                  f"{package} {versions.oldest(package)}"
+        if use.new:
+            return f"; use `{use.new}` ({why})"
+        if use.needs is None:
+            return f"; its replacement `{use.wanted}` is missing from the project's {package}"
+        return (f"; use `{use.wanted}` once the project requires {package} >= {use.needs} "
+                f"({why})")
 
     # ---- fixes -----------------------------------------------------------------------------------
     def _fix(self, use: MoveUse) -> Fix | None:
@@ -310,7 +375,8 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
                 return None
             edits.append(Edit(Span(line, 0, line, 0), spelled.add_import + "\n"))
         call = next((c.node for c in self.facts.calls if c.node.func is use.node), None)
-        applicability = self._applicability(policy, [call] if call is not None else None)
+        applicability = self._applicability(policy, [call] if call is not None else None,
+                                            use.same)
         return self._make(use, policy, applicability, spelled.text, edits)
 
     def _import_fix(self, use: MoveUse, policy: MoveFix) -> Fix | None:
@@ -328,19 +394,26 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
         if edits is None:
             return None
         calls = self._calls_of_name(local)
-        applicability = self._applicability(policy, calls)
+        applicability = self._applicability(policy, calls, use.same)
         return self._make(use, policy, applicability, new_import, edits)
 
     def _make(self, use: MoveUse, policy: MoveFix, applicability: str, text: str,
               edits: list[Edit]) -> Fix:
         description = f"Use `{text}`"
-        if applicability != "safe" and policy.why:
+        if applicability != "safe" and use.wanted and not use.same:
+            description += (f" (check: it stands in for `{use.wanted}`, missing from a release the "
+                            f"project may run, and the releases do not show it takes the same "
+                            f"arguments as `{use.old}`)")
+        elif applicability != "safe" and policy.why:
             description += f" (check: {policy.why})"
         return Fix(description, applicability, tuple(edits))
 
-    def _applicability(self, policy: MoveFix, calls: list[ast.Call] | None) -> str:
+    def _applicability(self, policy: MoveFix, calls: list[ast.Call] | None,
+                       same: bool = True) -> str:
+        """``same``: the replacement written is the same thing as the old name at every release
+        the project may run (False: a stand-in the releases do not show to be; never safe)."""
         if policy.kind == "rename":
-            return "safe"
+            return "safe" if same else "unsafe"
         if calls is None:
             return "display-only"  # used other than by calling it: the arguments are not visible
         for call in calls:

@@ -4,14 +4,19 @@ Each entry has a canonical name, every other fully qualified spelling of the sam
 (re-exports, deprecated paths), a role that rules query, and the versions in which it exists.
 A new spelling of an API is one line here, and every rule sees it.
 
-Spellings were checked against jax 0.12.0.1 and flax 0.12.12 (`tests/test_api_table.py` imports
-every spelling marked as present when jax/flax are installed).
+The versions (``added``, ``deprecated``, ``removed``) of jax and flax APIs are not written here:
+they are read from every release by ``scripts/api_facts.py`` (:mod:`.facts`; a new name needs
+``python scripts/api_facts.py --catalogue-only``). ``by_hand`` keeps the few the releases' files
+cannot show, each with its reason; ``tests/test_api_facts.py`` holds both to the table, and
+``tests/test_api_table.py`` imports every spelling against the installed jax and flax.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+
+from . import facts
 
 
 class Role(str, Enum):
@@ -64,16 +69,22 @@ class Api:
     removed: str | None = None
     replacement: str | None = None
     note: str = ""
-    # `removed` is only a bound: gone by that release, the changelog does not say which one
-    removed_by: bool = False
+    # the facts above that are written by hand (the releases' files cannot show them)
+    by_hand: tuple[str, ...] = ()
 
     @property
     def package(self) -> str:
         return self.name.split(".", 1)[0]
 
 
-def _a(name: str, role: Role, *spellings: str, **kw: str) -> Api:
-    return Api(name, role, tuple(spellings), **kw)
+def _a(name: str, role: Role, *spellings: str, by_hand: dict[str, str] | None = None,
+       **kw: str) -> Api:
+    """An API; its versions from the table of releases, but for those given ``by_hand``."""
+    added, deprecated, removed = facts.catalogue(name) if name.split(".", 1)[0] in (
+        "jax", "flax") else (None, None, None)
+    read = {"added": added, "deprecated": deprecated, "removed": removed, **(by_hand or {})}
+    return Api(name, role, tuple(spellings), **read, **kw,  # type: ignore[arg-type]
+               by_hand=tuple(by_hand or ()))
 
 
 R = Role
@@ -81,8 +92,7 @@ R = Role
 APIS: tuple[Api, ...] = (
     # --- compilation ---------------------------------------------------------------------------
     _a("jax.jit", R.JIT),
-    _a("jax.experimental.pjit.pjit", R.JIT, deprecated="0.8.0",
-       replacement="jax.jit",
+    _a("jax.experimental.pjit.pjit", R.JIT, replacement="jax.jit",
        note="shardings by keyword (`in_shardings`/`out_shardings`); bare `PartitionSpec`s then "
             "need a mesh set by `jax.set_mesh` (a legacy `with mesh:` no longer counts), and a "
             "`None` sharding means unspecified, the compiler's choice: write `PartitionSpec()` "
@@ -98,13 +108,13 @@ APIS: tuple[Api, ...] = (
        "flax.nnx.logical_axis_rules", "flax.core.spmd.logical_axis_rules"),
     _a("flax.linen.set_logical_axis_rules", R.RULES_SETTER, "flax.linen.partitioning.set_axis_rules",
        "flax.core.spmd.set_logical_axis_rules"),
-    _a("jax.set_mesh", R.MESH_CONTEXT, "jax.sharding.set_mesh", added="0.7.1"),
-    _a("jax.sharding.use_mesh", R.MESH_CONTEXT, "jax.sharding.use_mesh", removed="0.7.1",
+    _a("jax.set_mesh", R.MESH_CONTEXT, "jax.sharding.set_mesh"),
+    _a("jax.sharding.use_mesh", R.MESH_CONTEXT, "jax.sharding.use_mesh",
        replacement="jax.set_mesh"),
     _a("jax.sharding.use_abstract_mesh", R.MESH_CONTEXT),
     # --- meshes and specs ----------------------------------------------------------------------
     _a("jax.sharding.Mesh", R.MESH),
-    _a("jax.make_mesh", R.MESH, added="0.4.35"),
+    _a("jax.make_mesh", R.MESH),
     _a("jax.sharding.AbstractMesh", R.ABSTRACT_MESH),
     _a("jax.experimental.mesh_utils.create_device_mesh", R.DEVICE_MESH),
     _a("jax.sharding.PartitionSpec", R.PARTITION_SPEC, "jax.P"),
@@ -154,100 +164,77 @@ APIS: tuple[Api, ...] = (
     _a("jax.value_and_grad", R.OTHER),
     _a("jax.tree.map", R.OTHER, "jax.tree_util.tree_map"),
     # --- moved or removed (SHL501 reads these) -------------------------------------------------
-    _a("jax.tree_map", R.OTHER, deprecated="0.4.26", removed="0.6.0", replacement="jax.tree.map"),
-    _a("jax.tree_flatten", R.OTHER, deprecated="0.4.26", removed="0.6.0",
-       replacement="jax.tree.flatten"),
-    _a("jax.tree_unflatten", R.OTHER, deprecated="0.4.26", removed="0.6.0",
-       replacement="jax.tree.unflatten"),
-    _a("jax.tree_leaves", R.OTHER, deprecated="0.4.26", removed="0.6.0",
-       replacement="jax.tree.leaves"),
-    _a("jax.tree_structure", R.OTHER, deprecated="0.4.26", removed="0.6.0",
-       replacement="jax.tree.structure"),
-    _a("jax.tree_transpose", R.OTHER, deprecated="0.4.26", removed="0.6.0",
-       replacement="jax.tree.transpose"),
-    _a("jax.tree_reduce", R.OTHER, deprecated="0.4.26", removed="0.6.0",
-       replacement="jax.tree.reduce"),
-    _a("jax.tree_all", R.OTHER, deprecated="0.4.26", removed="0.6.0", replacement="jax.tree.all"),
-    _a("jax.experimental.shard_map.shard_map", R.OTHER, deprecated="0.8.0",
-       replacement="jax.shard_map",
+    _a("jax.tree_map", R.OTHER, replacement="jax.tree.map"),
+    _a("jax.tree_flatten", R.OTHER, replacement="jax.tree.flatten"),
+    _a("jax.tree_unflatten", R.OTHER, replacement="jax.tree.unflatten"),
+    _a("jax.tree_leaves", R.OTHER, replacement="jax.tree.leaves"),
+    _a("jax.tree_structure", R.OTHER, replacement="jax.tree.structure"),
+    _a("jax.tree_transpose", R.OTHER, replacement="jax.tree.transpose"),
+    _a("jax.experimental.shard_map.shard_map", R.OTHER, replacement="jax.shard_map",
        note="`mesh`, `in_specs` and `out_specs` are keyword-only there; `check_rep` is now "
             "`check_vma`; `auto=` is gone"),
-    _a("jax.device_put_sharded", R.OTHER, deprecated="0.4.36", removed="0.10.0",
-       replacement="jax.device_put", note="pass a NamedSharding"),
-    _a("jax.device_put_replicated", R.OTHER, deprecated="0.4.36", removed="0.10.0",
-       replacement="jax.device_put", note="pass a NamedSharding with PartitionSpec()"),
-    _a("jax.sharding.PmapSharding", R.OTHER, removed="0.10.0",
-       replacement="jax.sharding.NamedSharding"),
-    _a("jax.experimental.maps.xmap", R.OTHER, deprecated="0.4.26", removed="0.4.31",
-       replacement="jax.shard_map"),
+    _a("jax.device_put_sharded", R.OTHER, replacement="jax.device_put",
+       note="pass a NamedSharding"),
+    _a("jax.device_put_replicated", R.OTHER, replacement="jax.device_put",
+       note="pass a NamedSharding with PartitionSpec()"),
+    _a("jax.sharding.PmapSharding", R.OTHER, replacement="jax.sharding.NamedSharding"),
+    _a("jax.experimental.maps.xmap", R.OTHER, replacement="jax.shard_map"),
     # Old spellings of sharding and mesh APIs: their roles still tell rules what they are.
-    _a("jax.experimental.maps.Mesh", R.MESH, removed="0.4.11", replacement="jax.sharding.Mesh"),
-    _a("jax.interpreters.pxla.Mesh", R.MESH, removed="0.12.0", removed_by=True,
-       replacement="jax.sharding.Mesh"),
-    _a("jax.experimental.PartitionSpec", R.PARTITION_SPEC, removed="0.12.0", removed_by=True,
+    _a("jax.experimental.maps.Mesh", R.MESH, replacement="jax.sharding.Mesh"),
+    _a("jax.interpreters.pxla.Mesh", R.MESH, replacement="jax.sharding.Mesh"),
+    _a("jax.experimental.PartitionSpec", R.PARTITION_SPEC,
        replacement="jax.sharding.PartitionSpec"),
-    _a("jax.interpreters.pxla.PartitionSpec", R.PARTITION_SPEC, removed="0.12.0",
-       removed_by=True, replacement="jax.sharding.PartitionSpec"),
-    _a("jax.experimental.pjit.PartitionSpec", R.PARTITION_SPEC, removed="0.12.0",
-       removed_by=True, replacement="jax.sharding.PartitionSpec"),
-    _a("jax.experimental.pjit.with_sharding_constraint", R.SHARDING_CONSTRAINT, removed="0.12.0",
-       removed_by=True, replacement="jax.lax.with_sharding_constraint"),
-    _a("jax.pjit", R.JIT, removed="0.12.0", removed_by=True, replacement="jax.jit"),
-    _a("jax.ad_checkpoint.checkpoint", R.REMAT, removed="0.12.0", removed_by=True,
-       replacement="jax.checkpoint"),
-    _a("jax.experimental.maps", R.OTHER, deprecated="0.4.26", removed="0.12.0", removed_by=True,
-       replacement="jax.shard_map", note="xmap and the maps module are gone"),
-    # Shardings, devices and low-level moves (jax changelog; verified against jax 0.12.0.1).
-    _a("jax.sharding.PositionalSharding", R.OTHER, deprecated="0.6.0", removed="0.7.0",
-       replacement="jax.sharding.NamedSharding",
+    _a("jax.interpreters.pxla.PartitionSpec", R.PARTITION_SPEC,
+       replacement="jax.sharding.PartitionSpec"),
+    _a("jax.experimental.pjit.PartitionSpec", R.PARTITION_SPEC,
+       replacement="jax.sharding.PartitionSpec"),
+    _a("jax.experimental.pjit.with_sharding_constraint", R.SHARDING_CONSTRAINT,
+       replacement="jax.lax.with_sharding_constraint"),
+    _a("jax.ad_checkpoint.checkpoint", R.REMAT, replacement="jax.checkpoint"),
+    _a("jax.experimental.maps", R.OTHER, replacement="jax.shard_map",
+       note="xmap and the maps module are gone"),
+    # Shardings, devices and low-level moves.
+    _a("jax.sharding.PositionalSharding", R.OTHER, replacement="jax.sharding.NamedSharding",
        note="build a Mesh and a PartitionSpec for the same layout"),
-    _a("jax.sharding.GSPMDSharding", R.OTHER, removed="0.12.0", removed_by=True,
-       replacement="jax.sharding.NamedSharding",
+    _a("jax.sharding.GSPMDSharding", R.OTHER, replacement="jax.sharding.NamedSharding",
        note="jax.extend.sharding.GSPMDSharding remains for low-level use"),
-    _a("jax.sharding.XLACompatibleSharding", R.OTHER, deprecated="0.4.29", removed="0.4.34",
-       replacement="jax.sharding.Sharding"),
-    _a("jax.sharding.AxisTypes", R.OTHER, removed="0.12.0", removed_by=True,
-       replacement="jax.sharding.AxisType"),
-    _a("jax.interpreters.pxla.thread_resources", R.LEGACY_ENV, deprecated="0.8.2",
+    _a("jax.sharding.XLACompatibleSharding", R.OTHER, replacement="jax.sharding.Sharding"),
+    _a("jax.sharding.AxisTypes", R.OTHER, replacement="jax.sharding.AxisType"),
+    _a("jax.interpreters.pxla.thread_resources", R.LEGACY_ENV,
        replacement="jax.sharding.get_abstract_mesh",
        note="it is what the legacy `with mesh:` sets; read the mesh `jax.set_mesh` sets"),
-    _a("jax.interpreters.pxla.MeshComputation", R.OTHER, deprecated="0.8.2"),
-    _a("jax.interpreters.pxla.global_avals_to_results_handler", R.OTHER, deprecated="0.8.2"),
-    _a("jax.lib.xla_client", R.OTHER, removed="0.12.0", removed_by=True,
+    _a("jax.interpreters.pxla.MeshComputation", R.OTHER),
+    _a("jax.interpreters.pxla.global_avals_to_results_handler", R.OTHER),
+    _a("jax.lib.xla_client", R.OTHER,
        note="the module is gone: `import jax.lib.xla_client` raises ModuleNotFoundError"),
-    _a("jax.lib.xla_client.Device", R.OTHER, deprecated="0.4.34", removed="0.5.0",
-       replacement="jax.Device"),
-    _a("jax.lib.xla_client.OpSharding", R.OTHER, deprecated="0.6.0", removed="0.12.0",
-       removed_by=True),
-    _a("jax.lib.xla_client.HloSharding", R.OTHER, deprecated="0.6.0", removed="0.12.0",
-       removed_by=True),
-    _a("jax.lib.xla_client.DeviceAssignment", R.OTHER, deprecated="0.6.0", removed="0.12.0",
-       removed_by=True),
-    _a("jax.lib.xla_client.get_topology_for_devices", R.OTHER, deprecated="0.6.0",
-       removed="0.12.0", removed_by=True),
-    _a("jax.clear_backends", R.OTHER, deprecated="0.4.26", removed="0.4.36",
-       replacement="jax.extend.backend.clear_backends"),
-    _a("jax.host_ids", R.OTHER, deprecated="0.2.13", replacement="jax.process_indices"),
-    _a("jax.extend.core.primitives.pjit_p", R.OTHER, removed="0.7.0",
+    _a("jax.lib.xla_client.Device", R.OTHER, replacement="jax.Device"),
+    _a("jax.lib.xla_client.OpSharding", R.OTHER),
+    _a("jax.lib.xla_client.HloSharding", R.OTHER),
+    _a("jax.lib.xla_client.DeviceAssignment", R.OTHER),
+    _a("jax.lib.xla_client.get_topology_for_devices", R.OTHER),
+    _a("jax.clear_backends", R.OTHER, replacement="jax.extend.backend.clear_backends"),
+    # Deprecated in jax 0.2.13, before the oldest release read, and it warns with a UserWarning
+    # (no DeprecationWarning category), which the reader does not count as a deprecation.
+    _a("jax.host_ids", R.OTHER, by_hand={"deprecated": "0.2.13"},
+       replacement="jax.process_indices"),
+    _a("jax.extend.core.primitives.pjit_p", R.OTHER,
        replacement="jax.extend.core.primitives.jit_p"),
-    _a("jax.experimental.layout.DeviceLocalLayout", R.OTHER, removed="0.7.0",
+    _a("jax.experimental.layout.DeviceLocalLayout", R.OTHER,
        replacement="jax.experimental.layout.Layout",
        note="in 0.7.0 the old `Layout` became `Format` and `DeviceLocalLayout` became `Layout`"),
     # Tree utilities.
-    _a("jax.treedef_is_leaf", R.OTHER, removed="0.6.0",
-       replacement="jax.tree_util.treedef_is_leaf"),
-    _a("jax.tree_util.build_tree", R.OTHER, deprecated="0.6.0", removed="0.12.0",
-       removed_by=True, replacement="jax.tree.unflatten", note="arguments in another order"),
-    _a("jax.tree_util.register_keypaths", R.OTHER, removed="0.4.24",
+    _a("jax.treedef_is_leaf", R.OTHER, replacement="jax.tree_util.treedef_is_leaf"),
+    _a("jax.tree_util.build_tree", R.OTHER, replacement="jax.tree.unflatten",
+       note="arguments in another order"),
+    _a("jax.tree_util.register_keypaths", R.OTHER,
        note="key paths are built in: register with `register_pytree_with_keys`"),
-    _a("jax.tree_util.AttributeKeyPathEntry", R.OTHER, removed="0.4.24",
-       replacement="jax.tree_util.GetAttrKey"),
-    _a("jax.tree_util.GetItemKeyPathEntry", R.OTHER, removed="0.4.24",
+    _a("jax.tree_util.AttributeKeyPathEntry", R.OTHER, replacement="jax.tree_util.GetAttrKey"),
+    _a("jax.tree_util.GetitemKeyPathEntry", R.OTHER,
        note="use jax.tree_util.SequenceKey or DictKey"),
     # Flax NNX.
-    _a("flax.nnx.vars_as", R.OTHER, deprecated="0.12.8", replacement="flax.nnx.with_vars",
+    _a("flax.nnx.vars_as", R.OTHER, replacement="flax.nnx.with_vars",
        note="the keywords differ (`is_mutable` is now `mutable`)"),
-    _a("flax.nnx.with_sharding_constraint", R.OTHER, removed="0.11.2",
+    _a("flax.nnx.with_sharding_constraint", R.OTHER,
        replacement="jax.lax.with_sharding_constraint"),
     # --- devices, placement, boxes (SHL104, SHL204, SHL205, SHL206, SHL304) --------------------
     _a("jax.sharding.reshard", R.OTHER, "jax.reshard"),
@@ -278,13 +265,10 @@ APIS: tuple[Api, ...] = (
     _a("jax.sharding.auto_axes", R.OTHER),
     _a("jax.sharding.explicit_axes", R.OTHER),
     # --- moves, transfers, NNX updates, remat, RNG (SHL305, SHL306, SHL403-405, SHL501, SHL502) -
-    _a("jax.experimental.shard", R.OTHER, removed="0.7.0", replacement="jax.sharding"),
-    _a("jax.experimental.shard.reshard", R.OTHER, removed="0.7.0",
-       replacement="jax.sharding.reshard"),
-    _a("jax.experimental.shard.auto_axes", R.OTHER, removed="0.7.0",
-       replacement="jax.sharding.auto_axes"),
-    _a("jax.experimental.shard.explicit_axes", R.OTHER, removed="0.7.0",
-       replacement="jax.sharding.explicit_axes"),
+    _a("jax.experimental.shard", R.OTHER, replacement="jax.sharding"),
+    _a("jax.experimental.shard.reshard", R.OTHER, replacement="jax.sharding.reshard"),
+    _a("jax.experimental.shard.auto_axes", R.OTHER, replacement="jax.sharding.auto_axes"),
+    _a("jax.experimental.shard.explicit_axes", R.OTHER, replacement="jax.sharding.explicit_axes"),
     _a("flax.nnx.with_metadata", R.OTHER, "flax.nnx.variablelib.with_metadata"),
     _a("flax.nnx.update", R.OTHER, "flax.nnx.graph.update", "flax.nnx.graphlib.update"),
     _a("flax.nnx.grad", R.OTHER, "flax.nnx.transforms.autodiff.grad"),
@@ -332,15 +316,21 @@ class KeywordMove:
     replacement: str
     deprecated: str  # version of the owners' package that started warning
     attribute: bool = False  # `variable.<keyword>` reads moved too
+    call_keyword: bool = True  # the keyword of a call moved (False: only the attribute)
 
 
 KEYWORD_MOVES: tuple[KeywordMove, ...] = (
-    # flax 0.12.4 renamed the Variable sharding metadata (`sharding` was already remapped to
-    # `sharding_names` since 0.11.2, silently); both now warn and are remapped to `out_sharding`.
+    # The Variable sharding metadata became `out_sharding` in flax 0.12.4: `sharding=` and
+    # `sharding_names=` were remapped to it silently there, and warn from 0.12.6 on; reading
+    # `.sharding_names` warns from 0.12.4. By hand: the warnings' texts are in the table
+    # (`tests/test_api_facts.py` holds these versions to the first release that gives them), but
+    # not which of them a keyword and which an attribute gives.
     KeywordMove(("flax.nnx.Param", "flax.nnx.Variable", "flax.nnx.with_metadata"), "sharding",
-                "out_sharding", "0.12.4"),
+                "out_sharding", "0.12.6"),
     KeywordMove(("flax.nnx.Param", "flax.nnx.Variable", "flax.nnx.with_metadata"),
-                "sharding_names", "out_sharding", "0.12.4", attribute=True),
+                "sharding_names", "out_sharding", "0.12.6"),
+    KeywordMove(("flax.nnx.Param", "flax.nnx.Variable", "flax.nnx.with_metadata"),
+                "sharding_names", "out_sharding", "0.12.4", attribute=True, call_keyword=False),
 )
 
 
@@ -361,7 +351,7 @@ class MoveFix:
 
 MOVE_FIXES: dict[str, MoveFix] = {
     **{f"jax.tree_{n}": MoveFix("rename") for n in (
-        "map", "flatten", "unflatten", "leaves", "structure", "transpose", "reduce", "all")},
+        "map", "flatten", "unflatten", "leaves", "structure", "transpose")},
     "jax.sharding.use_mesh": MoveFix("rename"),
     **{name: MoveFix("rename") for name in (
         "jax.sharding.XLACompatibleSharding", "jax.sharding.AxisTypes", "jax.lib.xla_client.Device",

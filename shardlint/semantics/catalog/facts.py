@@ -27,7 +27,7 @@ from pathlib import Path
 TABLE = Path(__file__).with_name("api_facts.json")
 
 
-# ---- the table ------------------------------------------------------------------------------------
+# ---- the table -----------------------------------------------------------------------------------
 @functools.cache
 def _head() -> dict:
     """The first line: ``{"format": 1, "releases": {package: {versions, python, ...}}``."""
@@ -63,6 +63,13 @@ def _modules(package: str) -> dict[str, str]:
 
 
 @functools.cache
+def _shadowed(package: str) -> dict[str, str]:
+    """module -> runs of the releases whose package binds the module's name to an object."""
+    return {m: key for key, names in _table()[package].get("shadowed", {}).items()
+            for m in names.split()}
+
+
+@functools.cache
 def _names(package: str, module: str) -> dict[str, str] | None:
     """name -> runs, for one module; None where the table keeps no names for it."""
     grouped = _table()[package]["names"].get(module)
@@ -78,7 +85,7 @@ def _valued(entries: list | None, index: int) -> int | None:
     return None
 
 
-# ---- releases -------------------------------------------------------------------------------------
+# ---- releases ------------------------------------------------------------------------------------
 def _key(version: str) -> tuple[int, ...]:
     out = []
     for part in version.split("."):
@@ -145,7 +152,7 @@ def flax_needs_jax(flax_version: str) -> str | None:
     return _head()["releases"]["flax"]["needs_jax"][i]
 
 
-# ---- names ----------------------------------------------------------------------------------------
+# ---- names ---------------------------------------------------------------------------------------
 def _split(package: str, dotted: str, index: int) -> tuple[str, list[str]] | None:
     """(the longest module prefix release ``index`` has, the attribute path after it)."""
     modules = _modules(package)
@@ -173,6 +180,9 @@ def _exists_at(dotted: str, index: int) -> bool | None:
         return None  # (a module whose names the table does not keep)
     runs = names.get(rest[0])
     if runs is None or not _in(runs, index):
+        shadowed = _shadowed(package).get(module)
+        if shadowed is not None and _in(shadowed, index):
+            return None  # (`jax.config`: the package binds an object over the submodule)
         return False
     return True if len(rest) == 1 else None  # (an attribute of an object: not read)
 
@@ -226,9 +236,14 @@ def _deprecations(dotted: str) -> list[tuple[int, str, bool]]:
     if package not in _head()["releases"]:
         return []
     table = _table()[package]
-    entries = table["deprecated"].get(dotted) or table["module_deprecated"].get(dotted) or []
+    entries = table["deprecated"].get(dotted) or table["module_deprecated"].get(dotted)
+    module, _, name = dotted.rpartition(".")
+    if not entries and module in table["module_deprecated"] and name in (
+            _names(package, module) or {}):
+        # (a name of a module whose import warns: using it imports the module)
+        entries = table["module_deprecated"][module]
     out = []
-    for key, value in entries:
+    for key, value in entries or ():
         message, answers = table["messages"][value]
         for start, _ in _runs(key):
             out.append((start, message, bool(answers)))
@@ -274,7 +289,7 @@ def deprecation_at(dotted: str, version: str) -> Deprecation | None:
     return Deprecation(version, message, bool(answers))
 
 
-# ---- signatures -----------------------------------------------------------------------------------
+# ---- signatures ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Param:
     name: str
@@ -316,45 +331,27 @@ class Signature:
 def _parse_signature(text: str) -> Signature | None:
     if text.startswith("?"):
         return None
-    inside, _, marks = text.rpartition(")")
-    inside = inside[1:]
-    items = [x.strip() for x in inside.split(",") if x.strip()]
-    raw: list[tuple[str, str, bool]] = []
+    close = text.index(")")  # (the parameters hold no parenthesis; a mark may: partial(w))
+    items = [x.strip() for x in text[1:close].split(",") if x.strip()]
+    slash = items.index("/") if "/" in items else -1
+    params = []
     keyword_only = False
-    for item in items:
+    for i, item in enumerate(items):
         if item == "/":
-            raw = [(n, "positional_only", d) for n, _, d in raw]
             continue
         if item == "*":
             keyword_only = True
-            continue
-        if item.startswith("**"):
-            raw.append((item[2:], "var_keyword", False))
+        elif item.startswith("**"):
+            params.append(Param(item[2:], "var_keyword", False))
         elif item.startswith("*"):
-            raw.append((item[1:], "var_positional", False))
+            params.append(Param(item[1:], "var_positional", False))
             keyword_only = True
         else:
-            default = item.endswith("=")
-            raw.append((item.rstrip("="), "keyword_only" if keyword_only
-                        else "positional_or_keyword", default))
-    # (a "/" turns every parameter before it positional-only; later ones were added after it)
-    params = []
-    seen_slash = "/" in items
-    slash_at = items.index("/") if seen_slash else -1
-    count = 0
-    for i, item in enumerate(items):
-        if item in ("/", "*"):
-            continue
-        name, kind, default = raw[count]
-        if seen_slash and i < slash_at:
-            kind = "positional_only"
-        elif kind == "positional_only":
-            kind = "positional_or_keyword"
-        params.append(Param(name, kind, default))
-        count += 1
-    wrapped = tuple(m for m in marks.split(" ") if m)
-    exact = all(m.startswith("+") for m in wrapped)
-    return Signature(tuple(params), exact, wrapped)
+            kind = "positional_only" if i < slash else \
+                "keyword_only" if keyword_only else "positional_or_keyword"
+            params.append(Param(item.rstrip("="), kind, item.endswith("=")))
+    wrapped = tuple(m for m in text[close + 1:].split(" ") if m)
+    return Signature(tuple(params), all(m.startswith("+") for m in wrapped), wrapped)
 
 
 def signature(dotted: str, version: str) -> Signature | None:
@@ -379,3 +376,35 @@ def signature_text(dotted: str, version: str) -> str | None:
     table = _table()[package]
     value = _valued(table["signatures"].get(dotted), index)
     return None if value is None else table["sigs"][value]
+
+
+# ---- the catalogue's facts (catalog/api.py) ------------------------------------------------------
+def catalogue(name: str) -> tuple[str | None, str | None, str | None]:
+    """(added, deprecated, removed) of a canonical name of ``catalog/api.py``, as the build step
+    computed them with :func:`first_release` (None where the oldest release read has it),
+    :func:`deprecated_in` and :func:`removed_in`; kept on the table's first line, so that the
+    catalogue does not decode the whole table at start-up. All None for a name the table was
+    not built for (``python scripts/api_facts.py --catalogue-only`` adds it)."""
+    found = _head().get("catalogue", {}).get(name)
+    return (found[0], found[1], found[2]) if found else (None, None, None)
+
+
+def warnings_in(module: str, version: str) -> tuple[str, ...]:
+    """Every deprecation message the module's code can give in that release, under any
+    condition (a deprecated keyword or value: ``'sharding' is deprecated, use 'out_sharding'``)."""
+    package = module.split(".", 1)[0]
+    index = release_index(package, version)
+    if index is None or package not in _head()["releases"]:
+        return ()
+    table = _table()[package]
+    return tuple(table["messages"][value][0]
+                 for key, value in table.get("warnings", {}).get(module, ()) if _in(key, index))
+
+
+def first_warning(module: str, text: str) -> str | None:
+    """The first release whose ``module`` can give a deprecation message containing ``text``."""
+    package = module.split(".", 1)[0]
+    for version in releases(package):
+        if any(text in m for m in warnings_in(module, version)):
+            return version
+    return None

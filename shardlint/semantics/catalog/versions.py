@@ -40,30 +40,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import facts
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-# Releases shardlint knows (PyPI, 2026-11), oldest first.
-RELEASES = {
-    "jax": ("0.4.20", "0.4.21", "0.4.22", "0.4.23", "0.4.24", "0.4.25", "0.4.26", "0.4.27",
-            "0.4.28", "0.4.29", "0.4.30", "0.4.31", "0.4.33", "0.4.34", "0.4.35", "0.4.36",
-            "0.4.37", "0.4.38", "0.5.0", "0.5.1", "0.5.2", "0.5.3", "0.6.0", "0.6.1", "0.6.2",
-            "0.7.0", "0.7.1", "0.7.2", "0.8.0", "0.8.1", "0.8.2", "0.8.3", "0.9.0", "0.9.0.1",
-            "0.9.1", "0.9.2", "0.10.0", "0.10.1", "0.10.2", "0.11.0", "0.11.1", "0.11.2",
-            "0.12.0", "0.12.0.1"),
-    "flax": ("0.8.0", "0.8.1", "0.8.2", "0.8.3", "0.8.4", "0.8.5", "0.9.0", "0.10.0", "0.10.1",
-             "0.10.2", "0.10.3", "0.10.4", "0.10.5", "0.10.6", "0.10.7", "0.11.0", "0.11.1",
-             "0.11.2", "0.12.0", "0.12.1", "0.12.2", "0.12.3", "0.12.4", "0.12.5", "0.12.6",
-             "0.12.7", "0.12.8", "0.12.9", "0.12.10", "0.12.12"),
-}
+# Releases shardlint knows, oldest first: every release of the registry from jax 0.3.0 and flax
+# 0.3.0 on, read from the released files by `scripts/api_facts.py` (catalog/api_facts.json).
+RELEASES = {pkg: facts.releases(pkg) for pkg in ("jax", "flax")}
 CURRENT = {pkg: releases[-1] for pkg, releases in RELEASES.items()}
-# The oldest jax each flax release requires (`Requires-Dist: jax>=...` of the flax wheels on
-# PyPI, read 2026-12): pins that allow an old jax beside a newer flax do not allow it in fact.
-FLAX_NEEDS_JAX = (("0.12.7", "0.10.0"), ("0.12.1", "0.8.1"), ("0.12.0", "0.7.1"),
-                  ("0.11.0", "0.6.0"), ("0.10.5", "0.5.1"), ("0.9.0", "0.4.27"),
-                  ("0.8.3", "0.4.19"))
 PACKAGES = ("jax", "flax")
 
 
@@ -517,8 +504,8 @@ def _versions(env: dict[str, tuple[str, str]], chain: list[Stated],
     flax_floor = low.get("flax") or (values["flax"] if "flax" not in env and source["flax"]
                                      .startswith(("pinned", "locked")) else None)
     if "jax" in low and flax_floor:
-        oldest_flax = parse(flax_floor)
-        need = next((j for f, j in FLAX_NEEDS_JAX if oldest_flax >= parse(f)), None)
+        # (the oldest jax that flax release requires: its `Requires-Dist: jax>=...`)
+        need = facts.flax_needs_jax(flax_floor)
         if need is not None and parse(low["jax"]) < parse(need):
             if parse(need) < parse(values["jax"]):
                 low["jax"] = need
@@ -561,6 +548,15 @@ def detect(root: Path, overrides: dict[str, str] | None = None) -> Versions:
 
 
 def assume(jax: str | None = None, flax: str | None = None) -> Versions:
-    """Fixed versions (tests, examples)."""
-    return Versions(jax or CURRENT["jax"], flax or CURRENT["flax"],
-                    {"jax": "fixed", "flax": "fixed"})
+    """Fixed versions (tests, examples); ``"0.4.20..0.6.2"``: pins that allow that range, judged
+    for its newest release (as ``jax>=0.4.20,<=0.6.2``)."""
+    given = {"jax": jax or CURRENT["jax"], "flax": flax or CURRENT["flax"]}
+    judged, low, source = {}, {}, {}
+    for pkg, text in given.items():
+        oldest, dots, newest = text.partition("..")
+        judged[pkg] = newest if dots else text
+        source[pkg] = "fixed"
+        if dots:
+            low[pkg] = oldest
+            source[pkg] = f"the newest that {pkg} {oldest}..{newest} allows"
+    return Versions(judged["jax"], judged["flax"], source, low)
