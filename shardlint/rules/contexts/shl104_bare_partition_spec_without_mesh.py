@@ -68,7 +68,10 @@ methods (model code) are left to SHL103, which judges them where the model runs.
 A constraint the code around it guards (`if nn.get_logical_axis_rules():`, `if not
 jax.sharding.get_abstract_mesh().empty:`, a `..._mesh_defined()` check) or enters its contexts
 for (`with nn.logical_axis_rules(...):` inside the function) needs nothing from its callers: a
-library that applies its constraints only where its caller brings them.
+library that applies its constraints only where its caller brings them. So does code past an
+early return (or raise) unless a mesh is there: `if not global_mesh_defined(): return x`, where
+the test asks for the mesh itself (`pxla.thread_resources.env.physical_mesh.empty`,
+`jax.sharding.get_abstract_mesh().empty`) or calls a function of the file whose body asks.
 """
     why = """
 A `PartitionSpec` names mesh axes but not the mesh; jax takes the mesh from the context and
@@ -188,8 +191,65 @@ with jax.set_mesh(mesh):
             """,
         }, title="a helper's with_sharding_constraint under a legacy `with mesh:` in another "
                  "module (SHL101 reports the `with`)"),
+        example("""
+            import jax
+            from jax.interpreters import pxla
+            from jax.sharding import PartitionSpec as P
+
+            def partitioning_active():
+                env = pxla.thread_resources.env
+                return env.physical_mesh.devices.shape != ()
+
+            def shard_activations(x):
+                if jax.devices()[0].platform == "cpu" or not partitioning_active():
+                    return x                  # no mesh: leave it alone
+                return jax.lax.with_sharding_constraint(x, P("data", None))
+
+            y = shard_activations(jax.numpy.ones((8, 4)))   # a no-op here, without a mesh
+        """, title="an early return unless a project function finds a mesh in context"),
+        example("""
+            import jax
+            from jax.interpreters import pxla
+            from jax.sharding import PartitionSpec as P
+
+            def shard_batch(batch):
+                if pxla.thread_resources.env.physical_mesh.empty:
+                    return batch
+                batch = jax.lax.with_sharding_constraint(batch, P("data"))
+                return batch * 2
+
+            out = shard_batch(jax.numpy.ones((8, 4)))
+        """, title="an early return while the legacy mesh is empty, tested inline"),
+        example("""
+            import jax
+            from jax.sharding import PartitionSpec as P
+
+            def _mesh_ready():
+                return not jax.sharding.get_abstract_mesh().empty
+
+            def place(x):
+                if not _mesh_ready():
+                    raise ValueError("enter jax.set_mesh(mesh) first")
+                return jax.device_put(x, P("data"))
+
+            place(jax.numpy.ones((8, 4)))
+        """, title="a raise unless the abstract mesh (asked through a helper) is set"),
     ]
     INVALID = [
+        example("""
+            import jax
+            from jax.sharding import PartitionSpec as P
+
+            def on_accelerator():
+                return jax.devices()[0].platform != "cpu"
+
+            def shard_activations(x):
+                if not on_accelerator():
+                    return x                  # asks for the platform, not for a mesh
+                return jax.lax.with_sharding_constraint(x, P("data", None))  # expect: SHL104
+
+            y = shard_activations(jax.numpy.ones((8, 4)))
+        """, title="an early return that tests something other than the mesh"),
         example("""
             import jax
             import flax.linen as nn

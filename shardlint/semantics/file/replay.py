@@ -147,6 +147,8 @@ class BodyLog(_Log):
     children: list[tuple[str, Scope]] = field(default_factory=list)
     # The names it binds and those its bound values mention (reuse.py, when asked).
     binds: tuple[frozenset[str], frozenset[str]] | None = None
+    # The contexts it was visited under (a guard's early return above it sets them).
+    ctx: int = 0
 
 
 @dataclass(eq=False)
@@ -351,7 +353,7 @@ def record_member(b: FactsBuilder, member: ast.stmt, owner: Scope) -> MemberLog:
 
 
 def member_still_valid(b: FactsBuilder, log: MemberLog, owner: Scope) -> bool:
-    return log.owner is owner and _reads_hold(b, log)
+    return log.owner is owner and getattr(log, "ctx", 0) == b.ctx and _reads_hold(b, log)
 
 
 def replay_member(b: FactsBuilder, log: MemberLog) -> None:
@@ -374,7 +376,7 @@ def record_body(b: FactsBuilder, stmt: ast.stmt, owner: Scope) -> BodyLog:
     logging what it read and wrote."""
     f = b.facts
     log = BodyLog(owner=owner, imports_before=b.imports_snapshot(), star_before=f.imports.star,
-                  node=stmt)
+                  node=stmt, ctx=b.ctx)
     lengths = _open(b, log)
     stores, returns, expr_calls = len(owner.stores), len(owner.returns), len(owner.expr_calls)
     refs, calls = owner.references, owner.self_calls
@@ -395,7 +397,7 @@ def record_body(b: FactsBuilder, stmt: ast.stmt, owner: Scope) -> BodyLog:
 
 
 def body_still_valid(b: FactsBuilder, log: BodyLog, owner: Scope) -> bool:
-    return log.owner is owner and _reads_hold(b, log)
+    return log.owner is owner and getattr(log, "ctx", 0) == b.ctx and _reads_hold(b, log)
 
 
 def replay_body(b: FactsBuilder, stmt: ast.stmt, log: BodyLog) -> None:

@@ -82,6 +82,7 @@ class FactsBuilder:
         self.stmt: ast.stmt | None = None
         self.abstract = 0  # > 0 inside the arguments of jax.eval_shape / nnx.eval_shape
         self._decorated: set[int] = set()
+        self._defs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] | None = None
 
     # ---- entry ---------------------------------------------------------------------------------
     def build(self) -> FileFacts:
@@ -116,9 +117,18 @@ class FactsBuilder:
         return self.facts
 
     def _body(self, stmts: list[ast.stmt]) -> None:
+        if self.scope.kind != "function":
+            for s in stmts:
+                self.stmt = s
+                self.visit(s)
+            return
+        saved = self.ctx
         for s in stmts:
             self.stmt = s
             self.visit(s)
+            if type(s) is ast.If:
+                self.ctx |= self._after_guard(s)
+        self.ctx = saved
 
     def visit(self, node: ast.AST) -> None:
         method = _DISPATCH.get(type(node), _generic)
@@ -332,6 +342,8 @@ class FactsBuilder:
             mark(self, c, n, log)
             if logs is not None:
                 logs.append(log)
+            if type(s) is ast.If:
+                self.ctx |= self._after_guard(s)
 
     def v_class(self, node: ast.ClassDef) -> None:
         for d in node.decorator_list:
@@ -505,43 +517,117 @@ class FactsBuilder:
             self.visit(s)
         self.ctx = saved
 
-    def _guard(self, test: ast.expr) -> tuple[int, bool]:
+    def _after_guard(self, node: ast.If) -> int:
+        """What the statements after ``node`` run under when it is a guard that leaves the
+        function (``return``/``raise``, or ``continue``/``break`` in a loop) unless the rules
+        (the mesh) are there: ``if not global_mesh_defined(): return x`` -- the code past it
+        runs only where a mesh is in context, as the ``else`` of the same test would."""
+        flag, positive = self._guard(node.test)
+        if not flag:
+            return 0
+        if flag & MESH:
+            flag |= MESH_SET
+        if not positive and _leaves(node.body):
+            return flag
+        if positive and node.orelse and _leaves(node.orelse):
+            return flag
+        return 0
+
+    def _guard(self, test: ast.expr, local: dict[str, ast.expr] | None = None,
+               depth: int = 0) -> tuple[int, bool]:
         """(RULES and MESH, or MESH, and whether the test holds when they are there) for a
         test that asks whether axis rules (a library applying its constraints only where its
-        caller brings its contexts) or a mesh are in context; (0, True) for any other test."""
-        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-            flag, positive = self._guard(test.operand)
+        caller brings its contexts) or a mesh are in context; (0, True) for any other test.
+        ``local``: the names a helper's body binds, read while judging what it returns."""
+        tp = type(test)
+        if tp is ast.UnaryOp and isinstance(test.op, ast.Not):  # type: ignore[attr-defined]
+            flag, positive = self._guard(test.operand, local, depth)  # type: ignore[attr-defined]
             return flag, not positive
-        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-            for value in test.values:
-                flag, positive = self._guard(value)
-                if flag and positive:
-                    return flag, True
+        if tp is ast.BoolOp:
+            # `a and has_mesh()`: its body runs only with the mesh; `a or not has_mesh()`: its
+            # `else` (and the code past an early return under it) likewise.
+            conj = isinstance(test.op, ast.And)  # type: ignore[attr-defined]
+            for value in test.values:  # type: ignore[attr-defined]
+                flag, positive = self._guard(value, local, depth)
+                if flag and positive == conj:
+                    return flag, conj
             return 0, True
-        if isinstance(test, ast.Compare) and len(test.ops) == 1 \
-                and isinstance(test.comparators[0], ast.Constant) \
-                and test.comparators[0].value is None:
-            flag, positive = self._guard(test.left)
-            if isinstance(test.ops[0], ast.IsNot):
-                return flag, positive
-            if isinstance(test.ops[0], ast.Is):
-                return flag, not positive
+        if tp is ast.Name and local is not None and test.id in local:  # type: ignore[attr-defined]
+            return self._guard(local.pop(test.id), local, depth)  # type: ignore[attr-defined]
+        if tp is ast.Compare and len(test.ops) == 1:  # type: ignore[attr-defined]
+            op, right = test.ops[0], test.comparators[0]  # type: ignore[attr-defined]
+            if isinstance(right, ast.Constant) and right.value is None:
+                flag, positive = self._guard(test.left, local, depth)  # type: ignore[attr-defined]
+                if isinstance(op, ast.IsNot):
+                    return flag, positive
+                if isinstance(op, ast.Is):
+                    return flag, not positive
+                return 0, True
+            if _empty_literal(right) and isinstance(op, (ast.Eq, ast.NotEq, ast.Gt)):
+                # `env.physical_mesh.devices.shape != ()`, `mesh.size > 0`: one is there
+                flag = self._mesh_part(test.left, local, depth)  # type: ignore[attr-defined]
+                if flag:
+                    return flag, not isinstance(op, ast.Eq)
             return 0, True
-        if isinstance(test, ast.Attribute) and test.attr == "empty":
-            flag, _ = self._guard(test.value)
+        if tp is ast.Attribute and test.attr == "empty":  # type: ignore[attr-defined]
+            flag, _ = self._guard(test.value, local, depth)  # type: ignore[attr-defined]
             return (MESH, False) if flag == MESH else (0, True)  # (`mesh.empty`: none there)
-        if isinstance(test, ast.Call) and isinstance(test.func, (ast.Name, ast.Attribute)):
-            q, _ = self.resolve(test.func)
+        if tp is ast.Call and isinstance(test.func, (ast.Name, ast.Attribute)):  # type: ignore[attr-defined]
+            q, _ = self.resolve(test.func)  # type: ignore[attr-defined]
             name = (q or "").rpartition(".")[2] or \
-                (test.func.id if isinstance(test.func, ast.Name) else test.func.attr)
+                (test.func.id if isinstance(test.func, ast.Name) else test.func.attr)  # type: ignore[attr-defined]
             if name in _RULES_QUERIES:  # (a library that leaves its contexts to its callers)
                 return RULES | MESH, True
             if q in _MESH_QUERIES:
                 return MESH, True  # (its `.empty` says whether one is there: above)
             if name.endswith(("mesh_defined", "mesh_is_defined")) or name == "has_mesh":
                 return MESH, True
-        if isinstance(test, ast.Attribute) and test.attr == "physical_mesh":
+            if isinstance(test.func, ast.Name) and depth < 2:  # type: ignore[attr-defined]
+                return self._query_function(test.func.id, depth + 1)  # type: ignore[attr-defined]
+        if tp is ast.Attribute and test.attr == "physical_mesh":  # type: ignore[attr-defined]
             return MESH, True
+        return 0, True
+
+    def _mesh_part(self, expr: ast.expr, local: dict[str, ast.expr] | None,
+                   depth: int) -> int:
+        """MESH for a part of a mesh in context (``env.physical_mesh.devices.shape``,
+        ``get_abstract_mesh().size``), 0 for anything else."""
+        while isinstance(expr, ast.Attribute) and expr.attr in _MESH_PARTS:
+            expr = expr.value
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) \
+                and expr.func.id == "len" and len(expr.args) == 1:
+            return self._mesh_part(expr.args[0], local, depth)
+        flag, positive = self._guard(expr, local, depth)
+        return MESH if flag == MESH and positive else 0
+
+    def _query_function(self, name: str, depth: int) -> tuple[int, bool]:
+        """A function of this file (at its top level) whose body answers whether a mesh is in
+        context -- ``def global_mesh_defined(): return
+        pxla.thread_resources.env.physical_mesh.devices.shape != ()`` -- directly or through
+        one more such function: what its result says, as ``_guard`` does for a test."""
+        defs = self._defs
+        if defs is None:  # (the last definition of each name, as at run time)
+            defs = self._defs = {s.name: s for s in self.facts.tree.body
+                                 if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        fn = defs.get(name)
+        if fn is None or fn.args.args or fn.args.posonlyargs or fn.args.kwonlyargs:
+            return 0, True
+        local: dict[str, ast.expr] = {}
+        answers: set[tuple[int, bool]] = set()
+        for s in fn.body:
+            if isinstance(s, ast.Assign) and len(s.targets) == 1 \
+                    and isinstance(s.targets[0], ast.Name):
+                local[s.targets[0].id] = s.value
+            elif isinstance(s, ast.Return) and s.value is not None:
+                answers.add(self._guard(s.value, dict(local), depth))
+            elif isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant):
+                continue  # (the docstring)
+            else:
+                return 0, True  # (anything else: not a plain question)
+        if len(answers) == 1:
+            flag, positive = answers.pop()
+            if flag == MESH:
+                return flag, positive
         return 0, True
 
     def v_while(self, node: ast.While) -> None:
@@ -840,6 +926,26 @@ class FactsBuilder:
             self._role(Role.LEGACY_ENV)  # `pxla.thread_resources.env.physical_mesh`
         if known is not None and (known.deprecated or known.removed):
             self.facts.references.append(Reference(node, q, known, self.scope))
+
+# The attributes of a mesh a test reads to ask whether it is a real one: `mesh.devices.shape`.
+_MESH_PARTS = frozenset({"devices", "shape", "size", "axis_names", "shape_tuple", "axis_sizes",
+                         "device_ids"})
+
+
+def _empty_literal(node: ast.expr) -> bool:
+    """``()``, ``[]``, ``{}`` or ``0``: what an absent mesh's parts compare equal to."""
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return not node.elts
+    if isinstance(node, ast.Dict):
+        return not node.keys
+    return isinstance(node, ast.Constant) and node.value == 0 and type(node.value) is int
+
+
+def _leaves(body: list[ast.stmt]) -> bool:
+    """The block always leaves the code that follows it (its last statement returns, raises,
+    continues or breaks)."""
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
+
 
 # Tests asking whether axis rules (a mesh) are in context: `if nn.get_logical_axis_rules():`.
 _RULES_QUERIES = frozenset({"get_logical_axis_rules", "get_axis_rules"})
