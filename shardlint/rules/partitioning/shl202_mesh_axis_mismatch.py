@@ -45,6 +45,10 @@ the meshes the project builds with literal names (`Mesh(devices, ("data", "model
   annotated `Mesh` counts only when every call of its function in the project passes a mesh
   (otherwise the caller may be outside the project, with axes of its own). Judged against axes
   read from configuration files, a finding is a warning, not an error: a run may override them.
+  A test's, benchmark's or example's (`*_test.py`, `*_benchmarks.py`, `tests/` ...) specs and
+  rules are compared only with the meshes that can be in context where it runs: its own and
+  those of the library modules it imports (directly or through others), not a benchmark's or a
+  launcher's it never runs.
 
 It also flags a mesh axis used twice in one spec (`P("data", "data")`). `None`,
 `P.UNCONSTRAINED` and entries that are not literals are skipped. Specs handed to logical-name APIs
@@ -142,8 +146,90 @@ rules = (("batch", "data"), ("mlp", "model"))
                     return jax.lax.with_sharding_constraint(x, PartitionSpec("data", "model"))
             """,
         }, title="cross-file: the mesh is built in train.py"),
+        example({
+            "layers/embed.py": """
+                import flax.linen as nn
+
+                class Embed(nn.Module):
+                    @nn.compact
+                    def __call__(self, ids):
+                        table = self.param("table", nn.with_logical_partitioning(
+                            nn.initializers.normal(), ("vocab", "embed")), (32, 8))
+                        return table[ids]
+            """,
+            "layers/embed_test.py": """
+                import jax
+                import flax.linen as nn
+                from layers.embed import Embed
+
+                RULES = (("vocab", "data"), ("embed", None))   # no mesh this test runs has 'data'
+
+                def test_init():
+                    with nn.logical_axis_rules(RULES):         # rules only: never a mesh
+                        Embed().init(jax.random.key(0), jax.numpy.zeros((2,), int))
+            """,
+            "layers/attention_benchmarks.py": """
+                import jax
+
+                def bench():
+                    with jax.set_mesh(jax.make_mesh((1,), ("model",))):
+                        pass
+            """,
+            "launch.py": """
+                import jax
+
+                def main():
+                    with jax.set_mesh(jax.make_mesh((1,), ("model",))):
+                        pass
+            """,
+        }, title="a library test's rules table: the benchmark's and the launcher's meshes are "
+                 "never in context where it runs"),
     ]
     INVALID = [
+        example({
+            "layers/embed.py": """
+                import flax.linen as nn
+
+                class Embed(nn.Module):
+                    @nn.compact
+                    def __call__(self, ids):
+                        table = self.param("table", nn.with_logical_partitioning(
+                            nn.initializers.normal(), ("vocab", "embed")), (32, 8))
+                        return table[ids]
+            """,
+            "layers/embed_test.py": """
+                import jax
+                import flax.linen as nn
+                from layers.embed import Embed
+
+                RULES = (("vocab", "data"), ("embed", None))  # expect: SHL202
+
+                def test_init():
+                    mesh = jax.make_mesh((1,), ("model",))
+                    with jax.set_mesh(mesh), nn.logical_axis_rules(RULES):
+                        Embed().init(jax.random.key(0), jax.numpy.zeros((2,), int))
+            """,
+        }, title="a test's rules table against the test's own mesh"),
+        example({
+            "layers/embed_test.py": """
+                import jax
+                import flax.linen as nn
+                from layers.sharding import run_sharded
+
+                RULES = (("vocab", "data"), ("embed", None))  # expect: SHL202
+
+                def test_init():
+                    with nn.logical_axis_rules(RULES):
+                        run_sharded()
+            """,
+            "layers/sharding.py": """
+                import jax
+
+                def run_sharded():
+                    with jax.set_mesh(jax.make_mesh((1,), ("model",))):
+                        pass
+            """,
+        }, title="a test's rules table against the mesh a library module it imports enters"),
         example({
             "train.py": """
                 import jax
@@ -231,7 +317,10 @@ rules = (("batch", "data"), ("mlp", "model"))
 
     def check(self) -> Iterator[Finding]:
         # (a test's, a benchmark's or an example's meshes judge that program only)
-        project_axes, complete = self.project.mesh_axes(False, self.project.judging(self.facts.module))
+        # (a test's, a benchmark's or an example's meshes judge that program only, with those
+        # of the library modules it imports: the meshes that can be in context where it runs)
+        project_axes, complete = self.project.mesh_axes(
+            False, self.project.judging(self.facts.module), True)
         union = project_axes if complete and project_axes else None
         logical, trusted = logical_names_with_rules(self.project, self.facts.module)
         # With a rules table shardlint cannot read, any unpaired name may be a logical one.

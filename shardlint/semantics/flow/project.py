@@ -42,7 +42,7 @@ def program_of(module: str) -> str:
             return ".".join(parts[:i + 2])
     last = parts[-1]
     if last == "conftest" or last.startswith(("test_", "bench_", "benchmark_")) \
-            or last.endswith(("_test", "_tests", "_benchmark", "_bench")):
+            or last.endswith(("_test", "_tests", "_benchmark", "_benchmarks", "_bench")):
         return module
     return ""
 
@@ -807,8 +807,30 @@ class ProjectIndex:
         return sorted({k for s in self._judging_summaries(program) for k in s.mesh_axis_keys})
 
     @project_cached
-    def mesh_axes(self, closed: bool = False, program: str | None = None
-                  ) -> tuple[set[str], bool]:
+    def _reachable_summaries(self, program: str) -> list[ModuleSummary]:
+        """The summaries of ``program``'s modules and of the library modules they import,
+        directly or through others: the code a test, benchmark or example runs, whose meshes
+        alone can be in context where its tables are used."""
+        own = self.programs().get(program, [])
+        seen = {s.module for s in own}
+        todo = list(own)
+        while todo:
+            s = todo.pop()
+            for q in s.imports.values():
+                parts = q.split(".")
+                for i in range(len(parts), 0, -1):
+                    m = ".".join(parts[:i])
+                    target = self.summaries.get(m)
+                    if target is not None:
+                        if m not in seen:
+                            seen.add(m)
+                            todo.append(target)
+                        break
+        return [s for s in self.summaries.values() if s.module in seen]
+
+    @project_cached
+    def mesh_axes(self, closed: bool = False, program: str | None = None,
+                  reach: bool = False) -> tuple[set[str], bool]:
         """The axis names of every mesh the project builds, and whether all of them are known.
         A mesh built from ``config.<key>`` has the names its configuration writes under the key
         (all of them: any one may be the one used); a key with none there is unknown. A
@@ -816,10 +838,19 @@ class ProjectIndex:
         passes a mesh (that mesh is counted where it is built); one that a caller outside the
         project may fill (no call here, or a call passing something else) is unknown -- unless
         ``closed``: the project is taken to build every mesh its code receives (as SHL201
-        takes its rules tables to be all there are)."""
+        takes its rules tables to be all there are). With ``reach``, a test's, benchmark's or
+        example's meshes are those its own modules and the library modules they import build,
+        not those of library modules it never runs."""
+        if reach and program:
+            # (narrower only: where some mesh the program may see is unknown, it stays unknown)
+            _, known = self.mesh_axes(closed, program)
+            if not known:
+                return set(), False
+            programs = self._reachable_summaries(program)
+        else:
+            programs = self._judging_summaries(program)
         names: set[str] = set()
         complete = True
-        programs = self._judging_summaries(program)
         for s in programs:
             for axes in s.mesh_axes:
                 if axes is None:
