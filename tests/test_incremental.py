@@ -235,6 +235,54 @@ def test_replayed_statements_match_a_full_build(tmp_path: Path, old: str, new: s
         assert summaries[0] == summaries[1]
 
 
+GUARD_BASE = '''import jax
+from jax.interpreters import pxla
+from jax.sharding import PartitionSpec as P
+
+
+def partitioning_active():
+    return pxla.thread_resources.env.physical_mesh.devices.shape != ()
+
+
+def shard(x):
+    if not partitioning_active():
+        return x
+    y = x * 2
+    return jax.lax.with_sharding_constraint(y, P("data"))
+
+
+out = shard(jax.numpy.ones((8, 4)))
+'''
+
+
+@pytest.mark.parametrize("old, new", [
+    ("if not partitioning_active():", "if not x.ndim:"),  # the guard asks something else
+    ("        return x\n", "        pass\n"),  # it no longer returns early
+    ("shape != ()", "shape[0] > 1"),  # the helper no longer asks for a mesh
+    ("physical_mesh.devices", "devices"),
+])
+def test_code_past_an_edited_guard_matches_a_full_build(tmp_path: Path, old: str,
+                                                        new: str) -> None:
+    """The statements past an early return unless a mesh is there run under it: an edit to
+    the guard (or to the helper it asks) is not replayed with the contexts of before."""
+    from shardlint.config import load
+    from shardlint.engine import Engine
+
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 't'\n", encoding="utf-8")
+    path = tmp_path / "shard.py"
+    live = Engine(load(tmp_path), use_cache=False)
+    parser = IncrementalParser()
+    assert not [f for f in live.lint_text(path, GUARD_BASE, parser=parser)
+                if f.code == "SHL104"]
+    for text in (GUARD_BASE.replace(old, new, 1), GUARD_BASE):  # the edit, then undone
+        assert old in GUARD_BASE
+        fresh = Engine(load(tmp_path), use_cache=False)
+        want = [(f.code, f.span, f.message) for f in fresh.lint_text(path, text)]
+        got = [(f.code, f.span, f.message) for f in live.lint_text(path, text, parser=parser)]
+        assert got == want
+        assert any(c == "SHL104" for c, _, _ in want) == (text != GUARD_BASE)
+
+
 def test_statements_are_replayed_unless_what_they_read_changed(tmp_path: Path) -> None:
     from shardlint.config import load
     from shardlint.engine import Engine

@@ -583,7 +583,10 @@ class FactsBuilder:
             if name.endswith(("mesh_defined", "mesh_is_defined")) or name == "has_mesh":
                 return MESH, True
             if isinstance(test.func, ast.Name) and depth < 2:  # type: ignore[attr-defined]
-                return self._query_function(test.func.id, depth + 1)  # type: ignore[attr-defined]
+                found = self.query_function(test.func.id, depth + 1)  # type: ignore[attr-defined]
+                for log in self.active:  # (an edit of the helper changes what this reads)
+                    log.reads.append(("guard", test.func.id, depth + 1, found))  # type: ignore[attr-defined]
+                return found
         if tp is ast.Attribute and test.attr == "physical_mesh":  # type: ignore[attr-defined]
             return MESH, True
         return 0, True
@@ -600,7 +603,7 @@ class FactsBuilder:
         flag, positive = self._guard(expr, local, depth)
         return MESH if flag == MESH and positive else 0
 
-    def _query_function(self, name: str, depth: int) -> tuple[int, bool]:
+    def query_function(self, name: str, depth: int) -> tuple[int, bool]:
         """A function of this file (at its top level) whose body answers whether a mesh is in
         context -- ``def global_mesh_defined(): return
         pxla.thread_resources.env.physical_mesh.devices.shape != ()`` -- directly or through
