@@ -27,7 +27,7 @@ _OWN_PROGRAM_FOLDERS = frozenset({"tests", "test", "testing", "benchmarks", "ben
 def own_program(module: str) -> bool:
     """Whether a module (dotted, from the project root) is a test, a benchmark or an example by
     the usual conventions: under ``tests/``, ``benchmarks/``, ``examples/`` ..., or named
-    ``test_*``, ``*_test``, ``conftest``, ``bench_*``, ``*_benchmark``, ``benchmark_*``."""
+    ``test_*``, ``*_test``, ``conftest``, ``bench_*``, ``*_benchmark(s)``, ``benchmark_*``."""
     return program_of(module) != ""
 
 
