@@ -235,11 +235,33 @@ def test_shl501_pjit_with_bare_specs_names_set_mesh_and_is_display_only(tmp_path
     """)
     [f] = lint(tmp_path, src, ("SHL501",))
     assert "the bare `PartitionSpec`s passed on line 6 (`P(\"data\")`)" in f.message
-    assert "unless `jax.set_mesh(mesh)` is around the call" in f.message
+    assert "`jax.jit` only the one `jax.set_mesh(mesh)` sets and raises without it" in f.message
     assert "`NamedSharding(mesh, spec)`s" in f.message
     assert "by position from jax 0.7.0" in f.message
     assert f.fix is not None and f.fix.applicability == "display-only"
     assert apply_fixes(src, [f], unsafe=True).text == src
+
+
+def test_shl501_pjit_under_a_legacy_mesh_with_unseen_shardings(tmp_path):
+    # The specs come from the caller: not seen, but the call runs under a legacy `with mesh:`,
+    # which only pjit reads. Shardings seen to be NamedShardings, `.sharding`s or None keep the
+    # catalogue's note and the unsafe edit.
+    src = _dedent("""
+        from jax.experimental import pjit
+        from jax.sharding import Mesh, NamedSharding
+
+        def restore(devices, layout, tree, like):
+            with Mesh(devices, ("model",)):
+                placed = pjit.pjit(fun=lambda t: t, in_shardings=None, out_shardings=layout)(tree)
+                same = pjit.pjit(lambda t: t, out_shardings=(like.sharding, None))(tree)
+            return placed, same
+    """)
+    first, second = lint(tmp_path, src, ("SHL501",))
+    assert "this call runs under a legacy `with mesh:`, which pjit reads" in first.message
+    assert "unless `jax.set_mesh(mesh)` is around the call" in first.message
+    assert first.fix is not None and first.fix.applicability == "display-only"
+    assert "legacy `with mesh:` no longer counts" in second.message
+    assert second.fix is not None and second.fix.applicability == "unsafe"
 
 
 def test_shl501_pjit_partial_with_bare_specs(tmp_path):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from shardlint.rules.base import Edit, Fix, Rule, example, register
 from shardlint.semantics.catalog import facts as releases
-from shardlint.semantics.catalog.api import APIS, KEYWORD_MOVES, MOVE_FIXES, MoveFix
+from shardlint.semantics.catalog.api import APIS, KEYWORD_MOVES, MOVE_FIXES, MoveFix, Role
 from shardlint.semantics.catalog.versions import parse
 from shardlint.semantics.file.facts import CallSite
 from shardlint.semantics.file.moves import (
@@ -24,6 +24,7 @@ from shardlint.semantics.file.moves import (
     swallows,
     uses_of_name,
 )
+from shardlint.semantics.sharding.mesh_context import lexical_contexts
 from shardlint.semantics.sharding.placement import bare_specs
 from shardlint.source import Span
 
@@ -51,6 +52,10 @@ class PjitCalls:
 
     fun_keyword: list[CallSite] = dataclasses.field(default_factory=list)  # calls given `fun=`
     bare: tuple[CallSite, ast.expr] | None = None  # a call given a bare PartitionSpec, the spec
+    # A call under a legacy `with mesh:` (and no `jax.set_mesh`) whose shardings are not all
+    # seen to be `NamedSharding`s or `None`: most likely bare PartitionSpecs that only the legacy
+    # mesh resolves.
+    legacy: CallSite | None = None
 
 
 def moves_table() -> str:
@@ -138,9 +143,10 @@ raises `TypeError` -- and by position in every release), `shard_map` -> `jax.sha
 function by position, no `check_rep`/`auto`), `nnx.with_sharding_constraint` ->
 `jax.lax.with_sharding_constraint` (no `mesh=`; it raises without a mesh), reads of
 `.sharding_names` (the object may not be an NNX Variable). Where a `pjit` is given bare
-`PartitionSpec`s the edit is display-only and the message says so: pjit resolves them against the
-legacy `with mesh:`, `jax.jit` only against `jax.set_mesh(mesh)` and raises without it, so the
-call needs that context (or `NamedSharding`s) first. Otherwise the edit is display-only,
+`PartitionSpec`s, or runs under a legacy `with mesh:` with shardings not seen to be
+`NamedSharding`s or `None`, the edit is display-only and the message says so: pjit resolves bare
+specs against the legacy `with mesh:`, `jax.jit` only against `jax.set_mesh(mesh)` and raises
+without it, so the call needs that context (or `NamedSharding`s) first. Otherwise the edit is display-only,
 and moves with no mechanical replacement (`xmap`, `device_put_replicated`, `PmapSharding`) have
 no edit.
 
@@ -321,6 +327,15 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
         """, title="pjit given bare specs under `with mesh:`: no edit, the message names "
                    "`jax.set_mesh`"),
         example("""
+            from jax.experimental import pjit
+            from jax.sharding import Mesh
+
+            def place(tree, devices, layout):
+                with Mesh(devices, ("model",)):  # `layout` comes from the caller
+                    return pjit.pjit(fun=lambda t: t, out_shardings=layout)(tree)  # expect: SHL501
+        """, title="pjit with `fun=` under `with mesh:`, shardings unseen: no edit, the message "
+                   "names both"),
+        example("""
             import jax as j
             mesh = j.make_mesh((4,), ("data",))
             with j.sharding.use_mesh(mesh):  # expect: SHL501
@@ -451,9 +466,14 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
         for c in sites:
             if any(k.arg == "fun" for k in c.node.keywords):
                 out.fun_keyword.append(c)
+            values = [k.value for k in c.node.keywords if k.arg in _SHARDING_KEYWORDS] + \
+                c.node.args[1:3]
             if out.bare is None:
-                out.bare = self._bare_spec(c, [k.value for k in c.node.keywords
-                                               if k.arg in _SHARDING_KEYWORDS] + c.node.args[1:3])
+                out.bare = self._bare_spec(c, values)
+            if out.legacy is None and values and \
+                    not all(self._seen_sharding(v, c.scope) for v in values) and \
+                    lexical_contexts(self.facts, c.node, c.scope, self.project) == {"legacy_mesh"}:
+                out.legacy = c
         if out.bare is None:  # `partial(pjit, in_shardings=P(...))`, `@partial(pjit, ...)`
             for site in self.facts.jit_sites:
                 if site.api_name == PJIT and site.form == "partial" and isinstance(
@@ -476,6 +496,28 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
                 return call, spec
         return None
 
+    def _seen_sharding(self, node: ast.expr | None, scope, depth: int = 0) -> bool:
+        """``node`` is seen to hold only `None`s and shardings (`NamedSharding(...)`,
+        `x.sharding`), which `jax.jit` takes without a mesh in context."""
+        if node is None or depth > 8:
+            return False
+        if isinstance(node, ast.Constant):
+            return node.value is None
+        if isinstance(node, ast.Name):
+            value = self.facts.value_of(node.id, scope)
+            return value is not None and self._seen_sharding(value, scope, depth + 1)
+        if isinstance(node, ast.Attribute):
+            return node.attr == "sharding"
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return all(self._seen_sharding(e, scope, depth + 1) for e in node.elts)
+        if isinstance(node, ast.Dict):
+            return all(self._seen_sharding(v, scope, depth + 1) for v in node.values)
+        if isinstance(node, ast.Call):
+            known = self.facts.resolve(node.func) if isinstance(
+                node.func, (ast.Name, ast.Attribute)) else None
+            return known is not None and known.role == Role.NAMED_SHARDING
+        return False
+
     def _where(self, use: MoveUse, sites: list[CallSite]) -> str:
         if use.kind != "import":
             return "in this call"
@@ -493,19 +535,28 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
             parts.append(f"the function first, by position: `jax.jit(f, ...)`; `jax.jit` takes "
                          f"it only by position from jax {since}, and the `fun=` passed "
                          f"{self._where(use, pjit.fun_keyword)} raises `TypeError` there")
-        if pjit.bare is None:
-            parts.append(use.note)
-        else:
+        none = ("a `None` sharding means unspecified, the compiler's choice: write "
+                "`PartitionSpec()` where replication is meant")
+        if pjit.bare is not None:
             call, spec = pjit.bare
             text = self.text(spec)
             shown = f" (`{text}`)" if len(text) <= 40 and "\n" not in text else ""
             parts.append(
                 f"shardings by keyword; the bare `PartitionSpec`s passed "
-                f"{self._where(use, [call])}{shown} are resolved by pjit against the legacy "
-                f"`with mesh:`, but `jax.jit` raises on them unless `jax.set_mesh(mesh)` is "
-                f"around the call: enter that instead of `with mesh:`, or pass "
-                f"`NamedSharding(mesh, spec)`s; and a `None` sharding means unspecified, the "
-                f"compiler's choice: write `PartitionSpec()` where replication is meant")
+                f"{self._where(use, [call])}{shown} need a mesh in context: pjit also takes the "
+                f"legacy `with mesh:`'s, `jax.jit` only the one `jax.set_mesh(mesh)` sets and "
+                f"raises without it: enter that around the call instead of `with mesh:`, or "
+                f"pass `NamedSharding(mesh, spec)`s; and {none}")
+        elif pjit.legacy is not None:
+            subject = "this call" if use.kind != "import" else \
+                f"the call on line {pjit.legacy.node.lineno}"
+            parts.append(
+                f"shardings by keyword; {subject} runs under a legacy `with mesh:`, which pjit reads and `jax.jit` does not: if its shardings "
+                f"are bare `PartitionSpec`s, as `jax.jit` it raises unless `jax.set_mesh(mesh)` "
+                f"is around the call -- enter that instead of `with mesh:`, or pass "
+                f"`NamedSharding(mesh, spec)`s; and {none}")
+        else:
+            parts.append(use.note)
         return "; ".join(parts)
 
     def _pjit_fix(self, pjit: PjitCalls | None, applicability: str,
@@ -523,7 +574,7 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
                 continue
             edits.extend(more)
             moved = True
-        if pjit.bare is not None:
+        if pjit.bare is not None or pjit.legacy is not None:
             applicability = "display-only"
         return applicability, moved
 
