@@ -257,11 +257,26 @@ def test_shl501_pjit_under_a_legacy_mesh_with_unseen_shardings(tmp_path):
             return placed, same
     """)
     first, second = lint(tmp_path, src, ("SHL501",))
-    assert "this call runs under a legacy `with mesh:`, which pjit reads" in first.message
+    assert "this pjit runs under a legacy `with mesh:`, which pjit reads" in first.message
     assert "unless `jax.set_mesh(mesh)` is around the call" in first.message
     assert first.fix is not None and first.fix.applicability == "display-only"
     assert "legacy `with mesh:` no longer counts" in second.message
     assert second.fix is not None and second.fix.applicability == "unsafe"
+
+
+def test_shl501_pjit_bound_then_called_under_a_legacy_mesh(tmp_path):
+    src = _dedent("""
+        from jax.experimental.pjit import pjit
+        from jax.sharding import Mesh
+
+        def evaluate(devices, batches, body, batch_layout):
+            step = pjit(body, in_shardings=(batch_layout,), out_shardings=None)
+            with Mesh(devices, ("batch",)):
+                return [step(b) for b in batches]
+    """)
+    [f] = lint(tmp_path, src, ("SHL501",))
+    assert "the pjit on line 5 runs under a legacy `with mesh:`" in f.message
+    assert f.fix is not None and f.fix.applicability == "display-only"
 
 
 def test_shl501_pjit_partial_with_bare_specs(tmp_path):

@@ -472,7 +472,7 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
                 out.bare = self._bare_spec(c, values)
             if out.legacy is None and values and \
                     not all(self._seen_sharding(v, c.scope) for v in values) and \
-                    lexical_contexts(self.facts, c.node, c.scope, self.project) == {"legacy_mesh"}:
+                    any(self._legacy_only(node, c.scope) for node in self._runs(c)):
                 out.legacy = c
         if out.bare is None:  # `partial(pjit, in_shardings=P(...))`, `@partial(pjit, ...)`
             for site in self.facts.jit_sites:
@@ -495,6 +495,22 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
             if spec is not None:
                 return call, spec
         return None
+
+    def _runs(self, call: CallSite) -> list[ast.AST]:
+        """Where a pjit call's function runs: the call itself (`pjit(f, ...)(x)`), and the calls,
+        in the same function, of the name it is bound to (`step = pjit(...)`, then `step(x)`)."""
+        out: list[ast.AST] = [call.node]
+        stmt = call.stmt
+        if isinstance(stmt, ast.Assign) and stmt.value is call.node and len(stmt.targets) == 1 \
+                and isinstance(stmt.targets[0], ast.Name):
+            name = stmt.targets[0].id
+            out += [c.node for c in self.facts.calls if c.scope is call.scope
+                    and isinstance(c.node.func, ast.Name) and c.node.func.id == name]
+        return out
+
+    def _legacy_only(self, node: ast.AST, scope) -> bool:
+        """Under a legacy `with mesh:`, and no `jax.set_mesh`, in the same function."""
+        return lexical_contexts(self.facts, node, scope, self.project) == {"legacy_mesh"}
 
     def _seen_sharding(self, node: ast.expr | None, scope, depth: int = 0) -> bool:
         """``node`` is seen to hold only `None`s and shardings (`NamedSharding(...)`,
@@ -548,8 +564,8 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
                 f"raises without it: enter that around the call instead of `with mesh:`, or "
                 f"pass `NamedSharding(mesh, spec)`s; and {none}")
         elif pjit.legacy is not None:
-            subject = "this call" if use.kind != "import" else \
-                f"the call on line {pjit.legacy.node.lineno}"
+            subject = "this pjit" if use.kind != "import" else \
+                f"the pjit on line {pjit.legacy.node.lineno}"
             parts.append(
                 f"shardings by keyword; {subject} runs under a legacy `with mesh:`, which pjit reads and `jax.jit` does not: if its shardings "
                 f"are bare `PartitionSpec`s, as `jax.jit` it raises unless `jax.set_mesh(mesh)` "
