@@ -164,6 +164,149 @@ def test_shl501_pjit_with_positional_shardings_is_display_only(tmp_path):
     assert apply_fixes(src, [f], unsafe=True).text == src
 
 
+def test_shl501_jax_jit_takes_the_function_by_position_in_every_release():
+    # The pjit fix writes `jax.jit(f, ...)` for every version range: the table shows the function
+    # is jit's first parameter, positional, in every jax release; `fun=` raises from 0.7.0 (0.6's
+    # wrapper still took it, with a warning).
+    from shardlint.rules.versions.shl501_deprecated_api import jit_fun_positional_only_from
+    from shardlint.semantics.catalog import facts
+
+    for v in facts.releases("jax"):
+        sig = facts.signature("jax.jit", v)
+        assert sig is not None and sig.params[0].name == "fun", v
+        assert sig.params[0].kind in ("positional_only", "positional_or_keyword"), v
+    assert jit_fun_positional_only_from() == "0.7.0"
+    assert facts.signature("jax.jit", "0.7.0").accepts_keyword("fun") is False
+    assert facts.signature("jax.jit", "0.5.3").accepts_keyword("fun") is True
+
+
+def test_shl501_pjit_fun_keyword_is_moved_to_the_first_argument(tmp_path):
+    src = _dedent("""
+        from jax.experimental.pjit import pjit
+        from jax.sharding import NamedSharding
+
+        def build(mesh, spec, body):
+            s = NamedSharding(mesh, spec)
+            first = pjit(fun=body, in_shardings=s, out_shardings=s)
+            last = pjit(in_shardings=s, out_shardings=s, fun=(lambda v: v))
+            middle = pjit(
+                in_shardings=s,
+                fun=body,  # the step
+                out_shardings=s,
+            )
+            return first, last, middle
+    """)
+    for versions in ({}, {"jax": "0.4.20..0.8.0"}):
+        [f] = lint(tmp_path, src, ("SHL501",), **versions)
+        assert "by position from jax 0.7.0" in f.message and "lines 6, 7, 8" in f.message
+        assert f.fix is not None and f.fix.applicability == "unsafe"
+        assert "pass the function first" in f.fix.description
+        out = apply_fixes(src, [f], unsafe=True).text
+        ast.parse(out)
+        assert "fun=" not in out
+        assert "first = pjit(body, in_shardings=s, out_shardings=s)" in out
+        assert "last = pjit((lambda v: v), in_shardings=s, out_shardings=s)" in out
+        assert "pjit(\n        body, in_shardings=s,\n        # the step\n" in out
+        assert not lint(tmp_path, out, ("SHL501",), **versions)
+
+
+def test_shl501_pjit_fun_keyword_by_attribute(tmp_path):
+    src = _dedent("""
+        import jax.experimental.pjit
+
+        step = jax.experimental.pjit.pjit(out_shardings=None, fun=abs)
+    """)
+    [f] = lint(tmp_path, src, ("SHL501",))
+    assert "the `fun=` passed in this call raises `TypeError`" in f.message
+    out = apply_fixes(src, [f], unsafe=True).text
+    assert "step = jax.jit(abs, out_shardings=None)" in out
+
+
+def test_shl501_pjit_with_bare_specs_names_set_mesh_and_is_display_only(tmp_path):
+    src = _dedent("""
+        import jax
+        from jax.experimental.pjit import pjit
+        from jax.sharding import Mesh, PartitionSpec as P
+
+        mesh = Mesh(jax.devices(), ("data",))
+        step = pjit(fun=lambda x: x + 1, in_shardings=P("data"), out_shardings=P("data"))
+        with mesh:
+            y = step(1.0)
+    """)
+    [f] = lint(tmp_path, src, ("SHL501",))
+    assert "the bare `PartitionSpec`s passed on line 6 (`P(\"data\")`)" in f.message
+    assert "`jax.jit` only the one `jax.set_mesh(mesh)` sets and raises without it" in f.message
+    assert "`NamedSharding(mesh, spec)`s" in f.message
+    assert "by position from jax 0.7.0" in f.message
+    assert f.fix is not None and f.fix.applicability == "display-only"
+    assert apply_fixes(src, [f], unsafe=True).text == src
+
+
+def test_shl501_pjit_under_a_legacy_mesh_with_unseen_shardings(tmp_path):
+    # The specs come from the caller: not seen, but the call runs under a legacy `with mesh:`,
+    # which only pjit reads. Shardings seen to be NamedShardings, `.sharding`s or None keep the
+    # catalogue's note and the unsafe edit.
+    src = _dedent("""
+        from jax.experimental import pjit
+        from jax.sharding import Mesh, NamedSharding
+
+        def restore(devices, layout, tree, like):
+            with Mesh(devices, ("model",)):
+                placed = pjit.pjit(fun=lambda t: t, in_shardings=None, out_shardings=layout)(tree)
+                same = pjit.pjit(lambda t: t, out_shardings=(like.sharding, None))(tree)
+            return placed, same
+    """)
+    first, second = lint(tmp_path, src, ("SHL501",))
+    assert "this pjit runs under a legacy `with mesh:`, which pjit reads" in first.message
+    assert "unless `jax.set_mesh(mesh)` is around the call" in first.message
+    assert first.fix is not None and first.fix.applicability == "display-only"
+    assert "legacy `with mesh:` no longer counts" in second.message
+    assert second.fix is not None and second.fix.applicability == "unsafe"
+
+
+def test_shl501_pjit_bound_then_called_under_a_legacy_mesh(tmp_path):
+    src = _dedent("""
+        from jax.experimental.pjit import pjit
+        from jax.sharding import Mesh
+
+        def evaluate(devices, batches, body, batch_layout):
+            step = pjit(body, in_shardings=(batch_layout,), out_shardings=None)
+            with Mesh(devices, ("batch",)):
+                return [step(b) for b in batches]
+    """)
+    [f] = lint(tmp_path, src, ("SHL501",))
+    assert "the pjit on line 5 runs under a legacy `with mesh:`" in f.message
+    assert f.fix is not None and f.fix.applicability == "display-only"
+
+
+def test_shl501_pjit_partial_with_bare_specs(tmp_path):
+    src = _dedent("""
+        import functools
+        from jax.experimental import pjit
+        from jax.sharding import PartitionSpec as P
+
+        @functools.partial(pjit.pjit, in_shardings=(P("data"),), out_shardings=P())
+        def step(x):
+            return x
+    """)
+    [f] = lint(tmp_path, src, ("SHL501",))
+    assert "bare `PartitionSpec`s passed in this call" in f.message
+
+
+def test_shl501_pjit_with_named_shardings_keeps_the_catalogue_note(tmp_path):
+    from shardlint.semantics.catalog.api import lookup
+
+    src = _dedent("""
+        from jax.experimental.pjit import pjit
+        step = pjit(lambda x: x, in_shardings=named, out_shardings=named)
+    """)
+    [f] = lint(tmp_path, src, ("SHL501",))
+    assert f.message.endswith(f"use `jax.jit` ({lookup('jax.experimental.pjit.pjit').note})")
+    assert f.fix is not None and f.fix.applicability == "unsafe"
+    out = apply_fixes(src, [f], unsafe=True).text
+    assert out.startswith("from jax import jit as pjit\n")
+
+
 def test_shl501_shard_map_with_check_rep_is_display_only(tmp_path):
     src = _dedent("""
         from jax.experimental.shard_map import shard_map

@@ -71,6 +71,23 @@ print(x.tolist(), x.sharding.spec)
 """
 
 
+# pjit given its function by keyword: the unsafe fix to `jax.jit` moves it to the first argument
+# (`jax.jit(fun=...)` raises TypeError from jax 0.7.0).
+PJIT_FUN = """
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental.pjit import pjit
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+mesh = Mesh(np.array(jax.devices()), ("data",))
+rows = NamedSharding(mesh, P("data"))
+step = pjit(in_shardings=rows, out_shardings=rows,
+            fun=lambda x: x * 3.0 - 1.0)
+x = step(jnp.arange(16.0).reshape(8, 2))
+print(x.tolist(), x.sharding.spec)
+"""
+
 def run(path: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
@@ -136,3 +153,25 @@ def test_a_pjit_loop_under_a_legacy_mesh_is_left_working(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "`step` runs under it, a `pjit` given bare `PartitionSpec`s" in out
     assert '"fix": null' in out
+
+
+def test_the_pjit_fix_passes_the_function_by_position(tmp_path, capsys):
+    path = tmp_path / "train.py"
+    path.write_text(textwrap.dedent(PJIT_FUN).lstrip())
+    first = run(path)
+    assert first.returncode == 0, first.stderr
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    before = path.read_text()
+    main(["check", "--fix", "--unsafe-fixes", "--no-cache", "--exit-zero", "--select", "SHL501",
+          str(path)])
+    capsys.readouterr()
+    after = path.read_text()
+    assert "from jax import jit as pjit" in after and "fun=" not in after
+    second = run(path)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout == first.stdout
+    # ... and the old edit, `jax.jit(fun=...)`, raises
+    path.write_text(before.replace("from jax.experimental.pjit import pjit",
+                                   "from jax import jit as pjit"))
+    broken = run(path)
+    assert broken.returncode != 0 and "positional-only" in broken.stderr

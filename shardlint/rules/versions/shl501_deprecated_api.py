@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import ast
 import bisect
+import dataclasses
+import functools
+import re
+from dataclasses import dataclass
 
 from shardlint.rules.base import Edit, Fix, Rule, example, register
-from shardlint.semantics.catalog.api import APIS, KEYWORD_MOVES, MOVE_FIXES, MoveFix
+from shardlint.semantics.catalog import facts as releases
+from shardlint.semantics.catalog.api import APIS, KEYWORD_MOVES, MOVE_FIXES, MoveFix, Role
 from shardlint.semantics.catalog.versions import parse
+from shardlint.semantics.file.facts import CallSite
 from shardlint.semantics.file.moves import (
     IMPORT_ERRORS,
     MoveUse,
@@ -18,7 +24,38 @@ from shardlint.semantics.file.moves import (
     swallows,
     uses_of_name,
 )
+from shardlint.semantics.sharding.mesh_context import lexical_contexts
+from shardlint.semantics.sharding.placement import bare_specs
 from shardlint.source import Span
+
+PJIT = "jax.experimental.pjit.pjit"
+# pjit's sharding arguments: by keyword, or by position after the function.
+_SHARDING_KEYWORDS = ("in_shardings", "out_shardings", "in_axis_resources", "out_axis_resources")
+_FUN_KEYWORD = re.compile(rb"fun\s*=\s*")
+
+
+@functools.cache
+def jit_fun_positional_only_from() -> str | None:
+    """The first jax release from which `jax.jit(fun=f)` raises: its ``fun`` is positional-only
+    and nothing wraps it (jax 0.6's wrapper still took ``fun=``, with a DeprecationWarning).
+    Read from the table of releases."""
+    for v in releases.releases("jax"):
+        sig = releases.signature("jax.jit", v)
+        if sig is not None and sig.exact and "fun" in sig.positional_only():
+            return v
+    return None
+
+
+@dataclass
+class PjitCalls:
+    """How a pjit use is called, for the advice and the edit that turn it into `jax.jit`."""
+
+    fun_keyword: list[CallSite] = dataclasses.field(default_factory=list)  # calls given `fun=`
+    bare: tuple[CallSite, ast.expr] | None = None  # a call given a bare PartitionSpec, the spec
+    # A call under a legacy `with mesh:` (and no `jax.set_mesh`) whose shardings are not all
+    # seen to be `NamedSharding`s or `None`: most likely bare PartitionSpecs that only the legacy
+    # mesh resolves.
+    legacy: CallSite | None = None
 
 
 def moves_table() -> str:
@@ -100,11 +137,16 @@ when nothing in the file names the replacement's package; a `from ... import` li
 to import the replacement under the same local name, so the rest of the file is untouched.
 
 Unsafe where the replacement takes other arguments or behaves differently, and only when every
-use visibly fits: `pjit` -> `jax.jit` (shardings by keyword only; a bare `PartitionSpec` needs
-`jax.set_mesh`, where pjit also accepted `with mesh:`), `shard_map` -> `jax.shard_map` (only the
+use visibly fits: `pjit` -> `jax.jit` (shardings by keyword only; a `fun=` is moved to the first
+argument, since `jax.jit` takes the function only by position from jax 0.7.0 -- `jax.jit(fun=f)`
+raises `TypeError` -- and by position in every release), `shard_map` -> `jax.shard_map` (only the
 function by position, no `check_rep`/`auto`), `nnx.with_sharding_constraint` ->
 `jax.lax.with_sharding_constraint` (no `mesh=`; it raises without a mesh), reads of
-`.sharding_names` (the object may not be an NNX Variable). Otherwise the edit is display-only,
+`.sharding_names` (the object may not be an NNX Variable). Where a `pjit` is given bare
+`PartitionSpec`s, or runs under a legacy `with mesh:` with shardings not seen to be
+`NamedSharding`s or `None`, the edit is display-only and the message says so: pjit resolves bare
+specs against the legacy `with mesh:`, `jax.jit` only against `jax.set_mesh(mesh)` and raises
+without it, so the call needs that context (or `NamedSharding`s) first. Otherwise the edit is display-only,
 and moves with no mechanical replacement (`xmap`, `device_put_replicated`, `PmapSharding`) have
 no edit.
 
@@ -195,6 +237,38 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
             import jax.numpy as jnp
             w = nnx.Param(jnp.zeros((4, 4)), sharding_names=("embed", "mlp"))
         """, title="flax 0.12.3 still takes sharding_names silently", flax="0.12.3"),
+        example("""
+            import numpy as np
+            import jax
+            from jax.sharding import Mesh, PartitionSpec
+
+            grid = Mesh(np.asarray(jax.devices()).reshape(-1, 1), ("rows", "cols"))
+            with jax.set_mesh(grid):  # jax.jit resolves bare specs against this mesh
+                halve = jax.jit(lambda t: t / 2, in_shardings=PartitionSpec("rows"),
+                                out_shardings=PartitionSpec("rows"))
+                print(halve(np.ones((8, 2))))
+        """, title="after the move: the function by position, bare specs under `jax.set_mesh`"),
+        example("""
+            import jax
+
+            def pjit(fun, in_shardings=None, out_shardings=None):
+                # the project's own wrapper, which happens to share the name
+                return jax.jit(fun, in_shardings=in_shardings, out_shardings=out_shardings)
+
+            square = pjit(fun=lambda v: v * v)
+        """, title="a local `pjit` that takes `fun=`: not jax's"),
+        example("""
+            import numpy as np
+            import jax
+            from jax.experimental.pjit import pjit
+            from jax.sharding import Mesh, PartitionSpec
+
+            grid = Mesh(np.asarray(jax.devices()), ("rows",))
+            with grid:
+                halve = pjit(fun=lambda t: t / 2, in_shardings=PartitionSpec("rows"),
+                             out_shardings=PartitionSpec("rows"))
+        """, title="pjit with `fun=` and bare specs under `with mesh:`, on a jax where it is "
+                   "current", jax="0.5.3"),
     ]
     INVALID = [
         example("""
@@ -228,6 +302,39 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
             from jax.experimental.pjit import pjit  # expect: SHL501
             step = pjit(lambda x: x * 2)
         """, title="pjit: deprecated in jax 0.8.0"),
+        example("""
+            import jax
+            from jax.experimental.pjit import pjit  # expect: SHL501
+            from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+            grid = Mesh(jax.devices(), ("rows",))
+            by_row = NamedSharding(grid, PartitionSpec("rows"))
+            # as `jax.jit(fun=...)` this raises TypeError: the fix passes the function first
+            normalise = pjit(in_shardings=by_row, out_shardings=by_row,
+                             fun=lambda v: v / v.sum())
+        """, title="pjit given `fun=` by keyword: `jax.jit` takes it only by position (0.7.0)"),
+        example("""
+            import numpy as np
+            import jax
+            from jax.experimental import pjit as pjit_lib
+            from jax.sharding import Mesh, PartitionSpec
+
+            grid = Mesh(np.asarray(jax.devices()).reshape(-1, 1), ("rows", "cols"))
+            with grid:  # the legacy context, which pjit reads and jax.jit does not
+                halve = pjit_lib.pjit(lambda t: t / 2, in_shardings=PartitionSpec("rows"),  # expect: SHL501
+                                      out_shardings=PartitionSpec("rows"))
+                print(halve(np.ones((8, 2))))
+        """, title="pjit given bare specs under `with mesh:`: no edit, the message names "
+                   "`jax.set_mesh`"),
+        example("""
+            from jax.experimental import pjit
+            from jax.sharding import Mesh
+
+            def place(tree, devices, layout):
+                with Mesh(devices, ("model",)):  # `layout` comes from the caller
+                    return pjit.pjit(fun=lambda t: t, out_shardings=layout)(tree)  # expect: SHL501
+        """, title="pjit with `fun=` under `with mesh:`, shardings unseen: no edit, the message "
+                   "names both"),
         example("""
             import jax as j
             mesh = j.make_mesh((4,), ("data",))
@@ -294,12 +401,13 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
             line = getattr(use.node, "lineno", 0)
             if any(a <= line <= b for a, b in guarded):
                 continue  # compatibility code: the old spelling for the versions that have it
-            yield self.finding(use.node, self._message(use),
+            pjit = self._pjit_calls(use) if use.old == PJIT and use.new else None
+            yield self.finding(use.node, self._message(use, pjit),
                                severity="error" if use.removed else "warning",
-                               fix=self._fix(use), tags=("deprecated",))
+                               fix=self._fix(use, pjit), tags=("deprecated",))
 
     # ---- messages --------------------------------------------------------------------------------
-    def _message(self, use: MoveUse) -> str:
+    def _message(self, use: MoveUse, pjit: PjitCalls | None = None) -> str:
         if use.kind == "keyword":
             owner = self.text(use.call.func) if use.call is not None else "the call"
             return (f"`{use.old}=` of `{owner}` is deprecated since {use.package} {use.version} "
@@ -311,6 +419,8 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
         if use.wanted:
             instead = self._instead(use)
         note = f" ({use.note})" if use.note else ""
+        if pjit is not None:
+            note = f" ({self._pjit_note(use, pjit)})"
         if use.removed:
             when = f"was removed in {use.package} {use.version}"
             return (f"`{use.old}` {when} (judged for "
@@ -338,8 +448,189 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
         return (f"; use `{use.wanted}` once the project requires {package} >= {use.needs} "
                 f"({why})")
 
+    # ---- pjit -> jax.jit --------------------------------------------------------------------------
+    def _pjit_calls(self, use: MoveUse) -> PjitCalls:
+        """The calls of this pjit use: those whose `fun=` `jax.jit` rejects, and one given a bare
+        PartitionSpec (which `jax.jit` resolves only against `jax.set_mesh`'s mesh)."""
+        if use.kind == "import":
+            assert isinstance(use.node, ast.alias)
+            local = use.node.asname or use.node.name
+
+            def names(ref: ast.AST | None) -> bool:
+                return isinstance(ref, ast.Name) and ref.id == local
+        else:
+            def names(ref: ast.AST | None) -> bool:
+                return ref is use.node
+        sites = [c for c in self.facts.calls if names(c.node.func)]
+        out = PjitCalls()
+        for c in sites:
+            if any(k.arg == "fun" for k in c.node.keywords):
+                out.fun_keyword.append(c)
+            values = [k.value for k in c.node.keywords if k.arg in _SHARDING_KEYWORDS] + \
+                c.node.args[1:3]
+            if out.bare is None:
+                out.bare = self._bare_spec(c, values)
+            if out.legacy is None and values and \
+                    not all(self._seen_sharding(v, c.scope) for v in values) and \
+                    any(self._legacy_only(node, c.scope) for node in self._runs(c)):
+                out.legacy = c
+        if out.bare is None:  # `partial(pjit, in_shardings=P(...))`, `@partial(pjit, ...)`
+            for site in self.facts.jit_sites:
+                if site.api_name == PJIT and site.form == "partial" and isinstance(
+                        site.node, ast.Call):
+                    inner = site.node.func if isinstance(site.node.func, ast.Call) else site.node
+                    if inner.args and names(inner.args[0]):
+                        call = self.facts.call_at(site.node)
+                        if call is not None:
+                            out.bare = self._bare_spec(call, [
+                                v for k, v in site.keywords.items() if k in _SHARDING_KEYWORDS])
+                if out.bare is not None:
+                    break
+        return out
+
+    def _bare_spec(self, call: CallSite,
+                   values: list[ast.expr]) -> tuple[CallSite, ast.expr] | None:
+        for v in values:
+            spec = bare_specs(self.facts, v, call.scope)
+            if spec is not None:
+                return call, spec
+        return None
+
+    def _runs(self, call: CallSite) -> list[ast.AST]:
+        """Where a pjit call's function runs: the call itself (`pjit(f, ...)(x)`), and the calls,
+        in the same function, of the name it is bound to (`step = pjit(...)`, then `step(x)`)."""
+        out: list[ast.AST] = [call.node]
+        stmt = call.stmt
+        if isinstance(stmt, ast.Assign) and stmt.value is call.node and len(stmt.targets) == 1 \
+                and isinstance(stmt.targets[0], ast.Name):
+            name = stmt.targets[0].id
+            out += [c.node for c in self.facts.calls if c.scope is call.scope
+                    and isinstance(c.node.func, ast.Name) and c.node.func.id == name]
+        return out
+
+    def _legacy_only(self, node: ast.AST, scope) -> bool:
+        """Under a legacy `with mesh:`, and no `jax.set_mesh`, in the same function."""
+        return lexical_contexts(self.facts, node, scope, self.project) == {"legacy_mesh"}
+
+    def _seen_sharding(self, node: ast.expr | None, scope, depth: int = 0) -> bool:
+        """``node`` is seen to hold only `None`s and shardings (`NamedSharding(...)`,
+        `x.sharding`), which `jax.jit` takes without a mesh in context."""
+        if node is None or depth > 8:
+            return False
+        if isinstance(node, ast.Constant):
+            return node.value is None
+        if isinstance(node, ast.Name):
+            value = self.facts.value_of(node.id, scope)
+            return value is not None and self._seen_sharding(value, scope, depth + 1)
+        if isinstance(node, ast.Attribute):
+            return node.attr == "sharding"
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return all(self._seen_sharding(e, scope, depth + 1) for e in node.elts)
+        if isinstance(node, ast.Dict):
+            return all(self._seen_sharding(v, scope, depth + 1) for v in node.values)
+        if isinstance(node, ast.Call):
+            known = self.facts.resolve(node.func) if isinstance(
+                node.func, (ast.Name, ast.Attribute)) else None
+            return known is not None and known.role == Role.NAMED_SHARDING
+        return False
+
+    def _where(self, use: MoveUse, sites: list[CallSite]) -> str:
+        if use.kind != "import":
+            return "in this call"
+        lines = sorted({c.node.lineno for c in sites})
+        if len(lines) == 1:
+            return f"on line {lines[0]}"
+        shown = ", ".join(str(n) for n in lines[:3]) + (" ..." if len(lines) > 3 else "")
+        return f"on lines {shown}"
+
+    def _pjit_note(self, use: MoveUse, pjit: PjitCalls) -> str:
+        """The catalogue's note on pjit -> jax.jit, with what this use's calls need besides."""
+        parts = []
+        if pjit.fun_keyword:
+            since = jit_fun_positional_only_from() or "0.7.0"
+            parts.append(f"the function first, by position: `jax.jit(f, ...)`; `jax.jit` takes "
+                         f"it only by position from jax {since}, and the `fun=` passed "
+                         f"{self._where(use, pjit.fun_keyword)} raises `TypeError` there")
+        none = ("a `None` sharding means unspecified, the compiler's choice: write "
+                "`PartitionSpec()` where replication is meant")
+        if pjit.bare is not None:
+            call, spec = pjit.bare
+            text = self.text(spec)
+            shown = f" (`{text}`)" if len(text) <= 40 and "\n" not in text else ""
+            parts.append(
+                f"shardings by keyword; the bare `PartitionSpec`s passed "
+                f"{self._where(use, [call])}{shown} need a mesh in context: pjit also takes the "
+                f"legacy `with mesh:`'s, `jax.jit` only the one `jax.set_mesh(mesh)` sets and "
+                f"raises without it: enter that around the call instead of `with mesh:`, or "
+                f"pass `NamedSharding(mesh, spec)`s; and {none}")
+        elif pjit.legacy is not None:
+            subject = "this pjit" if use.kind != "import" else \
+                f"the pjit on line {pjit.legacy.node.lineno}"
+            parts.append(
+                f"shardings by keyword; {subject} runs under a legacy `with mesh:`, which pjit reads and `jax.jit` does not: if its shardings "
+                f"are bare `PartitionSpec`s, as `jax.jit` it raises unless `jax.set_mesh(mesh)` "
+                f"is around the call -- enter that instead of `with mesh:`, or pass "
+                f"`NamedSharding(mesh, spec)`s; and {none}")
+        else:
+            parts.append(use.note)
+        return "; ".join(parts)
+
+    def _pjit_fix(self, pjit: PjitCalls | None, applicability: str,
+                  edits: list[Edit]) -> tuple[str, bool]:
+        """Adds to ``edits`` the move of each `fun=` to the first argument; returns the
+        applicability (display-only where a bare PartitionSpec makes `jax.jit` raise under a
+        legacy mesh, or where a `fun=` cannot be moved) and whether a function was moved."""
+        if pjit is None:
+            return applicability, False
+        moved = False
+        for call in pjit.fun_keyword:
+            more = self._fun_edits(call.node)
+            if more is None:
+                applicability = "display-only"
+                continue
+            edits.extend(more)
+            moved = True
+        if pjit.bare is not None or pjit.legacy is not None:
+            applicability = "display-only"
+        return applicability, moved
+
+    def _fun_edits(self, call: ast.Call) -> list[Edit] | None:
+        """``pjit(in_shardings=s, fun=f)`` -> ``jit(f, in_shardings=s)``: `jax.jit`'s function is
+        positional-only (jax >= 0.7.0), and positional in every release."""
+        kw = next(k for k in call.keywords if k.arg == "fun")
+        if call.args or any(k.arg is None for k in call.keywords):
+            return None  # (the function given twice, or `**kw`: not mechanical)
+        raw = self.ctx.source.line_text(kw.lineno).encode("utf-8")
+        m = _FUN_KEYWORD.match(raw, kw.col_offset)
+        if m is None or kw.end_lineno is None or kw.end_col_offset is None:
+            return None
+        i = call.keywords.index(kw)
+        if i == 0:
+            return [Edit(Span(kw.lineno, kw.col_offset, kw.lineno, m.end()), "")]
+        value = self.ctx.source.segment(Span(kw.lineno, m.end(), kw.end_lineno,
+                                             kw.end_col_offset))
+        first = call.keywords[0]
+        insert = Edit(Span(first.lineno, first.col_offset, first.lineno, first.col_offset),
+                      value + ", ")
+        if i + 1 < len(call.keywords):
+            nxt = call.keywords[i + 1]
+            cut = Span(kw.lineno, kw.col_offset, nxt.lineno, nxt.col_offset)
+            if nxt.lineno != kw.end_lineno:  # cut `fun=f,`; keep a comment after it
+                end = self.ctx.source.line_text(kw.end_lineno).encode("utf-8")
+                tail = re.match(rb"\s*,\s*", end[kw.end_col_offset:])
+                rest = kw.end_col_offset + (tail.end() if tail else 0)
+                if not raw[:kw.col_offset].strip() and not end[rest:].strip():
+                    cut = Span(kw.lineno, 0, kw.end_lineno + 1, 0)  # the whole line(s)
+                else:
+                    cut = Span(kw.lineno, kw.col_offset, kw.end_lineno, rest)
+        else:
+            prev = call.keywords[i - 1]
+            cut = Span(prev.end_lineno or prev.lineno, prev.end_col_offset or 0,
+                       kw.end_lineno, kw.end_col_offset)
+        return [insert, Edit(cut, "")]
+
     # ---- fixes -----------------------------------------------------------------------------------
-    def _fix(self, use: MoveUse) -> Fix | None:
+    def _fix(self, use: MoveUse, pjit: PjitCalls | None = None) -> Fix | None:
         if use.kind == "keyword":
             return self._keyword_fix(use)
         if use.kind == "attribute-read":
@@ -352,8 +643,8 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
         if policy is None or not use.new:
             return None
         if use.kind == "import":
-            return self._import_fix(use, policy)
-        return self._attribute_fix(use, policy)
+            return self._import_fix(use, policy, pjit)
+        return self._attribute_fix(use, policy, pjit)
 
     def _keyword_fix(self, use: MoveUse) -> Fix | None:
         kw = use.node
@@ -364,7 +655,8 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
         return Fix(f"Rename `{use.old}=` to `{use.new}=`", "safe",
                    (Edit(Span(line, col, line, col + len(use.old)), use.new or ""),))
 
-    def _attribute_fix(self, use: MoveUse, policy: MoveFix) -> Fix | None:
+    def _attribute_fix(self, use: MoveUse, policy: MoveFix,
+                       pjit: PjitCalls | None = None) -> Fix | None:
         spelled = spell(self.facts, use.new or "", use.scope)
         if spelled is None:
             return None
@@ -377,9 +669,11 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
         call = next((c.node for c in self.facts.calls if c.node.func is use.node), None)
         applicability = self._applicability(policy, [call] if call is not None else None,
                                             use.same)
-        return self._make(use, policy, applicability, spelled.text, edits)
+        applicability, moved = self._pjit_fix(pjit, applicability, edits)
+        return self._make(use, policy, applicability, spelled.text, edits, moved)
 
-    def _import_fix(self, use: MoveUse, policy: MoveFix) -> Fix | None:
+    def _import_fix(self, use: MoveUse, policy: MoveFix,
+                    pjit: PjitCalls | None = None) -> Fix | None:
         alias = use.node
         assert isinstance(alias, ast.alias)
         stmt = import_statement(self.facts, alias)
@@ -395,11 +689,14 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
             return None
         calls = self._calls_of_name(local)
         applicability = self._applicability(policy, calls, use.same)
-        return self._make(use, policy, applicability, new_import, edits)
+        applicability, moved = self._pjit_fix(pjit, applicability, edits)
+        return self._make(use, policy, applicability, new_import, edits, moved)
 
     def _make(self, use: MoveUse, policy: MoveFix, applicability: str, text: str,
-              edits: list[Edit]) -> Fix:
+              edits: list[Edit], moved: bool = False) -> Fix:
         description = f"Use `{text}`"
+        if moved:
+            description += " and pass the function first"
         if applicability != "safe" and use.wanted and not use.same:
             description += (f" (check: it stands in for `{use.wanted}`, missing from a release the "
                             f"project may run, and the releases do not show it takes the same "
