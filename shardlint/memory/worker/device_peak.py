@@ -71,11 +71,6 @@ def input_maker(compiled: Any) -> Any:
     return make
 
 
-def random_inputs(compiled: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """The step's inputs (zeros of its shapes, in its shardings); kept for callers by name."""
-    return input_maker(compiled)()
-
-
 def _stats(devices: list[Any]) -> list[dict[str, int] | None]:
     result: list[dict[str, int] | None] = []
     for device in devices:
