@@ -33,6 +33,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lint_speed import PACKAGES, fetch  # noqa: E402
 
+from shardlint.semantics.catalog import facts  # noqa: E402
+
 REASONS = Path(__file__).with_name("recall_reasons.toml")
 
 
@@ -215,10 +217,14 @@ def partition_name_sites(path: Path, rel: str, text: str, tree: ast.Module) -> I
                    remove_keyword(text, node, kw), ("SHL203",))
 
 
-# jax.tree.X -> the top-level alias jax.tree_X that jax removed (0.6.0).
-_TREE_ALIASES = {"map": "tree_map", "leaves": "tree_leaves", "flatten": "tree_flatten",
-                 "unflatten": "tree_unflatten", "structure": "tree_structure",
-                 "reduce": "tree_reduce", "transpose": "tree_transpose", "all": "tree_all"}
+# jax.tree.X -> the top-level alias jax.tree_X that jax removed (0.6.0), where one ever existed:
+# the release table says `jax.tree_reduce` and `jax.tree_all` never did, so writing them back
+# makes code no release ran, not a pitfall.
+_TREE_ALIASES = {short: alias for short, alias in {
+    "map": "tree_map", "leaves": "tree_leaves", "flatten": "tree_flatten",
+    "unflatten": "tree_unflatten", "structure": "tree_structure", "reduce": "tree_reduce",
+    "transpose": "tree_transpose", "all": "tree_all"}.items()
+    if facts.first_release(f"jax.{alias}") is not None}
 
 
 def tree_api_sites(path: Path, rel: str, text: str, tree: ast.Module) -> Iterator[Site]:
