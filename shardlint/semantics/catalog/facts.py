@@ -86,7 +86,9 @@ def _valued(entries: list | None, index: int) -> int | None:
 
 
 # ---- releases ------------------------------------------------------------------------------------
-def _key(version: str) -> tuple[int, ...]:
+@functools.lru_cache(maxsize=1024)
+def version_key(version: str) -> tuple[int, ...]:
+    """A version's leading numbers ("0.4.36.dev2" -> (0, 4, 36)), for ordering releases."""
     out = []
     for part in version.split("."):
         m = re.match(r"\d+", part)
@@ -106,12 +108,12 @@ def release_index(package: str, version: str) -> int | None:
     build, a release the registry no longer lists) is the newest release before it; one older
     than the first or newer than the last is not known (None)."""
     versions = releases(package)
-    want = _key(version)
-    if not versions or want < _key(versions[0]) or want > _key(versions[-1]):
+    want = version_key(version)
+    if not versions or want < version_key(versions[0]) or want > version_key(versions[-1]):
         return None
     best = None
     for i, v in enumerate(versions):
-        if _key(v) <= want:
+        if version_key(v) <= want:
             best = i
     return best
 
@@ -129,13 +131,13 @@ def allows_python(package: str, version: str, python: str) -> bool | None:
     spec = python_bounds(package, version)
     if spec is None:
         return None
-    have = _key(python)
+    have = version_key(python)
     for clause in spec.split(","):
         m = re.match(r"\s*(>=|<=|==|!=|~=|>|<)\s*([0-9][0-9.*]*)", clause)
         if m is None:
             return None
         op, bound = m.group(1), m.group(2).rstrip(".*")
-        b = _key(bound)
+        b = version_key(bound)
         n = len(b)
         ok = {">=": have >= b, "<=": have[:n] <= b, ">": have > b, "<": have < b,
               "==": have[:n] == b, "!=": have[:n] != b, "~=": have >= b}[op]
@@ -260,33 +262,34 @@ def deprecated_in(dotted: str) -> Deprecation | None:
     return None
 
 
-def removal_message(dotted: str, version: str) -> str | None:
-    """What accessing a removed name raises with in that release, where it says so."""
+def _message_at(dotted: str, version: str, modules: bool) -> tuple[str, bool] | None:
+    """The release's deprecation message for a name (``modules``: or for a module), and
+    whether the name still answers, or None."""
     package = dotted.split(".", 1)[0]
     index = release_index(package, version)
     if index is None:
         return None
     table = _table()[package]
-    value = _valued(table["deprecated"].get(dotted), index)
+    entries = table["deprecated"].get(dotted)
+    if modules:
+        entries = entries or table["module_deprecated"].get(dotted)
+    value = _valued(entries, index)
     if value is None:
         return None
     message, answers = table["messages"][value]
-    return None if answers else message
+    return message, bool(answers)
+
+
+def removal_message(dotted: str, version: str) -> str | None:
+    """What accessing a removed name raises with in that release, where it says so."""
+    found = _message_at(dotted, version, modules=False)
+    return found[0] if found is not None and not found[1] else None
 
 
 def deprecation_at(dotted: str, version: str) -> Deprecation | None:
     """The deprecation in force in that release (its message), if any."""
-    package = dotted.split(".", 1)[0]
-    index = release_index(package, version)
-    if index is None:
-        return None
-    table = _table()[package]
-    value = _valued(table["deprecated"].get(dotted) or table["module_deprecated"].get(dotted),
-                    index)
-    if value is None:
-        return None
-    message, answers = table["messages"][value]
-    return Deprecation(version, message, bool(answers))
+    found = _message_at(dotted, version, modules=True)
+    return None if found is None else Deprecation(version, found[0], found[1])
 
 
 # ---- signatures ----------------------------------------------------------------------------------

@@ -54,15 +54,7 @@ CURRENT = {pkg: releases[-1] for pkg, releases in RELEASES.items()}
 PACKAGES = ("jax", "flax")
 
 
-@functools.lru_cache(maxsize=1024)
-def parse(version: str) -> tuple[int, ...]:
-    out = []
-    for part in version.split("."):
-        m = re.match(r"\d+", part)
-        if m is None:
-            break
-        out.append(int(m.group()))
-    return tuple(out)
+parse = facts.version_key  # "0.4.36.dev2" -> (0, 4, 36)
 
 
 @dataclass(frozen=True)
