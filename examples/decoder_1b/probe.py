@@ -90,7 +90,9 @@ def _abstract(tree, shardings):
     )
 
 
-def _train_step(layers):
+def train_step(layers, rules):
+    """The step lowered for this host's devices, its weights and activations placed by `rules`
+    (`data_parallel.py` passes its own table)."""
     model, tx, mesh = Decoder(layers), optax.adamw(1e-4), _mesh()
     # Made outside the mesh: a concrete value made under `jax.set_mesh` of a mesh of devices
     # this host does not have (`shardlint memory --target tpu-v5e:16x16`) cannot run.
@@ -118,9 +120,9 @@ def _train_step(layers):
         updates, opt_state = tx.update(grads, opt_state, params)
         return (optax.apply_updates(params, updates), opt_state), loss
 
-    with jax.set_mesh(mesh), nn.logical_axis_rules(RULES):
+    with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
         boxed_state = jax.eval_shape(init_state, key)
-        shardings = nn.logical_to_mesh_sharding(nn.get_partition_spec(boxed_state), mesh, RULES)
+        shardings = nn.logical_to_mesh_sharding(nn.get_partition_spec(boxed_state), mesh, rules)
         state = _abstract(boxed_state, shardings)
         step = jax.jit(
             train_step,
@@ -132,9 +134,9 @@ def _train_step(layers):
 
 
 def shardlint_probe_decoder_1b_train_step():
-    return _train_step(LAYERS)
+    return train_step(LAYERS, RULES)
 
 
 def shardlint_probe_decoder_470m_train_step():
     """The same step with 8 layers (~470M parameters): fits one 16 GiB TPU v5e chip."""
-    return _train_step(8)
+    return train_step(8, RULES)

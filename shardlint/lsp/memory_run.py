@@ -207,7 +207,7 @@ def measure(probe: Probe, plan: Plan, progress: Callable[[int, str], None],
 def fit_summary(probe: ProbeReport) -> dict | None:
     """The editor's view of `--fit`: the widest device count's outcome, and the edit that puts
     its best plan's table in place of the probe's (a plan that keeps the mesh shape)."""
-    run = next((r for r in reversed(probe.ok_runs) if r.fit), None)
+    run = next((r for r in reversed(probe.runs) if r.fit), None)  # refused steps are searched too
     if run is None or run.fit is None:
         return None
     fit = run.fit
@@ -219,6 +219,7 @@ def fit_summary(probe: ProbeReport) -> dict | None:
         out["edit"] = {**table, "code": plan["code"],
                        "title": f"Apply the memory plan to {table['name']} "
                        f"({describe(plan['changes'])}): peak "
+                       f"{'at least ' if fit['baseline'].get('refused') else ''}"
                        f"{format_bytes(fit['baseline']['peak_bytes'])} -> "
                        f"{format_bytes(plan['peak_bytes'])} per device at {run.devices} devices"}
     return out

@@ -124,6 +124,7 @@ def _run_report(run: ProbeRun) -> RunReport:
         worker_max_rss=run.worker_max_rss,
         environment=run.environment,
     )
+    report.fit = run.fit  # a step the TPU compiler refused is searched too
     facts = run.facts
     if facts is None:
         report.backend = str(run.environment.get("backend", ""))
@@ -133,7 +134,6 @@ def _run_report(run: ProbeRun) -> RunReport:
     report.figures = Figures.from_dict(facts["memory"]) if facts.get("memory") else None
     report.memory = facts.get("memory")
     report.whatifs = list(run.whatifs)
-    report.fit = run.fit
     report.devices_used = int(facts.get("devices_used") or 1)
     report.leaves = sorted(facts.get("leaves", []), key=lambda leaf: -leaf["per_device"])
     report.donated = sum(leaf["per_device"] for leaf in report.leaves if leaf["donated"])

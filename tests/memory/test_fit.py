@@ -216,3 +216,33 @@ def test_fit_options_are_checked_before_anything_runs(tmp_path: Path, argv: list
     with contextlib.chdir(tmp_path), contextlib.redirect_stderr(err):
         code = main([str(probe), *argv, "--quiet"])
     assert code == 2 and message in err.getvalue()
+
+
+@pytest.mark.parametrize("source", [
+    # the table handed to the probe's own helper, which enters it under a parameter name
+    ("import flax.linen as nn\nRULES = ((\"batch\", \"data\"), (\"embed\", None))\n"
+     "def step_for(rules):\n    with nn.logical_axis_rules(rules):\n        pass\n"
+     "def shardlint_probe_step():\n    return step_for(RULES)\n"),
+    # ... or to a helper of another module (a sibling probe file's)
+    ("from probe_model import train_step\nRULES = [(\"batch\", \"data\"), (\"embed\", None)]\n"
+     "def shardlint_probe_step():\n    return train_step(8, rules=RULES)\n"),
+])
+def test_a_table_handed_to_a_helper_is_the_one_varied(tmp_path: Path, source: str) -> None:
+    table, why = _table(tmp_path, source)
+    assert why is None and table is not None
+    assert table.name == "RULES" and table.rows == (("batch", "data"), ("embed", None))
+
+
+def test_a_helper_handed_no_literal_table_still_says_why(tmp_path: Path) -> None:
+    source = ("import flax.linen as nn\nLAYERS = 4\ndef step_for(layers, rules):\n"
+              "    with nn.logical_axis_rules(rules):\n        pass\n"
+              "def shardlint_probe_step():\n    return step_for(LAYERS, load())\n")
+    table, why = _table(tmp_path, source)
+    assert table is None and why is not None and "`load()`, not a module-level name" in why
+
+
+def test_the_data_parallel_decoder_probe_varies_its_own_table() -> None:
+    probe = DECODER_PROBE.with_name("data_parallel.py")
+    table, why = rules_table(probe)
+    assert why is None and table is not None and table.path == probe.resolve()
+    assert dict(table.rows)["embed"] is None

@@ -119,6 +119,20 @@ def _worker_target():
     return module
 
 
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="needs jax")
+def test_the_compilers_refusal_is_read_with_its_figures() -> None:
+    target = _worker_target()
+    message = ("RESOURCE_EXHAUSTED: E1000: CompileTimeHbmOom: Ran out of memory on HBM, the total "
+               "memory required for HLO temporaries (19.14G) exceeds available HBM (15.75G). HLO "
+               "module: jit_train_step.")
+    got = target.compiler_refusal(message)
+    assert got == {"what": "HLO temporaries", "needs": "19.14GiB", "available": "15.75GiB",
+                   "needs_bytes": int(19.14 * 2**30), "available_bytes": int(15.75 * 2**30)}
+    # 15.75G is a v5e's bytes_limit to two decimals (the chip: 16,909,336,064 B).
+    assert abs(got["available_bytes"] - CHIP["bytes_limit"]) < 0.005 * 2**30
+    assert target.compiler_refusal("RESOURCE_EXHAUSTED: out of memory while running") is None
+
+
 @pytest.mark.memory
 @pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="needs jax")
 def test_missing_or_mismatched_libtpu_says_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -272,3 +286,93 @@ print(json.dumps({{g: t.compiler_limit(t.Topology(g + ":2x2", 1)) for g in ("v5e
     # v5e: the chip's bytes_limit, 52,736 B above what libtpu lets one program hold.
     assert 0 <= CHIP["bytes_limit"] - got["v5e"] < 1 << 20
     assert abs(find_accelerator("TPU-v6e").bytes_per_device - got["v6e"]) < 1 << 20
+
+
+# --- `--fit` from a step the TPU compiler refuses ----------------------------------------------
+_WIDE = """\
+    \"\"\"One 20480 x 65536 fp32 kernel (5 GiB) trained with Adam, data-parallel: the kernel, its
+    moments and its gradients on every device. The TPU compiler refuses it on a v5e.\"\"\"
+    import flax.linen as nn
+    import jax
+    import jax.numpy as jnp
+    import optax
+    from jax.sharding import AxisType, NamedSharding, PartitionSpec
+
+    RULES = (("batch", "data"), ("embed", None), ("mlp", None))
+
+
+    class Wide(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            init = nn.with_logical_partitioning(nn.initializers.lecun_normal(), ("embed", "mlp"))
+            return nn.Dense(65536, kernel_init=init, use_bias=False)(x)
+
+
+    def step_for(rules):
+        model, tx = Wide(), optax.adam(1e-3)
+        n = jax.device_count()
+        mesh = jax.make_mesh((n,), ("data",), axis_types=(AxisType.Auto,))
+        x = jax.ShapeDtypeStruct((2 * n, 20480), jnp.float32,
+                                 sharding=NamedSharding(mesh, PartitionSpec("data")))
+        key = jax.eval_shape(lambda: jax.random.key(0))
+
+        def init(key):
+            params = model.init(key, jnp.zeros((1, 20480)))["params"]
+            return params, tx.init(params)
+
+        def step(state, x):
+            params, opt = state
+            grads = jax.grad(lambda p: jnp.mean(model.apply({"params": p}, x) ** 2))(params)
+            updates, opt = tx.update(grads, opt, params)
+            return optax.apply_updates(params, updates), opt
+
+        with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+            boxed = jax.eval_shape(init, key)
+            shardings = nn.logical_to_mesh_sharding(nn.get_partition_spec(boxed), mesh, rules)
+            is_box = lambda b: isinstance(b, nn.Partitioned)
+            raw = jax.tree.map(lambda b: b.value if is_box(b) else b, boxed, is_leaf=is_box)
+            state = jax.tree.map(lambda b, s: jax.ShapeDtypeStruct(b.shape, b.dtype, sharding=s),
+                                 raw, shardings)
+            return jax.jit(step, in_shardings=(shardings, x.sharding), out_shardings=shardings,
+                           donate_argnums=0).lower(state, x)
+
+
+    def shardlint_probe_wide_step():
+        return step_for(RULES)
+    """
+
+
+@pytest.mark.memory
+@pytest.mark.slow
+@needs_flax
+@needs_libtpu
+def test_fit_starts_from_a_step_the_tpu_compiler_refuses(
+        shardlint_memory: Callable[..., CliResult], write_probe: Callable[[str, str], Path]
+) -> None:
+    from shardlint.memory.plan.table import paste
+
+    path = write_probe("wide.py", _WIDE)
+    result = shardlint_memory(str(path), "--target", "tpu-v5e:2x2", "--fit", "--no-whatif",
+                              "--format", "json", "--quiet")
+    assert result.code == 1, result.err  # the probe as written still does not fit
+    run = _runs(result)["shardlint_probe_wide_step"][4]
+    assert run["error"]["kind"] == "does-not-fit"
+    fit = run["fit"]
+    base = fit["baseline"]
+    assert fit["status"] == "plans" and base["refused"] is True and base["fits"] is False
+    # A floor from what is known without the compile: the 5 GiB kernel and its two Adam moments
+    # as arguments (and outputs, aliased), and the temporaries the compiler counted.
+    gib = 1 << 30
+    assert base["peak_bytes"] >= 15 * gib + 15.75 * gib
+    plan = fit["plans"][0]
+    assert plan["fits"] and plan["peak_bytes"] < CHIP["bytes_limit"] and not plan.get("refused")
+    assert [(c["name"], c["to"]) for c in plan["changes"]] in ([("mlp", "data")],
+                                                               [("embed", "data")])
+    # The plan's table pasted into the probe compiles, with the same compiler, to its figure.
+    path.write_text(paste(path.read_text(encoding="utf-8"), fit["table"], plan["code"]),
+                    encoding="utf-8")
+    again = shardlint_memory(str(path), "--target", "tpu-v5e:2x2", "--no-whatif",
+                             "--format", "json", "--quiet")
+    assert again.code == 0, again.err
+    fresh = _runs(again)["shardlint_probe_wide_step"][4]
+    assert fresh["per_device"]["peak_estimate"] == plan["peak_bytes"]

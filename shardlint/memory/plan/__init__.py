@@ -86,13 +86,16 @@ def headline(fit: dict[str, Any]) -> str | None:
     if status == "plans":
         best = fit["plans"][0]
         n = len(best["changes"])
+        was = f"at least {format_bytes(base or 0)}" if fit["baseline"].get("refused") \
+            else format_bytes(base or 0)
         return (f"fits with a plan: {n} change{'s' * (n != 1)} ({describe(best['changes'])}), "
-                f"peak {format_bytes(base or 0)} -> {format_bytes(best['peak_bytes'])}")
+                f"peak {was} -> {format_bytes(best['peak_bytes'])}")
     if status == "none":
         best = fit.get("best") or {}
         n = fit.get("compiles", 0)
+        floor = "at least " if best.get("refused") else ""
         return (f"no plan fits ({n} compile{'s' * (n != 1)}); best found "
-                f"{format_bytes(best.get('peak_bytes') or 0)}")
+                f"{floor}{format_bytes(best.get('peak_bytes') or 0)}")
     if status == "error":
         return f"the fit search failed: {fit.get('message', '')}"
     return None

@@ -26,6 +26,13 @@ def _comm(plan: dict[str, Any], base: dict[str, Any] | None) -> str:
     return ", ".join(parts) or "no change"
 
 
+def peak_text(plan: dict[str, Any] | None) -> str:
+    """A plan's peak; a step the TPU compiler refused has a floor, not a figure."""
+    plan = plan or {}
+    shown = format_bytes(plan.get("peak_bytes") or 0)
+    return f"at least {shown} (refused by the TPU compiler)" if plan.get("refused") else shown
+
+
 def fit_lines(run: Any) -> list[str]:
     fit = run.fit
     if not fit:
@@ -39,10 +46,12 @@ def fit_lines(run: Any) -> list[str]:
     plans = fit.get("plans") or []
     for i, plan in enumerate(plans, 1):
         lines.append(f"    plan {i}: {len(plan['changes'])} change(s): "
-                     f"{describe(plan['changes'])}; peak {format_bytes(base['peak_bytes'])} -> "
+                     f"{describe(plan['changes'])}; peak {peak_text(base)} -> "
                      f"{format_bytes(plan['peak_bytes'])}; mesh "
                      + ", ".join(f"{a}={n}" for a, n in plan["mesh"].items())
-                     + f"; collectives added: {_comm(plan, base)}")
+                     + (f"; collectives: {_comm(plan, None)} (the refused step has none "
+                        "counted)" if base.get("refused") else
+                        f"; collectives added: {_comm(plan, base)}"))
     coded = next(((i, p) for i, p in enumerate(plans, 1)
                   if p.get("code") and any(c["kind"] == "rule" for c in p["changes"])), None)
     if coded is not None:
@@ -57,7 +66,7 @@ def fit_lines(run: Any) -> list[str]:
         best = fit.get("best") or {}
         lines.append(f"    stopped: {'budget spent' if fit.get('stopped') == 'budget' else 'nothing left to try'}"
                      f"; best plan: {describe(best.get('changes', []))}, peak "
-                     f"{format_bytes(best.get('peak_bytes') or 0)}")
+                     f"{peak_text(best)}")
         dominant = best.get("dominant") or []
         if dominant:
             lines.append("    what its peak is made of: " + ", ".join(
@@ -86,6 +95,8 @@ def fit_json(fit: dict[str, Any] | None) -> dict[str, Any] | None:
             return None
         out = {k: p.get(k) for k in ("rules", "mesh", "peak_bytes", "fits", "changes",
                                      "collectives")}
+        if p.get("refused"):
+            out["refused"] = True  # peak_bytes is a floor: the TPU compiler refused the step
         for k in ("code", "dominant"):
             if k in p:
                 out[k] = p[k]

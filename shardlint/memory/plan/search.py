@@ -212,6 +212,8 @@ class Search:
             return None
         got = self._record(rows, shape, facts, compiled)
         step["peak_bytes"] = got["peak_bytes"]
+        if got["refused"]:
+            step["refused"] = True
         return got
 
     def _record(self, rows: Rows, shape: tuple[int, ...], facts: dict[str, Any],
@@ -224,9 +226,13 @@ class Search:
                 hlo = ""
         found = collectives.count(hlo) if compiled is not None else \
             {k: {"count": v, "bytes": None} for k, v in facts.get("collectives", {}).items()}
+        # A step the TPU compiler refused: its peak is at least its arguments, outputs and the
+        # temporaries the compiler had counted when it stopped, and it does not fit.
+        refused = facts.get("refused") is not None
         plan = {"rules": [[n, _json(v)] for n, v in rows] if self.name else None,
                 "mesh": dict(zip(self.axes, shape)), "peak_bytes": _peak(facts.get("memory")),
-                "fits": _peak(facts.get("memory")) <= self.capacity,
+                "fits": not refused and _peak(facts.get("memory")) <= self.capacity,
+                "refused": refused,
                 "changes": self.changes(rows, shape), "collectives": found,
                 "memory": facts.get("memory"), "leaves": facts.get("leaves", []),
                 "key": (rows, shape)}
@@ -347,8 +353,8 @@ class Search:
                 "best": self._public(best, dominant=True)}
 
     def _public(self, plan: dict[str, Any], dominant: bool = False) -> dict[str, Any]:
-        out = {k: plan[k] for k in ("rules", "mesh", "peak_bytes", "fits", "changes",
-                                    "collectives", "memory")}
+        out = {k: plan[k] for k in ("rules", "mesh", "peak_bytes", "fits", "refused",
+                                    "changes", "collectives", "memory")}
         if dominant:
             out["dominant"] = self._dominant(plan)
         return out

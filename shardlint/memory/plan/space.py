@@ -3,8 +3,9 @@
 The worker varies the rules by rebinding a module-level name of the probe's module before each
 compile, so the table must be one: a name bound once, at the top level of the probe's file, to a
 literal sequence of ``(logical name, mesh axis | (axes...) | None)`` pairs, and entered with
-``nn.logical_axis_rules(NAME)`` / ``nn.set_logical_axis_rules(NAME)`` or passed to
-``nn.logical_to_mesh_sharding(tree, mesh, NAME)`` (``logical_to_mesh_axes``, ``logical_to_mesh``).
+``nn.logical_axis_rules(NAME)`` / ``nn.set_logical_axis_rules(NAME)``, passed to
+``nn.logical_to_mesh_sharding(tree, mesh, NAME)`` (``logical_to_mesh_axes``, ``logical_to_mesh``),
+or handed to a helper that enters it under a name of its own (``train_step(LAYERS, NAME)``).
 Anything else (a table built by a function, read from a config file, written inline in the call,
 two different tables) cannot be rebound from outside, and :func:`rules_table` says why instead.
 The mesh shape is varied in the worker itself (``search.py``), not here.
@@ -127,6 +128,50 @@ def _bindings(tree: ast.Module, name: str) -> list[ast.stmt]:
     return out
 
 
+def _passed_for(tree: ast.Module, params: set[str]) -> list[ast.expr]:
+    """What this file's calls of its own functions pass for the parameters named ``params``."""
+    found: list[ast.expr] = []
+    defs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    for fn in defs:
+        positional = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+        wanted = params & {*positional, *(a.arg for a in fn.args.kwonlyargs)}
+        if not wanted:
+            continue
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and _callee(node.func) == fn.name):
+                continue
+            for name in wanted:
+                arg = next((k.value for k in node.keywords if k.arg == name), None)
+                if arg is None and name in positional:
+                    i = positional.index(name) - (1 if isinstance(node.func, ast.Attribute)
+                                                  and positional[:1] == ["self"] else 0)
+                    arg = node.args[i] if 0 <= i < len(node.args) else None
+                if arg is not None:
+                    found.append(arg)
+    return sorted(found, key=lambda a: (a.lineno, a.col_offset))
+
+
+def _handed_tables(tree: ast.Module) -> list[ast.Name]:
+    """Module-level names bound once to a literal rules table and passed to some call."""
+    found: dict[str, ast.Name] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        for arg in [*node.args, *(k.value for k in node.keywords)]:
+            if not isinstance(arg, ast.Name) or arg.id in found:
+                continue
+            bound = _bindings(tree, arg.id)
+            if len(bound) != 1 or not isinstance(bound[0], (ast.Assign, ast.AnnAssign)):
+                continue
+            try:
+                literal = ast.literal_eval(bound[0].value) if bound[0].value else None
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                continue
+            if literal and _rows(literal):
+                found[arg.id] = arg
+    return sorted(found.values(), key=lambda a: (a.lineno, a.col_offset))
+
+
 def rules_table(path: Path) -> tuple[RulesTable | None, str | None]:
     """The probe file's literal rules table, or None and why it cannot be varied."""
     try:
@@ -135,6 +180,14 @@ def rules_table(path: Path) -> tuple[RulesTable | None, str | None]:
     except (OSError, SyntaxError, UnicodeDecodeError) as exc:
         return None, f"{path.name} cannot be read ({type(exc).__name__})"
     args = _rules_args(tree)
+    # A table handed to a helper that enters it under a parameter name (`def train_step(layers,
+    # rules): ... nn.logical_axis_rules(rules)`), of this file or another module's: the
+    # module-level name passed in is what the worker rebinds.
+    local = [a for a in args if isinstance(a, ast.Name) and not _bindings(tree, a.id)]
+    passed = _passed_for(tree, {a.id for a in local}) if local else []
+    handed = [] if passed else _handed_tables(tree)
+    if passed or (handed and (local or not args)):
+        args = [a for a in args if a not in local] + passed + handed
     if not args:
         return None, (f"{path.name} enters no rules table (no nn.logical_axis_rules(...) and "
                       "no nn.logical_to_mesh_sharding(..., rules) in it)")

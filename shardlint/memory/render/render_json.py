@@ -23,6 +23,8 @@ def _run(report: MemoryReport, run: RunReport) -> dict[str, Any]:
         "printed": run.printed,
         "error": run.error.to_dict() if run.error else None,
     }
+    if run.fit is not None:
+        data["fit"] = fit_json(run.fit)
     if run.figures is None:
         return data
     f = run.figures
@@ -64,8 +66,6 @@ def _run(report: MemoryReport, run: RunReport) -> dict[str, Any]:
         collectives=run.collectives,
         timings=run.timings,
     )
-    if run.fit is not None:
-        data["fit"] = fit_json(run.fit)
     return data
 
 

@@ -206,7 +206,7 @@ def render_probe(
         for f in mine:
             lines.append(f"    {f['severity']} {f['code']} {f['name']}: {f['message']}")
     lines += _saving_lines(probe, ok)
-    for run in ok:
+    for run in runs:  # a step the TPU compiler refused gets its search too
         lines += fit_lines(run)
     return lines
 

@@ -290,14 +290,29 @@ def _with_names(leaf: dict[str, Any], path: tuple[Any, ...], found: dict[str, An
         leaf["partition_kind"] = named["kind"]
 
 
+def _lowered_in_shardings(lowered: Any) -> list[Any]:
+    """The shardings a Lowered step was asked for (one a flat argument), or [] where this jax
+    does not say. Before the compile there are no pruned arguments, and a sharding left to the
+    compiler is not known yet."""
+    try:
+        given = lowered._lowering.compile_args["in_shardings"]  # no public name before compile
+    except (AttributeError, KeyError, TypeError):
+        return []
+    return [s if isinstance(s, jax.sharding.Sharding) else _UNKNOWN for s in given]
+
+
 def leaves(compiled: Any, names: list[str]) -> list[dict[str, Any]]:
+    """Every argument and output of a compiled step, or of a Lowered one whose compile failed."""
     is_info = lambda x: isinstance(x, jax.stages.ArgInfo)
     is_sharding = lambda x: isinstance(x, jax.sharding.Sharding)
     arg_paths = jax.tree_util.tree_flatten_with_path(compiled.args_info, is_leaf=is_info)[0]
-    # None marks an argument the step never reads (pruned): it costs the step nothing.
-    in_shardings = jax.tree_util.tree_leaves(
-        compiled.input_shardings, is_leaf=lambda x: x is None or is_sharding(x)
-    )
+    if isinstance(compiled, jax.stages.Lowered):
+        in_shardings = _lowered_in_shardings(compiled)
+    else:
+        # None marks an argument the step never reads (pruned): it costs the step nothing.
+        in_shardings = jax.tree_util.tree_leaves(
+            compiled.input_shardings, is_leaf=lambda x: x is None or is_sharding(x)
+        )
     if len(in_shardings) != len(arg_paths):
         in_shardings = [_UNKNOWN] * len(arg_paths)
     named = partition_names(compiled.args_info, is_info)
@@ -309,7 +324,8 @@ def leaves(compiled: Any, names: list[str]) -> list[dict[str, Any]]:
         _with_names(leaf, path, named)
         result.append(leaf)
     out_paths = jax.tree_util.tree_flatten_with_path(compiled.out_info)[0]
-    out_shardings = jax.tree_util.tree_leaves(compiled.output_shardings, is_leaf=is_sharding)
+    out_shardings = jax.tree_util.tree_leaves(
+        getattr(compiled, "output_shardings", None), is_leaf=is_sharding)
     if len(out_shardings) != len(out_paths):
         out_shardings = [getattr(info, "sharding", None) for _, info in out_paths]
     named = partition_names(compiled.out_info, lambda x: False)
@@ -353,6 +369,20 @@ def _device_ids(compiled: Any) -> list[int]:
     return sorted(ids)
 
 
+def _lowered_facts(lowered: Any, kind: str, names: list[str],
+                   timings: dict[str, float]) -> dict[str, Any] | None:
+    """The facts of a step whose compile failed: its leaves as lowered, no compiler figures."""
+    try:
+        found = leaves(lowered, names)
+    except Exception:  # noqa: BLE001 - the error itself is what gets reported
+        return None
+    return {"kind": kind, "backend": jax.default_backend(), "device_count": jax.device_count(),
+            "device_kind": jax.devices()[0].device_kind,
+            "devices_used": max((leaf["devices"] for leaf in found), default=1) or 1,
+            "memory": None, "leaves": found, "donation_warnings": [], "warnings": [],
+            "collectives": {}, "timings": {k: round(v, 3) for k, v in timings.items()}}
+
+
 def analyse(
     value: Any,
     on_stage: Callable[[str], None],
@@ -368,7 +398,15 @@ def analyse(
         lowered, kind, names = lower(value, on_stage, timings)
         on_stage("compile")
         started = time.perf_counter()
-        compiled = lowered if kind == "compiled" else lowered.compile()
+        try:
+            compiled = lowered if kind == "compiled" else lowered.compile()
+        except Exception as exc:
+            # What is known without the compile rides along: a step the compiler refuses as too
+            # big still has its arguments and outputs (`--fit` starts from them).
+            timings["compile_s"] = time.perf_counter() - started
+            known = _lowered_facts(lowered, kind, names, timings)
+            exc.shardlint_lowered = known  # type: ignore[attr-defined]
+            raise
         timings["compile_s"] = time.perf_counter() - started
     if on_compiled is not None:
         on_compiled(compiled)

@@ -235,7 +235,16 @@ def compiler_refusal(message: str) -> dict[str, str] | None:
     # The compiler's "G" is 2^30 bytes (15.75G is a v5e's 16,909,336,064 B).
     unit = lambda text: text.strip() + ("iB" if text.strip()[-1:].isalpha() else " B")
     return {"what": match.group("what"), "needs": unit(match.group("needs")),
-            "available": unit(match.group("available"))}
+            "available": unit(match.group("available")),
+            "needs_bytes": _bytes(match.group("needs")),
+            "available_bytes": _bytes(match.group("available"))}
+
+
+def _bytes(text: str) -> int:
+    """The compiler's rounded figure ("19.14G": two decimals, so within 0.005 GiB) in bytes."""
+    text = text.strip()
+    scale = 1 << (10 * ("KMGT".index(text[-1]) + 1)) if text[-1:] in "KMGT" else 1
+    return int(float(text.rstrip("KMGT").strip()) * scale)
 
 
 def concrete_error(message: str) -> bool:

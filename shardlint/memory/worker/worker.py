@@ -326,10 +326,13 @@ def _on_target(result: dict[str, Any], topology: Any) -> None:
     error = result.get("error") or {}
     target = _load_sibling("target")
     refused = target.compiler_refusal(error.get("message", ""))
+    lowered = error.pop("lowered", None)
     if error.get("kind") == "raised" and refused is not None:
         # The TPU compiler refuses a program that cannot fit its device: that is the answer.
         error["kind"] = "does-not-fit"
         error["needs"] = refused
+        if lowered is not None:
+            error["facts"] = _refused_facts(lowered, refused, topology)
         error["message"] = (
             f"does not fit {topology.name}: the TPU compiler refuses it, its "
             f"{refused['what']} alone need {refused['needs']} of the {refused['available']} a "
@@ -352,6 +355,32 @@ def _on_target(result: dict[str, Any], topology: Any) -> None:
         "jax.random.key(0))`)")
 
 
+def _refused_facts(lowered: dict[str, Any], refused: dict[str, Any],
+                   topology: Any) -> dict[str, Any]:
+    """A refused step's figures, as far as they are known: its arguments and outputs from their
+    shardings, the temporaries the compiler said it needed (a floor: it stopped counting
+    there). What `--fit` starts from; never reported as the step's peak."""
+    args = [leaf for leaf in lowered["leaves"] if leaf["role"] == "arg" and leaf["devices"]]
+    outs = [leaf for leaf in lowered["leaves"] if leaf["role"] == "out"]
+    free = {}  # donated arguments an output of the same shape may reuse
+    for leaf in args:
+        if leaf["donated"]:
+            key = (tuple(leaf["shape"]), leaf["dtype"], leaf["per_device"])
+            free[key] = free.get(key, 0) + 1
+    alias = 0
+    for leaf in outs:
+        key = (tuple(leaf["shape"]), leaf["dtype"], leaf["per_device"])
+        if free.get(key):
+            free[key] -= 1
+            alias += leaf["per_device"]
+    temp = refused["needs_bytes"] if refused["what"] == "HLO temporaries" else 0
+    memory = {"argument": sum(leaf["per_device"] for leaf in args),
+              "output": sum(leaf["per_device"] for leaf in outs), "alias": alias,
+              "temp": temp, "generated_code": None, "peak": None}
+    return {**lowered, "memory": memory, "refused": refused, "backend": "tpu",
+            "target": topology.describe()}
+
+
 def _not_reached(remedy: dict[str, Any]) -> str:
     where = f"{os.path.basename(remedy['path'])}:{remedy['line']}"
     if remedy["kind"] in ("donate", "out-shardings"):
@@ -368,6 +397,10 @@ def _raised(exc: BaseException, state: dict[str, str], printed: StdoutCapture) -
         "message": f"{type(exc).__name__}: {exc}".strip(),
         "traceback": user_traceback(exc),
     }
+    # The step's leaves, where only the compile failed (a step the TPU compiler refuses).
+    lowered = getattr(exc, "shardlint_lowered", None)
+    if lowered is not None:
+        error["lowered"] = lowered
     return {"ok": False, "error": error, "printed": printed.getvalue()[-_PRINTED_LIMIT:]}
 
 
@@ -479,6 +512,8 @@ def main(argv: list[str]) -> int:
                            on_compiled=kept.append if probe.get("fit") else None)
         if topology is not None:
             _on_target(result, topology)
+        else:
+            (result.get("error") or {}).pop("lowered", None)
         cached = False
         if result.get("ok") and remedies is not None and probe.get("whatif"):
             fingerprint = result["facts"]["whatif_fingerprint"] = _fingerprint(result["facts"])
@@ -487,8 +522,10 @@ def main(argv: list[str]) -> int:
         events.write(event="result", probe=probe["key"], **result)
         if result.get("ok") and remedies is not None and probe.get("whatif") and not cached:
             run_whatifs(probe, request, events, facts, peak, remedies)
-        if result.get("ok") and fitting is not None and probe.get("fit"):
-            run_fit(probe, request, events, facts, peak, fitting, hooks, result["facts"], kept)
+        base = result["facts"] if result.get("ok") else (result.get("error") or {}).get("facts")
+        if base is not None and fitting is not None and probe.get("fit"):
+            # A step the TPU compiler refuses starts the search from what it said it needs.
+            run_fit(probe, request, events, facts, peak, fitting, hooks, base, kept, topology)
         if result.get("ok") and result["facts"].get("measured", {}).get("available"):
             events.write(event="end", reason="fresh-process", **_rusage())
             return 0
@@ -527,15 +564,22 @@ def run_whatifs(probe: dict[str, Any], request: dict[str, Any], events: EventWri
 
 
 def run_fit(probe: dict[str, Any], request: dict[str, Any], events: EventWriter, facts: Any,
-            peak: Any, fitting: Any, hooks: Any, base: dict[str, Any], kept: list[Any]) -> None:
-    """`--fit`: the planner's compiles (memory/plan/search.py), one `fit` event with its plans."""
+            peak: Any, fitting: Any, hooks: Any, base: dict[str, Any], kept: list[Any],
+            topology: Any = None) -> None:
+    """`--fit`: the planner's compiles (memory/plan/search.py), one `fit` event with its plans.
+    A candidate the TPU compiler refuses counts as measured, with the figures it refused."""
     quiet = {**request, "measure": "never"}  # a candidate is compiled, never run
 
     def compile_once() -> tuple[Any, Any]:
         got: list[Any] = []
         result = run_probe(probe, quiet, events, facts, peak, quiet=True, on_compiled=got.append)
+        if topology is not None:
+            _on_target(result, topology)
         if not result.get("ok"):
-            return None, (result.get("error") or {}).get("message", "the compile failed")
+            error = result.get("error") or {}
+            if error.get("facts") is not None:
+                return error["facts"], None
+            return None, error.get("message", "the compile failed")
         return result["facts"], got[0] if got else None
 
     try:
