@@ -254,6 +254,54 @@ def test_shl101_is_an_error_only_where_a_linen_constraint_runs_under_it(tmp_path
     assert plain.fix is not None and plain.fix.applicability == "safe"
 
 
+def _lint_at(tmp_path, files: dict[str, str], code: str, **versions: str):
+    from helpers import lint_files
+
+    files = {k: textwrap.dedent(v).lstrip("\n") for k, v in files.items()}
+    return [f for f in lint_files(tmp_path, files, select=(code,), versions=versions)
+            if f.code == code]
+
+
+TRAIN_UNDER_MESH = {"model.py": MODEL, "train.py": """
+    import jax
+    from model import MLP
+
+    mesh = jax.make_mesh((8,), ("data",))
+    with mesh:
+        MLP().init(jax.random.key(0), jax.numpy.ones((8, 4)))
+"""}
+
+
+def test_shl101_is_a_warning_where_the_pins_also_allow_a_flax_that_honours_the_with(tmp_path):
+    """flax < 0.12.2 still activates its constraints under `with mesh:`: the no-op is certain
+    only where every flax the project can run drops them. And the values may still be sharded
+    by other means, so the message says only that the constraints' shardings are not applied."""
+    [certain] = _lint_at(tmp_path / "a", TRAIN_UNDER_MESH, "SHL101", jax="0.12.0.1",
+                         flax="0.12.12")
+    [maybe] = _lint_at(tmp_path / "b", TRAIN_UNDER_MESH, "SHL101", jax="0.8.1..0.12.0.1",
+                       flax="0.12.0..0.12.12")
+    assert certain.severity == "error" and "since flax 0.12.2" in certain.message
+    assert maybe.severity == "warning"
+    assert "on flax >= 0.12.2, which the project's pins allow (and also flax 0.12.0" \
+        in maybe.message
+    for f in (certain, maybe):
+        assert "the shardings they name are not applied" in f.message
+        assert "stay unsharded" not in f.message
+
+
+def test_shl101_under_old_jax_pins_says_where_set_mesh_exists_when_flax_drops_constraints(
+        tmp_path):
+    """Pins that allow jax 0.4.20 cannot use `jax.set_mesh` everywhere; but a flax that drops
+    the constraints needs a jax that has it, so the advice is not "keep it" but "add it where
+    it exists"."""
+    [f] = _lint_at(tmp_path, TRAIN_UNDER_MESH, "SHL101", jax="0.4.20..0.12.0.1",
+                   flax="0.7.0..0.12.12")
+    assert f.severity == "warning" and f.fix is None
+    assert "keep it until" not in f.message
+    assert "flax 0.12.2 needs jax >= 0.8.1" in f.message
+    assert '(`hasattr(jax, "set_mesh")`) enter `jax.set_mesh(mesh)` as well' in f.message
+
+
 def test_shl101_gives_no_fix_when_the_project_reads_the_legacy_environment(tmp_path):
     [f] = _lint(tmp_path, {"train.py": """
         import jax

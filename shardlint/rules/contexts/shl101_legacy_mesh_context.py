@@ -6,6 +6,7 @@ import ast
 import dataclasses
 
 from shardlint.rules.base import Edit, Fix, Rule, example, register
+from shardlint.semantics.catalog import facts as releases
 from shardlint.semantics.catalog.api import Role, lookup
 from shardlint.semantics.file.facts import RULES
 from shardlint.semantics.file.jit_sites import calls_of, jit_keywords
@@ -18,6 +19,7 @@ SET_MESH_ADDED: str = lookup("jax.set_mesh").added or ""  # type: ignore[union-a
 # `Mesh.__enter__` warns (DeprecationWarning) from this release on; a method's warning, which the
 # catalogue's names do not carry: tests/test_api_facts.py holds it to the table of releases.
 DEPRECATED = "0.10.1"
+FLAX_NOOP = "0.12.2"  # flax reads only the abstract mesh from here on: `with mesh:` is ignored
 _SPEC_KEYWORDS = ("in_shardings", "out_shardings", "in_axis_resources", "out_axis_resources")
 
 
@@ -39,7 +41,9 @@ from a mesh, or a name the same function also hands to `NamedSharding`/`jax.set_
 
 Severity says what happens. **Error** (flax >= 0.12.2) when a Linen logical constraint or a
 logically partitioned parameter is traced under the `with` -- the model initialised or applied
-there, or a function called there, reaches one: each is then a no-op. Building an NNX module
+there, or a function called there, reaches one: each is then a no-op (a warning where the
+project's pins also allow a flax older than 0.12.2, which still honours the `with`; the
+shardings a jit's `in_shardings`/`out_shardings` or a `shard_map` give the values still apply). Building an NNX module
 there (directly, or through `nnx.eval_shape` in a helper) runs its `__init__`, not its forward
 pass: only what `__init__` reaches counts, unless the module built is called under the `with`
 too. **Warning** otherwise: the
@@ -350,7 +354,7 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
 
     def check(self):
         versions = self.ctx.versions
-        flax_noop = versions.at_least("flax", "0.12.2")
+        flax_noop = versions.at_least("flax", FLAX_NOOP)
         deprecated = versions.at_least("jax", DEPRECATED)
         if not (flax_noop or deprecated):
             return
@@ -363,7 +367,7 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
             text = self.text(item.expr)
             beside = self._set_mesh_beside(item)
             silenced = self._silenced(item) if flax_noop and beside is None else None
-            advice, fix, blocked = self._advice(item, text)
+            advice, fix, blocked = self._advice(item, text, silenced is not None)
             if beside is not None:
                 if not deprecated:
                     continue
@@ -373,11 +377,17 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
                        f"keep it only while something reads that environment")
                 severity, fix = "warning", None
             elif silenced is not None:
-                msg = (f"`with {text}:` does not activate Flax constraints since flax 0.12.2, and "
+                # Certain only where every flax the pins allow drops them; what else shards the
+                # values (a jit's in/out shardings, a shard_map) still does.
+                certain = not versions.may_be_below("flax", FLAX_NOOP)
+                since = "since flax 0.12.2" if certain else (
+                    f"on flax >= {FLAX_NOOP}, which the project's pins allow (and also flax "
+                    f"{versions.oldest('flax')}, where it still does)")
+                msg = (f"`with {text}:` does not activate Flax constraints {since}, and "
                        f"{silenced} runs under it: every logical constraint and logically "
-                       f"partitioned parameter there is a no-op (the values stay unsharded); "
-                       f"{advice}")
-                severity = "error"
+                       f"partitioned parameter there is a no-op (the shardings they name are "
+                       f"not applied); {advice}")
+                severity = "error" if certain else "warning"
                 if fix is not None:  # (it shards what ran unsharded: where values live changes)
                     fix = dataclasses.replace(fix, applicability="unsafe")
             elif deprecated:
@@ -390,14 +400,24 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
                 continue
             yield self.finding(item.expr, msg, severity=severity, fix=fix, tags=("deprecated",))
 
-    def _advice(self, item, text: str) -> tuple[str, Fix | None, bool]:
+    def _advice(self, item, text: str, silenced: bool = False) -> tuple[str, Fix | None, bool]:
         """What to do instead, and the fix where replacing the ``with`` keeps the program working:
         never where ``jax.set_mesh`` does not exist on the oldest jax the project allows, nor where
         code under the ``with`` reads the legacy environment that ``jax.set_mesh`` does not set
-        (then ``blocked``)."""
+        (then ``blocked``). ``silenced``: Flax constraints run under it, so keeping it as it is
+        leaves them no-ops wherever the flax that drops them runs."""
         versions = self.ctx.versions
         blocker = self._blocker(item)
         if versions.may_be_below("jax", SET_MESH_ADDED):
+            needs = releases.flax_needs_jax(FLAX_NOOP)
+            if silenced and needs is not None:
+                # Every flax that drops them needs a jax that has `jax.set_mesh`.
+                return (f"its replacement `jax.set_mesh` needs jax >= {SET_MESH_ADDED} and the "
+                        f"project's pins allow jax {versions.oldest('jax')}, but flax "
+                        f"{FLAX_NOOP} needs jax >= {needs}: where `jax.set_mesh` exists "
+                        f"(`hasattr(jax, \"set_mesh\")`) enter `jax.set_mesh({text})` as well, "
+                        f"or require jax >= {SET_MESH_ADDED} and replace it",
+                        None, blocker is not None)
             return (f"its replacement `jax.set_mesh` needs jax >= {SET_MESH_ADDED}, and the "
                     f"project's pins allow jax {versions.oldest('jax')}: keep it until they "
                     f"require jax >= {SET_MESH_ADDED}", None, blocker is not None)
