@@ -523,3 +523,32 @@ def test_shl101_building_an_nnx_model_does_not_run_its_forward_pass(tmp_path):
     """}, "SHL101")
     assert [(f.span.line, f.severity) for f in found] == [(11, "warning"), (13, "warning"),
                                                           (16, "error")]
+
+
+# ---- SHL104: how to enter a mesh, at every jax the pins allow --------------------------------------
+_BARE_PJIT = {"utils.py": """
+    import jax
+    from jax.experimental.pjit import pjit
+    from jax.sharding import Mesh, PartitionSpec as PS
+
+    def make_mesh():
+        return Mesh(jax.devices(), ("data",))  # built, never entered
+
+    def put(x, sharding):
+        shard = pjit(lambda y: y, in_shardings=PS(), out_shardings=sharding)
+        return shard(x)
+"""}
+
+
+def test_shl104_names_the_mesh_context_each_pinned_jax_has(tmp_path):
+    """`jax.set_mesh` exists from jax 0.7.1: a project pinned below it is told `with mesh:`, one
+    whose pins span both is told both, and only a project on 0.7.1 or newer `jax.set_mesh` alone."""
+    old = _lint_at(tmp_path / "old", _BARE_PJIT, "SHL104", jax="0.4.7", flax="0.6.9")
+    both = _lint_at(tmp_path / "both", _BARE_PJIT, "SHL104", jax="0.4.7..0.12.0.1",
+                    flax="0.6.9..0.12.12")
+    new = _lint_at(tmp_path / "new", _BARE_PJIT, "SHL104", jax="0.12.0.1", flax="0.12.12")
+    assert old and both and new
+    assert all("(`with mesh:`)" in f.message and "set_mesh" not in f.message for f in old)
+    assert all("`with jax.set_mesh(mesh):`, or `with mesh:` on the jax < 0.7.1" in f.message
+               and "(jax 0.4.7)" in f.message for f in both)
+    assert all("(`with jax.set_mesh(mesh):`)" in f.message for f in new)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from shardlint.rules._context import GUARDED_LIBRARY
 from shardlint.rules.base import Finding, Rule, example, register
-from shardlint.semantics.catalog.api import Role
+from shardlint.semantics.catalog.api import Role, lookup
 from shardlint.semantics.file.execution import compiled_function
 from shardlint.semantics.file.facts import CallSite, JitSite
 from shardlint.semantics.file.jit_sites import LINEN_JIT, calls_of, jit_keywords
@@ -37,6 +37,7 @@ _PLACERS = {
 # `with mesh:` stopped counting for jax.jit / device_put (verified on 0.10.2; it still did when
 # it was the documented way, before `jax.set_mesh` in 0.7.1). Below this, stay silent on it.
 _LEGACY_IGNORED_FROM = "0.10.2"
+_SET_MESH_ADDED: str = lookup("jax.set_mesh").added or ""  # type: ignore[union-attr]  # 0.7.1
 
 
 @register
@@ -429,7 +430,7 @@ with jax.set_mesh(mesh):
             legacy = " (a legacy `with mesh:` does not count here)" if at.legacy else ""
             msg = (f"{what} passed to {where} with no mesh in context{legacy}: jax raises "
                    f"\"requires a non-empty mesh in context\" when this runs; enter "
-                   f"`with jax.set_mesh(mesh):` around it or pass NamedShardings")
+                   f"{self._enter()} around it or pass NamedShardings")
             related = [self.related(c.node, "runs here without a mesh") for c in at.where[:3]
                        if c.node.lineno != value.lineno]
             related += [self.related(Span(line, 0, line, 0), "called here without a mesh", path)
@@ -437,9 +438,20 @@ with jax.set_mesh(mesh):
             yield self.finding(value, msg, related=related)
             return
         if self._no_mesh_entered():
-            msg = (f"{what} passed to {where} needs a mesh in context (`jax.set_mesh`) wherever "
-                   f"this runs, and nothing in the project enters one")
+            msg = (f"{what} passed to {where} needs a mesh in context ({self._enter()}) "
+                   f"wherever this runs, and nothing in the project enters one")
             yield self.finding(value, msg, severity="info")
+
+    def _enter(self) -> str:
+        """How to enter a mesh at every jax the project's pins allow: `jax.set_mesh` exists only
+        from 0.7.1, and before it the legacy `with mesh:` was the way."""
+        versions = self.ctx.versions
+        if not versions.may_be_below("jax", _SET_MESH_ADDED):
+            return "`with jax.set_mesh(mesh):`"
+        if not versions.at_least("jax", _SET_MESH_ADDED):
+            return "`with mesh:`"
+        return (f"`with jax.set_mesh(mesh):`, or `with mesh:` on the jax < {_SET_MESH_ADDED} the "
+                f"project's pins allow (jax {versions.oldest('jax')}), which has no `jax.set_mesh`")
 
     def _what(self, spec: ast.expr) -> str:
         known = self.facts.resolve(spec.func) if isinstance(spec, ast.Call) and \
