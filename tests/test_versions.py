@@ -221,3 +221,39 @@ def test_the_oldest_jax_allowed_follows_what_the_flax_pin_requires(tmp_path, mon
     (root / "pyproject.toml").write_text(
         '[project]\nname = "x"\ndependencies = ["jax>=0.6.0", "flax>=0.10.0"]\n')
     assert V.detect(root).oldest("jax") == "0.6.0"  # (flax 0.10.0 needs only jax 0.4.27)
+
+
+@pytest.mark.parametrize("files,jax,oldest,why", [
+    # conda's `python=3.10` and an unversioned jax: jax 0.7.0 needs Python 3.11
+    ({"environment.yml": "dependencies:\n  - python=3.10\n  - pip:\n    - jax[cuda12]\n"},
+     "0.6.2", "0.6.2", "Python 3.10, `python=3.10` in `environment.yml`, installs it at most"),
+    # a range bounded by requires-python's upper end, remembering its own oldest release
+    ({"pyproject.toml": """
+        [project]
+        name = "x"
+        requires-python = ">=3.9,<3.11"
+        dependencies = ["jax>=0.4.20"]
+     """}, "0.6.2", "0.4.20", "`jax>=0.4.20` on Python 3.10 (`python>=3.9,<3.11` in `pyproject.toml`)"),
+    # nothing about jax at all, only `python_requires` with an upper bound
+    ({"setup.py": 'setup(name="x", python_requires=">=3.8,<3.10")\n'},
+     "0.4.30", "0.4.30", "the newest release that Python 3.9 installs"),
+])
+def test_a_python_pin_bounds_the_jax_the_project_can_run(tmp_path, monkeypatch, files, jax, oldest,
+                                                          why):
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    v = V.detect(project(tmp_path, files))
+    assert (v.jax, v.oldest("jax")) == (jax, oldest)
+    assert why in v.describe("jax")
+
+
+@pytest.mark.parametrize("python", ['requires-python = ">=3.10"', 'requires-python = ">=3.11,<4"'])
+def test_a_python_pin_without_an_upper_end_bounds_nothing(tmp_path, monkeypatch, python):
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    root = project(tmp_path, {"pyproject.toml": f"""
+        [project]
+        name = "x"
+        {python}
+        dependencies = ["jax>=0.4.30"]
+     """})
+    v = V.detect(root)
+    assert v.jax == V.CURRENT["jax"] and "Python" not in v.describe("jax")

@@ -356,12 +356,88 @@ def _locked(files: list[Path]) -> dict[str, tuple[str, str]]:
 
 Stated = dict[str, tuple[str, str, str]]  # package -> (version judged, why, oldest allowed)
 
+_PY_MINORS = tuple(f"3.{m}" for m in range(6, 16))  # Python releases a pin may name
+_PYTHON_REQUIRES = re.compile(r"""python_requires\s*=\s*["']([^"']+)["']""")
+
+
+def _python_strings(files: list[Path], root: Path) -> list[tuple[str, str, str]]:
+    """(Python specifier as PEP 440, as written, file) of one scope: ``requires-python``,
+    Poetry's ``python``, ``python_requires`` in setup.py / setup.cfg, conda's ``python=3.10``."""
+    out: list[tuple[str, str]] = []
+    shown: dict[int, str] = {}
+    for path in files:
+        name, rel = path.name.lower(), _rel(path, root)
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if name == "pyproject.toml":
+            try:
+                data = tomllib.loads(text)
+            except (tomllib.TOMLDecodeError, TypeError):
+                continue
+            spec = data.get("project", {}).get("requires-python")
+            poetry = data.get("tool", {}).get("poetry", {}).get("dependencies", {}).get("python")
+            for found in (spec, _poetry(poetry) if isinstance(poetry, str) else None):
+                if isinstance(found, str) and found.strip():
+                    out.append((found, rel))
+        elif name in ("setup.py", "setup.cfg"):
+            out.extend((m.group(1), rel) for m in _PYTHON_REQUIRES.finditer(text))
+            if name == "setup.cfg":
+                m = re.search(r"^\s*python_requires\s*=\s*(\S.*)$", text, re.M)
+                if m:
+                    out.append((m.group(1).strip(), rel))
+        elif name.endswith((".yml", ".yaml")):
+            for item, where in _conda_strings(path, root):
+                m = re.fullmatch(r"python(?:==)?([<>=!~].*|[0-9][0-9.*]*)", item.replace(" ", ""))
+                if m and not item.startswith("python-"):
+                    spec = m.group(1)
+                    if spec[:1].isdigit():  # conda's `python=3.10` is 3.10.*
+                        spec = "==" + (spec if spec.endswith("*") or spec.count(".") > 1
+                                       else spec + ".*")
+                    out.append((spec, where))
+                    shown[len(out) - 1] = item.replace("python==", "python=", 1)
+    return [(spec, shown.get(i, f"python{spec}"), where) for i, (spec, where) in enumerate(out)]
+
+
+def _newest_python(files: list[Path], root: Path) -> tuple[str, str] | None:
+    """(the newest Python minor the scope's pins allow, where they say so), or None where they
+    allow the newest there is (no upper bound)."""
+    strings = _python_strings(files, root)
+    if not strings:
+        return None
+    try:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+        from packaging.version import Version
+    except ImportError:  # pragma: no cover - a declared dependency
+        return None
+    allowed = set(_PY_MINORS)
+    wheres = []
+    for text, written, where in strings:
+        try:
+            spec = SpecifierSet(text)
+        except InvalidSpecifier:
+            continue
+        ok = {m for m in _PY_MINORS
+              if any(Version(f"{m}.{patch}") in spec for patch in (0, 9, 20))}
+        if ok != set(_PY_MINORS):
+            allowed &= ok
+            wheres.append(f"`{written}` in `{where}`")
+    if not allowed or _PY_MINORS[-1] in allowed or not wheres:
+        return None
+    return max(allowed, key=parse), ", ".join(sorted(set(wheres)))
+
+
+def _python_allows(pkg: str, version: str, python: str) -> bool:
+    return facts.allows_python(pkg, version, python) is not False
+
 
 def _from_requirements(files: list[Path], root: Path) -> Stated:
     """package -> (version judged, why, oldest allowed), from one scope's stated requirements."""
     strings = [(t, w) for t, w in _stated_strings(files, root)
                if any(p in t.lower() for p in PACKAGES)]
-    if not strings:
+    python = _newest_python(files, root)
+    if not strings and python is None:
         return {}  # (and `packaging` is not even imported: a warm run's start-up)
     try:
         from packaging.requirements import InvalidRequirement, Requirement
@@ -404,15 +480,25 @@ def _from_requirements(files: list[Path], root: Path) -> Stated:
                             version)
                 continue
         if not found:
+            # A Python pin bounds the package too: Python 3.10 installs jax 0.6.2 at most.
+            newest = _newest_for_python(pkg, python)
             if pkg in mentioned:
                 written, where = mentioned[pkg]
-                out[pkg] = (CURRENT[pkg], f"the newest release (`{written}` in `{where}` states "
-                            f"no version)", CURRENT[pkg])
+                out[pkg] = (newest or CURRENT[pkg], f"the newest release (`{written}` in "
+                            f"`{where}` states no version{_python_note(python, newest)})",
+                            newest or CURRENT[pkg])
+            elif newest is not None:
+                out[pkg] = (newest, f"the newest release that Python {python[0]} installs "
+                            f"({python[1]}; the project states no {pkg} version)", newest)
             continue
         combined = SpecifierSet(",".join(s for s, _, _ in found))
         wheres = sorted({w for _, w, _ in found})
         shown = ", ".join(f"`{written}`" for _, _, written in found)
         releases = [v for v in RELEASES[pkg] if _allowed(combined, v, Version, InvalidVersion)]
+        on_python = [v for v in releases if python is None or _python_allows(pkg, v, python[0])]
+        if on_python and on_python[-1] != releases[-1]:
+            shown += f" on Python {python[0]} ({python[1]})"  # type: ignore[index]
+        releases = on_python or releases
         if releases:
             # The oldest release allowed counts only where a lower bound is written: `jax<0.8` or
             # `jax!=0.7.1` names no oldest version the project means to support.
@@ -423,6 +509,19 @@ def _from_requirements(files: list[Path], root: Path) -> Stated:
             out[pkg] = (CURRENT[pkg], f"assumed: no release shardlint knows satisfies {shown}",
                         CURRENT[pkg])
     return out
+
+
+def _newest_for_python(pkg: str, python: tuple[str, str] | None) -> str | None:
+    """The newest release of ``pkg`` that installs on the pinned Python, where that is not the
+    newest release there is."""
+    if python is None:
+        return None
+    fits = [v for v in RELEASES[pkg] if _python_allows(pkg, v, python[0])]
+    return fits[-1] if fits and fits[-1] != CURRENT[pkg] else None
+
+
+def _python_note(python: tuple[str, str] | None, newest: str | None) -> str:
+    return f"; Python {python[0]}, {python[1]}, installs it at most" if python and newest else ""
 
 
 def _allowed(spec, version: str, Version, InvalidVersion) -> bool:
