@@ -174,7 +174,7 @@ def test_shl501_writes_a_replacement_every_allowed_jax_has(tmp_path, versions, a
     fixed = apply_fixes(text, [found[0]], unsafe=True).text
     assert f"{writes}(" in fixed
     v = assume(jax=versions)
-    key = facts._key
+    key = facts.version_key
     span = [r for r in facts.releases("jax") if key(v.oldest("jax")) <= key(r) <= key(v.jax)]
     assert span and all(facts.exists(writes, r) for r in span)
 

@@ -10,6 +10,7 @@ from shardlint.semantics.catalog import facts as releases
 from shardlint.semantics.catalog.api import Role, lookup
 from shardlint.semantics.file.facts import RULES
 from shardlint.semantics.file.jit_sites import calls_of, jit_keywords
+from shardlint.semantics.file.moves import guarded_at, may_have_guards, version_guarded
 from shardlint.semantics.flow.summary import reference
 from shardlint.semantics.sharding.mesh_values import is_mesh
 from shardlint.semantics.sharding.placement import bare_specs
@@ -37,7 +38,10 @@ The value must be known to be a mesh through the value-flow layer: built by `Mes
 (any file; a `-> Mesh` annotation counts), a parameter annotated `Mesh` (or `Mesh | None`) or one
 every caller in the project passes a mesh to, an attribute of `self` that the class only sets
 from a mesh, or a name the same function also hands to `NamedSharding`/`jax.set_mesh`/
-`shard_map`. A variable that merely happens to be called `mesh` is not flagged.
+`shard_map`. A variable that merely happens to be called `mesh` is not flagged, nor is the
+`with mesh:` of the branch for the releases without `jax.set_mesh` (`if not hasattr(jax,
+"set_mesh")`, the `else` or the rest of the block after `if hasattr(jax, "set_mesh"): ...
+return`, a branch of a version compare, an `except AttributeError` / `ImportError` handler).
 
 Severity says what happens. **Error** (flax >= 0.12.2) when a Linen logical constraint or a
 logically partitioned parameter is traced under the `with` -- the model initialised or applied
@@ -186,6 +190,24 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
                 with ctx:
                     trainer.train()
         """, title="a conditional context manager is not a mesh"),
+        example("""
+            import jax
+            from jax.sharding import Mesh
+
+            def run(mesh: Mesh, step, batch):
+                if hasattr(jax, "set_mesh"):
+                    with jax.set_mesh(mesh):
+                        return step(batch)
+                with mesh:  # only on a jax without `jax.set_mesh` (< 0.7.1), where it is the way
+                    return step(batch)
+
+            def evaluate(mesh: Mesh, step, batch):
+                if not hasattr(jax, "set_mesh"):
+                    with mesh:
+                        return step(batch)
+                with jax.set_mesh(mesh):
+                    return step(batch)
+        """, title="the branch for the releases without `jax.set_mesh`"),
     ]
     INVALID = [
         example("""
@@ -363,6 +385,12 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
         items += [w for w in self.facts.other_withs
                   if is_mesh(self.facts, self.project, w.expr, w.scope)]
         items = [w for w in items if not self._conditional(w)]
+        if items and may_have_guards(self.ctx.source.text):
+            # The branch for the releases without `jax.set_mesh` (`if not hasattr(jax,
+            # "set_mesh")`, its `else`, a version compare, an `except AttributeError`).
+            guards = version_guarded(self.facts.tree, [w.expr.lineno for w in items])
+            items = [w for w in items
+                     if not guarded_at(guards, w.expr.lineno, try_bodies=False)]
         for item in sorted(items, key=lambda w: (w.expr.lineno, w.expr.col_offset)):
             text = self.text(item.expr)
             beside = self._set_mesh_beside(item)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import bisect
 import dataclasses
 import functools
 import re
@@ -15,13 +14,11 @@ from shardlint.semantics.catalog.api import APIS, KEYWORD_MOVES, MOVE_FIXES, Mov
 from shardlint.semantics.catalog.versions import parse
 from shardlint.semantics.file.facts import CallSite
 from shardlint.semantics.file.moves import (
-    IMPORT_ERRORS,
     MoveUse,
     api_moves,
     import_line,
     import_statement,
     spell,
-    swallows,
     uses_of_name,
 )
 from shardlint.semantics.sharding.mesh_context import lexical_contexts
@@ -107,10 +104,13 @@ Uses are attribute chains under any import alias (`import jax as j; j.tree_map`)
 `from ... import` lines. Not reported: a project-local function that happens to share a name
 (`tree_map = ...`), `nnx.with_partitioning(init, sharding=...)` (there `sharding` is the current
 argument name), any API the project's versions still provide unchanged, and compatibility code:
-the branches of an `if` that tests `jax.__version__`/`__version_info__` and the body of a `try`
-whose handler catches `ImportError` or `AttributeError`. `with mesh:`
-and `jax.make_mesh` without `axis_types` are behaviour changes with rules of their own (SHL101,
-SHL105).
+the branches of an `if` that tests `jax.__version__`/`__version_info__` (and the rest of the
+block after a branch that always leaves), the body of a `try` whose handler catches
+`ImportError` or `AttributeError` and that handler itself, the body of `if hasattr(jax..., "x")`
+for the API `x` itself, and the code that runs where a `hasattr` (or `getattr(..., None)`) found
+a jax or flax name missing: its `else`, `if not hasattr(...)`, and the rest of the block after a
+`hasattr` branch that always leaves. `with mesh:` and `jax.make_mesh` without `axis_types` are
+behaviour changes with rules of their own (SHL101, SHL105).
 """
     what = what.replace("{MOVES_TABLE}", moves_table())
     why = """
@@ -269,6 +269,30 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
                              out_shardings=PartitionSpec("rows"))
         """, title="pjit with `fun=` and bare specs under `with mesh:`, on a jax where it is "
                    "current", jax="0.5.3"),
+        example("""
+            import jax
+
+            if hasattr(jax, "tree"):
+                tree_map = jax.tree.map
+            else:
+                tree_map = jax.tree_map  # only where `jax.tree` is missing: before jax 0.4.25
+
+            def leaves_of(tree):
+                if not hasattr(jax, "tree"):
+                    return jax.tree_leaves(tree)
+                return jax.tree.leaves(tree)
+
+            def flatten(tree):
+                if hasattr(jax, "tree"):
+                    return jax.tree.flatten(tree)
+                return jax.tree_flatten(tree)  # the rest of the block, after the branch leaves
+        """, title="`hasattr` guards: the old spelling runs only where the new one is missing"),
+        example("""
+            try:
+                from jax import shard_map
+            except ImportError:  # a jax without `jax.shard_map`: the experimental one is current
+                from jax.experimental.shard_map import shard_map
+        """, title="the old import in the handler for where the new one fails"),
     ]
     INVALID = [
         example("""
@@ -281,6 +305,15 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
                     pass  # (meant for arrays without the method: it also hides the removal)
                 return batch
         """, title="under `except AttributeError: pass`, which swallows the removal, no fallback"),
+        example("""
+            import jax
+
+            def place(tree, mesh):
+                if hasattr(jax, "set_mesh"):  # tests another name: this branch runs on new jax
+                    with jax.set_mesh(mesh):
+                        return jax.tree_map(jax.numpy.asarray, tree)  # expect: SHL501
+                return tree
+        """, title="under a `hasattr` of another name, on the releases that have it"),
         example("""
             import jax
             import numpy as np
@@ -393,14 +426,10 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
     def check(self):
         text = self.ctx.source.text
         reads = any(m.attribute and f".{m.keyword}" in text for m in KEYWORD_MOVES)
+        # (compatibility code, the old spelling where only the releases that have it run it,
+        # is left out by api_moves: semantics/file/moves.py)
         uses = api_moves(self.facts, self.ctx.versions, attribute_reads=reads)
-        guarded = version_guarded(self.facts.tree,
-                                  [getattr(u.node, "lineno", 0) for u in uses]) if uses and (
-            "__version" in text or "ImportError" in text or "AttributeError" in text) else []
         for use in uses:
-            line = getattr(use.node, "lineno", 0)
-            if any(a <= line <= b for a, b in guarded):
-                continue  # compatibility code: the old spelling for the versions that have it
             pjit = self._pjit_calls(use) if use.old == PJIT and use.new else None
             yield self.finding(use.node, self._message(use, pjit),
                                severity="error" if use.removed else "warning",
@@ -780,51 +809,3 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
         return Span(line, col, end_line, len(raw) - len(stripped))
 
 
-_TRY = (ast.Try, ast.TryStar) if hasattr(ast, "TryStar") else (ast.Try,)  # (3.11+)
-_GUARD_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "AttributeError", "Exception"})
-
-
-def version_guarded(tree: ast.Module, lines: list[int] | None = None) -> list[tuple[int, int]]:
-    """Line ranges of compatibility code: the branches of an ``if`` that tests a version
-    (``jax.__version_info__ >= (0, 6, 3)``, ``version.parse(jax.__version__) < ...``), and the
-    body of a ``try`` whose handler catches ``ImportError``/``AttributeError`` (or everything).
-    ``lines``: only the statements around these lines are looked at (a keystroke's lint does
-    not walk a 5,000-line file for two uses)."""
-    out: list[tuple[int, int]] = []
-    wanted = sorted(set(lines)) if lines is not None else None
-
-    def holds(node) -> bool:
-        if wanted is None:
-            return True
-        a, b = node.lineno, node.end_lineno or node.lineno
-        k = bisect.bisect_left(wanted, a)
-        return k < len(wanted) and wanted[k] <= b
-
-    stack: list = [tree]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.If) and any(
-                isinstance(n, ast.Attribute) and n.attr in ("__version__", "__version_info__")
-                for n in ast.walk(node.test)):
-            out.append((node.lineno, node.end_lineno or node.lineno))
-        elif isinstance(node, _TRY):
-            caught = set()
-            for h in node.handlers:
-                mine = {"Exception"} if h.type is None else set()
-                for n in ast.walk(h.type) if h.type is not None else ():
-                    if isinstance(n, ast.Name):
-                        mine.add(n.id)
-                    elif isinstance(n, ast.Attribute):
-                        mine.add(n.attr)
-                if mine & IMPORT_ERRORS or not swallows(h):  # (see moves.swallows)
-                    caught |= mine
-            if caught & _GUARD_ERRORS and node.body:
-                out.append((node.body[0].lineno, node.body[-1].end_lineno or node.lineno))
-        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
-            for child in getattr(node, field, None) or ():
-                if isinstance(child, ast.match_case):
-                    stack.extend(c for c in child.body if holds(c))
-                elif isinstance(child, (ast.stmt, ast.excepthandler)) and holds(child):
-                    stack.append(child)
-    out.sort()
-    return out

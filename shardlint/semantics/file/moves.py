@@ -10,11 +10,31 @@
   deprecation message names), or none.
 * :func:`spell`: how this file can name a dotted API at a place (``jax.tree.map`` is
   ``j.tree.map`` after ``import jax as j``), or the ``import`` to add when nothing names it.
+* :func:`version_guarded`: compatibility code, which runs only on some releases (below).
+
+Compatibility code: a project that supports several releases selects the spelling at run time,
+and each branch runs only on the releases the test selects:
+
+* ``if hasattr(jax, "set_mesh"):`` (or ``getattr(jax, "set_mesh", None) is not None``): its body
+  runs where the attribute exists, its ``else`` -- and, where the body always leaves (``return``,
+  ``raise``, ``continue``, ``break``), the rest of the block after it -- where it does not;
+  ``if not hasattr(...)`` the other way round;
+* ``if jax.__version_info__ >= (0, 4, 25):`` / ``version.parse(jax.__version__) < ...``: each
+  branch (and the rest of the block after a body that leaves) on some releases only;
+* ``try: ... except ImportError / ModuleNotFoundError / AttributeError:``: the body, and the
+  handler that runs where the body's spelling is missing.
+
+:func:`version_guarded` gives their line ranges, each with the attribute a ``hasattr`` tested and
+whether the range runs where it exists (True), where it does not (False), or on some releases
+the analysis does not name (None). A rule does not tell the old spelling to move where only the
+releases that still have it run it (SHL501), nor ``with mesh:`` to become ``jax.set_mesh`` in the
+branch for the releases without ``jax.set_mesh`` (SHL101).
 """
 
 from __future__ import annotations
 
 import ast
+import bisect
 import functools
 import re
 from dataclasses import dataclass
@@ -47,61 +67,20 @@ class MoveUse:
     same: bool = True
 
 
-_GUARD_ERRORS = frozenset({"AttributeError", "ImportError", "ModuleNotFoundError"})
-
-
-IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
-
-
-def swallows(handler: ast.excepthandler) -> bool:
-    """The handler's body does nothing (``pass``, ``...``, ``continue``): no fallback. Where the
-    API is gone, what the ``try`` body does silently stops happening -- except for an optional
-    import (``except ImportError: pass``), which is what that spelling means."""
-    return all(isinstance(st, (ast.Pass, ast.Continue)) or isinstance(st, ast.Expr)
-               and isinstance(st.value, ast.Constant) for st in handler.body)  # type: ignore[attr-defined]
-
-
-def _feature_guards(facts: FileFacts) -> list[tuple[int, int, str | None]]:
-    """(first line, last line, attribute) of the code that runs only where an API exists:
-    the body of ``if hasattr(jax.sharding, "use_mesh"):`` (that attribute) and of a ``try:``
-    whose ``except`` catches ``AttributeError`` or ``ImportError`` (any attribute)."""
-    found = facts.derived.get("feature_guards")
-    if found is not None:
-        return found
-    out: list[tuple[int, int, str | None]] = []
-    for node in ast.walk(facts.tree):
-        if isinstance(node, ast.If) and node.body:
-            tests = node.test.values if isinstance(node.test, ast.BoolOp) else [node.test]
-            for t in tests:
-                if isinstance(t, ast.Call) and isinstance(t.func, ast.Name) \
-                        and t.func.id == "hasattr" and len(t.args) == 2 \
-                        and isinstance(t.args[1], ast.Constant) and isinstance(t.args[1].value, str):
-                    out.append((node.body[0].lineno, node.body[-1].end_lineno or node.lineno,
-                                t.args[1].value))
-        elif isinstance(node, ast.Try) and node.body:
-            caught: set[str] = set()
-            for h in node.handlers:
-                types = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]
-                mine = {t.id if isinstance(t, ast.Name) else
-                        t.attr if isinstance(t, ast.Attribute) else "" for t in types if t}
-                if mine & IMPORT_ERRORS or not swallows(h):
-                    caught |= mine
-            if caught & _GUARD_ERRORS:
-                out.append((node.body[0].lineno, node.body[-1].end_lineno or node.lineno, None))
-    facts.derived["feature_guards"] = out
-    return out
-
-
-def _feature_guarded(facts: FileFacts, node: ast.AST, name: str) -> bool:
-    line = getattr(node, "lineno", None)
-    if line is None:
-        return False
-    last = name.rpartition(".")[2]
-    return any(first <= line <= end and (attr is None or attr == last)
-               for first, end, attr in _feature_guards(facts))
-
-
 def api_moves(facts: FileFacts, versions: Versions, attribute_reads: bool = False) -> list[MoveUse]:
+    """Every use of a moved API but those in compatibility code (``version_guards``): the old
+    spelling where only the releases that still have it run it."""
+    found = _moves(facts, versions, attribute_reads)
+    if not found:
+        return found
+    guards = version_guarded(facts.tree, [getattr(u.node, "lineno", 0) for u in found])
+    if not guards:
+        return found
+    return [u for u in found if not guarded_at(guards, getattr(u.node, "lineno", 0),
+                                               u.old.rpartition(".")[2])]
+
+
+def _moves(facts: FileFacts, versions: Versions, attribute_reads: bool) -> list[MoveUse]:
     out: list[MoveUse] = []
     for ref in facts.references:
         a = ref.api
@@ -112,8 +91,6 @@ def api_moves(facts: FileFacts, versions: Versions, attribute_reads: bool = Fals
             version, removed = a.deprecated, False
         else:
             continue
-        if _feature_guarded(facts, ref.node, a.name):
-            continue  # a compatibility shim: used only where this jax has it
         kind = "import" if isinstance(ref.node, ast.alias) else "attribute"
         r = replacement_for(a.name, a.replacement, versions)
         out.append(MoveUse(ref.node, kind, a.name, r.name, pkg, version, removed, a.note,
@@ -159,7 +136,7 @@ def _span(package: str, oldest: str, judged: str) -> list[str] | None:
     every = releases.releases(package)
     lo = releases.release_index(package, oldest)
     hi = releases.release_index(package, judged)
-    if lo is None and every and releases._key(oldest) < releases._key(every[0]):
+    if lo is None and every and releases.version_key(oldest) < releases.version_key(every[0]):
         lo = 0  # (pins that allow a release older than any read: the oldest read stands for it)
     if lo is None or hi is None:
         return None
@@ -359,3 +336,212 @@ def uses_of_name(facts: FileFacts, name: str) -> list[ast.Name]:
         if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load):
             out.append(node)
     return out
+
+
+# ---- compatibility code: what runs only on some releases ----------------------------------------
+_TRY = (ast.Try, ast.TryStar) if hasattr(ast, "TryStar") else (ast.Try,)  # (3.11+)
+IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
+# A handler that catches one of these runs where the body's spelling is missing.
+_MISSING = IMPORT_ERRORS | {"AttributeError"}
+_BODY_GUARDS = _MISSING | {"Exception"}
+_EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+_PACKAGES = ("jax", "flax", "optax")
+TRIGGERS = ("hasattr", "getattr(", "__version", "ImportError", "AttributeError")
+
+
+@dataclass(frozen=True)
+class Guarded:
+    first: int
+    last: int
+    attr: str | None  # the attribute a `hasattr` tested (None: a version compare, a `try`)
+    exists: bool | None  # runs where it exists (True), where it does not (False), or unnamed
+    try_body: bool = False  # the body of a `try` (which also runs where nothing is missing)
+
+
+def swallows(handler: ast.excepthandler) -> bool:
+    """The handler's body does nothing (``pass``, ``...``, ``continue``): no fallback. Where the
+    API is gone, what the ``try`` body does silently stops happening -- except for an optional
+    import (``except ImportError: pass``), which is what that spelling means."""
+    return all(isinstance(st, (ast.Pass, ast.Continue)) or isinstance(st, ast.Expr)
+               and isinstance(st.value, ast.Constant) for st in handler.body)  # type: ignore[attr-defined]
+
+
+def _caught(handler: ast.excepthandler) -> set[str]:
+    if handler.type is None:
+        return {"Exception"}
+    out: set[str] = set()
+    for n in ast.walk(handler.type):
+        if isinstance(n, ast.Name):
+            out.add(n.id)
+        elif isinstance(n, ast.Attribute):
+            out.add(n.attr)
+    return out
+
+
+def may_have_guards(text: str) -> bool:
+    """Whether the file's text can hold a version guard at all (a cheap test before the walk)."""
+    return any(t in text for t in TRIGGERS)
+
+
+def _roots(tree: ast.Module) -> set[str]:
+    """Names the module's top-level imports bind to jax, flax or optax modules."""
+    out: set[str] = set()
+    stack = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] in _PACKAGES:
+                    out.add(a.asname or a.name.split(".")[0])
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level \
+                and node.module.split(".")[0] in _PACKAGES:
+            out.update(a.asname or a.name for a in node.names)
+        elif isinstance(node, (ast.If, *_TRY)):
+            stack.extend(node.body)
+            stack.extend(getattr(node, "orelse", ()))
+            for h in getattr(node, "handlers", ()):
+                stack.extend(h.body)
+    return out
+
+
+def _root(node: ast.expr) -> str | None:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _has_attr(node: ast.expr, roots: set[str]) -> tuple[str, bool] | None:
+    """(attribute, True) for ``hasattr(jax..., "a")`` / ``getattr(jax..., "a", None)`` used as a
+    truth value or tested ``is not None``; False for ``not ...`` / ``is None``."""
+    positive = True
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        node, positive = node.operand, False
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(
+            node.comparators[0], ast.Constant) and node.comparators[0].value is None:
+        if isinstance(node.ops[0], ast.Is):
+            positive = not positive
+        elif not isinstance(node.ops[0], ast.IsNot):
+            return None
+        node = node.left
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id in ("hasattr", "getattr") and len(node.args) >= 2):
+        return None
+    name = node.args[1]
+    if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+        return None
+    if node.func.id == "getattr" and len(node.args) < 3:
+        return None
+    if _root(node.args[0]) not in roots:
+        return None
+    return name.value, positive
+
+
+def _tests_version(test: ast.expr) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr in ("__version__", "__version_info__")
+               for n in ast.walk(test))
+
+
+def _leaves(body: list[ast.stmt]) -> bool:
+    """The block always leaves (its last statement returns or raises, also inside a ``with``
+    or in both branches of an ``if``)."""
+    if not body:
+        return False
+    last = body[-1]
+    if isinstance(last, _EXITS):
+        return True
+    if isinstance(last, (ast.With, ast.AsyncWith)):
+        return _leaves(last.body)
+    if isinstance(last, ast.If):
+        return _leaves(last.body) and _leaves(last.orelse)
+    return False
+
+
+def _lines_of(stmts: list[ast.stmt]) -> tuple[int, int]:
+    return stmts[0].lineno, stmts[-1].end_lineno or stmts[-1].lineno
+
+
+def version_guarded(tree: ast.Module, lines: list[int] | None = None) -> list[Guarded]:
+    """Every compatibility range of the file (see the module's doc). ``lines``: only the blocks
+    around these lines are walked (a keystroke's lint does not walk a 5,000-line file for two
+    uses)."""
+    out: list[Guarded] = []
+    wanted = sorted(set(lines)) if lines is not None else None
+    roots = _roots(tree)
+
+    def holds(node: ast.AST) -> bool:
+        if wanted is None:
+            return True
+        a, b = node.lineno, getattr(node, "end_lineno", None) or node.lineno  # type: ignore[attr-defined]
+        k = bisect.bisect_left(wanted, a)
+        return k < len(wanted) and wanted[k] <= b
+
+    def after(node: ast.stmt, stmts: list[ast.stmt]) -> bool:
+        """A line asked for comes after ``node`` in its block (where a branch that leaves
+        guards the rest)."""
+        if wanted is None:
+            return True
+        end = node.end_lineno or node.lineno
+        k = bisect.bisect_right(wanted, end)
+        return k < len(wanted) and wanted[k] <= (stmts[-1].end_lineno or stmts[-1].lineno)
+
+    def block(stmts: list[ast.stmt]) -> None:
+        for i, node in enumerate(stmts):
+            if not holds(node) and not (isinstance(node, ast.If) and after(node, stmts)):
+                continue
+            if isinstance(node, ast.If):
+                test = _has_attr(node.test, roots)
+                if test is None and isinstance(node.test, ast.BoolOp) \
+                        and isinstance(node.test.op, ast.And):
+                    found = [t for t in map(lambda v: _has_attr(v, roots), node.test.values)
+                             if t is not None and t[1]]
+                    test = (found[0][0], True) if found else None  # the body only: see below
+                    if test is not None and node.body:
+                        out.append(Guarded(*_lines_of(node.body), test[0], True))
+                    test = None
+                version = test is None and _tests_version(node.test)
+                if test is not None or version:
+                    attr, positive = test if test is not None else (None, None)
+                    other = None if positive is None else not positive
+                    if node.body:
+                        out.append(Guarded(*_lines_of(node.body), attr, positive))
+                    if node.orelse:
+                        out.append(Guarded(*_lines_of(node.orelse), attr, other))
+                    elif _leaves(node.body) and i + 1 < len(stmts):
+                        out.append(Guarded(*_lines_of(stmts[i + 1:]), attr, other))
+            elif isinstance(node, _TRY) and node.body:
+                # (a handler that swallows an AttributeError is no fallback: see `swallows`)
+                kept = [(h, _caught(h)) for h in node.handlers]
+                kept = [(h, c) for h, c in kept if c & IMPORT_ERRORS or not swallows(h)]
+                if any(c & _BODY_GUARDS for _, c in kept):
+                    out.append(Guarded(*_lines_of(node.body), None, None, try_body=True))
+                for h, c in kept:
+                    if c & _MISSING and h.body:  # the spelling for where the body's is missing
+                        out.append(Guarded(*_lines_of(h.body), None, None))
+            if not holds(node):
+                continue
+            for field in ("body", "orelse", "finalbody"):
+                child = getattr(node, field, None)
+                if child and isinstance(child, list) and isinstance(child[0], ast.stmt):
+                    block(child)
+            for h in getattr(node, "handlers", None) or ():
+                block(h.body)
+            for case in getattr(node, "cases", None) or ():
+                block(case.body)
+
+    block(tree.body)
+    out.sort(key=lambda g: (g.first, g.last))
+    return out
+
+
+def guarded_at(guards: list[Guarded], line: int, name: str | None = None,
+               try_bodies: bool = True) -> bool:
+    """Whether ``line`` is compatibility code: in a version-compare branch, in the handler for
+    where a spelling is missing, in the branch for the releases a ``hasattr`` found lacking
+    something, or in the branch where the attribute ``name`` (the API's last part: `use_mesh`)
+    is found to exist; ``try_bodies``: in a guarded ``try`` body too (its first choice of
+    spelling, tried on every release)."""
+    for g in guards:
+        if g.first <= line <= g.last and (not g.try_body or try_bodies) and (
+                g.exists is None or g.exists is False or (name is not None and g.attr == name)):
+            return True
+    return False
