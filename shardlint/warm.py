@@ -52,6 +52,7 @@ _SKIPPED_SUFFIXES = (".pyc", ".pyo", ".so", ".pyd")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
 _STAMP: list[str] = []
+_now = time.time_ns  # (the clock a recording run's start is read from)
 
 
 def code_stamp() -> str:
@@ -219,7 +220,7 @@ class Recorder:
 
     def __init__(self, key: str | None) -> None:
         self.key = key
-        self.started = time.time_ns()
+        self.started = _now()
         self.pid = os.getpid()
         self.root: Path | None = None
         self.files: dict[str, tuple[list[int] | None, str | None]] = {}
