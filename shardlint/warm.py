@@ -1,6 +1,6 @@
 """``shardlint check`` answered again when nothing it read has changed (issue 40's warm path).
 
-A finished run leaves a *run record* in ``.shardlint_cache/runs-v1.json`` of its project root:
+A finished run leaves a *run record* in ``.shardlint_cache/runs-v1/`` of its project root:
 what it printed, its exit code, and a stamp of everything it read -- each file it opened (its
 size, modification and change times and inode), each folder it listed (the names in it), and
 the places the configuration lookup probed (``config.looked_up``). The next run of the same
@@ -30,6 +30,7 @@ May import: the standard library and ``fsio`` (this module runs before the analy
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -43,7 +44,7 @@ from shardlint import __version__
 from shardlint.fsio import write_atomic
 
 DIR = ".shardlint_cache"  # (the cache's folder: ``cache.DIR`` is this)
-FILE = "runs-v1.json"
+RUNS = "runs-v1"  # in DIR: a file per invocation, named by its key
 KEEP = 8  # invocations remembered per project (the latest recorded)
 # Environment variables a check run reads: they are part of the invocation.
 ENV = ("GITHUB_ACTIONS", "NO_COLOR", "VIRTUAL_ENV")
@@ -60,16 +61,20 @@ def code_stamp() -> str:
     each of its source files and of the API table it ships (an editable install, or a reinstall
     of the same version, must not reuse findings the old code made). Taken once per process."""
     if not _STAMP:
-        h = hashlib.sha1()
-        package = Path(__file__).resolve().parent
-        for p in sorted([*package.rglob("*.py"), *package.rglob("*.json")]):
-            try:
-                st = p.stat()
-            except OSError:
-                continue
-            h.update(f"{p.relative_to(package).as_posix()}\0{st.st_size}\0{st.st_mtime_ns}\n"
-                     .encode())
-        _STAMP.append(h.hexdigest()[:16])
+        package = os.path.dirname(os.path.realpath(__file__))
+        lines = []
+        for folder, subfolders, names in os.walk(package):
+            subfolders[:] = [d for d in subfolders if d != "__pycache__"]
+            for name in names:
+                if name.endswith((".py", ".json")):
+                    path = os.path.join(folder, name)
+                    try:
+                        st = os.stat(path)
+                    except OSError:
+                        continue
+                    rel = os.path.relpath(path, package).replace(os.sep, "/")
+                    lines.append(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n")
+        _STAMP.append(hashlib.sha1("".join(sorted(lines)).encode()).hexdigest()[:16])
     return _STAMP[0]
 
 
@@ -108,13 +113,12 @@ def _start(args) -> Path:
     return start if start.is_dir() else start.parent
 
 
-def _record_files(args) -> Iterator[Path]:
-    """Run-record files that may hold this invocation's, nearest first."""
+def _record_files(args, key: str) -> Iterator[Path]:
+    """Where a record of this invocation may be (its project's root: the start folder or one
+    above it), nearest first."""
     start = _start(args)
     for d in (start, *start.parents):
-        candidate = d / DIR / FILE
-        if candidate.is_file():
-            yield candidate
+        yield d / DIR / RUNS / f"{key}.json"
 
 
 # ---- stamps ----------------------------------------------------------------------------------------
@@ -170,31 +174,27 @@ def holds(entry: dict) -> bool:
 
 
 # ---- replay ----------------------------------------------------------------------------------------
-def _entries(path: Path) -> dict[str, dict]:
+def _read(path: Path, key: str) -> dict | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        entry = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return {}
-    entries = data.get("runs") if isinstance(data, dict) else None
-    return entries if isinstance(entries, dict) else {}
-
-
-def _valid(entry: object) -> bool:
-    return isinstance(entry, dict) and isinstance(entry.get("out"), str) \
-        and entry.get("code") in (0, 1) and isinstance(entry.get("files"), list) \
-        and isinstance(entry.get("folders"), list) and isinstance(entry.get("probes"), list)
+        return None
+    valid = isinstance(entry, dict) and entry.get("key") == key \
+        and isinstance(entry.get("out"), str) and entry.get("code") in (0, 1) \
+        and all(isinstance(entry.get(k), list) for k in ("files", "folders", "probes"))
+    return entry if valid else None
 
 
 def replay(args, key: str) -> int | None:
     """Print the recorded output of this invocation and return its exit code, when a record of
     it holds; None: run the check."""
-    for path in _record_files(args):
-        entry = _entries(path).get(key)
-        if _valid(entry) and holds(entry):  # type: ignore[arg-type]
-            if entry["out"]:  # type: ignore[index]
-                sys.stdout.write(entry["out"])  # type: ignore[index]
+    for path in _record_files(args, key):
+        entry = _read(path, key)
+        if entry is not None and holds(entry):
+            if entry["out"]:
+                sys.stdout.write(entry["out"])
                 sys.stdout.flush()
-            return entry["code"]  # type: ignore[index]
+            return entry["code"]
     return None
 
 
@@ -287,23 +287,34 @@ class Recorder:
         if self.key is None or self.root is None or self.out is None or not self.trusted \
                 or code not in (0, 1) or (self.err is not None and self.err.written):
             return
-        folder = self.root / DIR
-        if not folder.is_dir():
+        if not (self.root / DIR).is_dir():
             return  # (the run wrote no cache: a read-only checkout)
-        target = folder / FILE
-        entries = _entries(target)
-        entries.pop(self.key, None)
-        entries[self.key] = {
-            "code": code, "out": "".join(self.out.written), "started": self.started,
+        folder = self.root / DIR / RUNS
+        entry = {
+            "key": self.key, "code": code, "out": "".join(self.out.written),
+            "started": self.started,
             "files": [[p, s, c] for p, (s, c) in self.files.items()],
             "folders": [[p, listing] for p, listing in self.folders.items()],
             "probes": [[p, kind] for p, kind in self.probes.items()]}
-        while len(entries) > KEEP:
-            del entries[next(iter(entries))]
         try:
-            write_atomic(target, json.dumps({"runs": entries}, separators=(",", ":")))
+            folder.mkdir(exist_ok=True)
+            write_atomic(folder / f"{self.key}.json", json.dumps(entry, separators=(",", ":")))
+            _prune(folder)
         except OSError:
             pass
+
+
+def _prune(folder: Path) -> None:
+    """Keep the ``KEEP`` records written last."""
+    records = []
+    for name in os.listdir(folder):
+        try:
+            records.append((os.stat(folder / name).st_mtime_ns, name))
+        except OSError:
+            continue
+    for _, name in sorted(records)[:-KEEP]:
+        with contextlib.suppress(OSError):
+            os.remove(folder / name)
 
 
 _CURRENT: list[Recorder] = []  # the recorder of the run in progress
