@@ -37,7 +37,6 @@ import os
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from shardlint import __version__
@@ -326,7 +325,7 @@ def _hook(event: str, args: tuple) -> None:
         _CURRENT[-1].seen(event, args)
 
 
-@contextmanager
+@contextlib.contextmanager
 def recording(key: str | None) -> Iterator[Recorder]:
     """Observe the run inside the block and tee its stdout and stderr (``key``: the
     invocation; None: observe nothing). The caller then calls the recorder's ``finish``."""
