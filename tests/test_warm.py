@@ -306,3 +306,21 @@ def test_a_warm_run_does_not_import_the_analysis(project, argv):
     assert (again, out_again) == (code, out)
     (project / "pkg" / "steps.py").write_text("import jax\n")  # (then the full path again)
     assert any(m.startswith(ANALYSIS) for m in _run(argv, project)[2])
+
+
+def test_a_baseline_or_a_named_config_file_that_changes_runs_the_full_path(
+        project, capsys, full_runs, monkeypatch):
+    monkeypatch.chdir(project)
+    main(["check", "--select", "SHL1", "--write-baseline", "base.json"])
+    (project / "cfg").mkdir()
+    (project / "cfg" / "pyproject.toml").write_text("[tool.shardlint]\nignore = ['SHL205']\n")
+    capsys.readouterr()
+    named = ["--config", "cfg/pyproject.toml", "."]
+    for options in (["--baseline", "base.json"], named):
+        first, replayed = warm_pair(options, capsys, full_runs)
+        assert replayed == first
+    main(["check", "--select", "SHL5", "--write-baseline", "base.json"])
+    capsys.readouterr()
+    assert check(["--baseline", "base.json"], capsys, full_runs)[2]
+    (project / "cfg" / "pyproject.toml").write_text("[tool.shardlint]\nignore = ['SHL102']\n")
+    assert check(named, capsys, full_runs)[2]
