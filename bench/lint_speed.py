@@ -15,7 +15,17 @@ the rounds' ratios: a machine that drifts makes a best-of-N of each, minutes apa
 machines). Targets (issue 15): warm <= 10% of cold; cold <= 1.5x the bare parse; one file
 changed <= 1.5 s; peak RSS <= 600 MiB.
 
+A run whose inputs are all as the last run of the same command read them is replayed
+(``shardlint/warm.py``): "warm (replayed)" is that (the analysis not imported), "warm, full
+path" a warm run with the run records removed (the analysis answering from the cache, as every
+warm run did before the replay).
+
     python bench/lint_speed.py [--packages flax optax ...] [--repeat 3] [--fetch-only]
+    python bench/lint_speed.py --tree ~/.cache/shardlint-corpus/google-research+scenic [--rounds 5]
+
+``--tree`` measures a materialised project (e.g. one of ``bench/corpus.py``'s) instead of the
+wheels: a copy of it, round after round, cold (no cache), warm full path and warm (replayed),
+each round's warm / cold and cold / bare parse taken within the round, and their medians.
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ import warnings
 import zipfile
 from pathlib import Path
 
+RUNS = "runs-v1"  # (shardlint.warm.RUNS: the run records in the cache folder)
 PACKAGES = ["flax", "optax", "maxtext", "praxis", "easydel"]
 DEFAULT_EDITED = "maxtext/maxtext/layers/attentions.py"
 # The corpus is fixed, so figures compare across sessions: 1,472 files, 695,142 lines.
@@ -145,8 +156,10 @@ def best(runs: list[tuple[float, float, float, int]]) -> tuple[float, float, flo
     return fastest[0], fastest[1], max(r[2] for r in runs)
 
 
-def one_file_run(src: Path, files: list[Path], repeat: int) -> float:
-    """`shardlint check ONE_FILE` in a 300-file project whose cache is warm."""
+def one_file_run(src: Path, files: list[Path], repeat: int) -> tuple[float, float]:
+    """`shardlint check ONE_FILE` in a 300-file project whose cache is warm: the first run
+    (the full path, from the cache: what pre-commit meets after a change) and the best of the
+    repeats (replayed)."""
     project = cache_dir() / "project300"
     if not project.is_dir():
         for f in files[:300]:
@@ -159,7 +172,9 @@ def one_file_run(src: Path, files: list[Path], repeat: int) -> float:
     cmd = [sys.executable, "-m", "shardlint", "check", "--exit-zero", str(target)]
     subprocess.run([sys.executable, "-m", "shardlint", "check", "--exit-zero", str(project)],
                    capture_output=True, cwd=project)  # warms the cache
-    return min(measured(cmd, project)[0] for _ in range(repeat))
+    shutil.rmtree(project / ".shardlint_cache" / RUNS, ignore_errors=True)
+    first = measured(cmd, project)[0]
+    return first, min(measured(cmd, project)[0] for _ in range(repeat))
 
 
 def edit_in_place(path: Path) -> None:
@@ -181,6 +196,46 @@ def add_a_line(path: Path) -> None:
     path.write_text("import jax  # added\n" + path.read_text(encoding="utf-8"), encoding="utf-8")
 
 
+def tree_figures(tree: Path, rounds: int) -> int:
+    """Cold, first warm and replayed warm runs of ``shardlint check --exit-zero .`` on a copy of
+    ``tree``, ``rounds`` times; ratios within each round, medians printed."""
+    tree = tree.expanduser()
+    if not tree.is_dir():
+        print(f"{tree}: no such folder", file=sys.stderr)
+        return 2
+    files = sorted(tree.rglob("*.py"))
+    lines = sum(f.read_text(encoding="utf-8", errors="replace").count("\n") for f in files)
+    lint = [sys.executable, "-m", "shardlint", "check", "--exit-zero", "."]
+    bare = [sys.executable, "-c", "pass"]
+    rows: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="shardlint-tree-") as tmp:
+        work = Path(tmp) / tree.name
+        shutil.copytree(tree, work, symlinks=True)
+        for _ in range(rounds):
+            shutil.rmtree(work / ".shardlint_cache", ignore_errors=True)
+            parse = bare_parse(files)
+            cold = measured(lint, work)[0]
+            shutil.rmtree(work / ".shardlint_cache" / RUNS, ignore_errors=True)
+            first = measured(lint, work)[0]  # (records the run again)
+            warm = statistics.median(measured(lint, work)[0] for _ in range(3))
+            start = statistics.median(measured(bare, work)[0] for _ in range(3))
+            for name, value in (("bare parse", parse), ("cold", cold), ("warm, full path", first),
+                                ("warm (replayed)", warm), ("python -c pass", start),
+                                ("cold / bare parse", cold / parse), ("warm / cold", warm / cold),
+                                ("warm, full path / cold", first / cold)):
+                rows.setdefault(name, []).append(value)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"{tree.name}: {len(files)} files, {lines:,} lines; {rounds} rounds, medians "
+          f"(range); load average {load:.2f}")
+    for name, values in rows.items():
+        def shown(v: float, name: str = name) -> str:
+            return f"{v:.0%}" if name.startswith("warm") and "/" in name else \
+                f"{v:.2f}x" if "/" in name else f"{v:.3f} s"
+        print(f"  {name:<24}{shown(statistics.median(values)):>10}  "
+              f"({shown(min(values))} - {shown(max(values))})")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--packages", nargs="*", default=PACKAGES)
@@ -191,7 +246,13 @@ def main() -> int:
                         "largest file of the first package)")
     parser.add_argument("--fetch-only", action="store_true",
                         help="fetch the corpus into the cache and stop (the fuzz suite reads it)")
+    parser.add_argument("--tree", type=Path, action="append", default=[],
+                        help="measure this project folder (a copy of it) instead of the wheels")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of --tree's figures")
     args = parser.parse_args()
+    if args.tree:
+        compile_shardlint()
+        return max(tree_figures(tree, args.rounds) for tree in args.tree)
     src = fetch(args.packages)
     if not args.fetch_only:
         compile_shardlint()
@@ -247,6 +308,8 @@ def main() -> int:
                 ratios.append(cold[-1][0] / floor)
             figures[label + " ratio"] = statistics.median(ratios)
             figures[label + " ratio range"] = (min(ratios), max(ratios))  # type: ignore[assignment]
+            shutil.rmtree(cache / RUNS, ignore_errors=True)
+            first = measured([*lint, *jobs], work)  # (the full path, from the cache; recorded)
             warm = best([measured([*lint, *jobs], work) for _ in range(args.repeat)])
             original = edited.read_bytes()
             changed, moved = [], []
@@ -257,20 +320,22 @@ def main() -> int:
                     edited.write_bytes(original)
                     measured([*lint, *jobs], work)  # (back to the warm state)
             rows += [(f"shardlint cold, {label}", *best(cold)),
-                     (f"shardlint warm, {label}", *warm),
+                     (f"shardlint warm, full path, {label}", *best([first])),
+                     (f"shardlint warm (replayed), {label}", *warm),
                      ("  one file edited in place", *best(changed)),
                      ("  one file, a line added", *best(moved))]
             figures[label] = best(cold)[0]
             figures[label + " warm"] = warm[0]
             figures[label + " edited"] = best(changed)[0]
-    one_t = one_file_run(src, files, args.repeat)
+    one_t, one_replayed = one_file_run(src, files, args.repeat)
     parse_t, parse_cpu = min(parses)
     rows.insert(0, ("ast.parse (bare, 1 process)", parse_t, parse_cpu, None))
-    print(f"{'':<42}{'wall s':>8}{'CPU s':>8}{'peak RSS MiB':>14}{'lines/s':>12}")
+    print(f"{'':<48}{'wall s':>8}{'CPU s':>8}{'peak RSS MiB':>14}{'lines/s':>12}")
     for name, wall, cpu, rss in rows:
         rss_s = f"{rss:>14.0f}" if rss is not None else f"{'':>14}"
-        print(f"{name:<42}{wall:>8.2f}{cpu:>8.2f}{rss_s}{lines / wall:>12,.0f}")
-    print(f"{'one file, 300-file project (pre-commit)':<42}{one_t:>8.2f}")
+        print(f"{name:<48}{wall:>8.2f}{cpu:>8.2f}{rss_s}{lines / wall:>12,.0f}")
+    print(f"{'one file, 300-file project (pre-commit)':<48}{one_t:>8.2f}")
+    print(f"{'  the same again (replayed)':<48}{one_replayed:>8.2f}")
     d = f"default jobs ({cores})"
     lo, hi = figures[d + " ratio range"]  # type: ignore[misc]
     print(f"cold / bare parse run next to it: {figures[d + ' ratio']:.2f}x (default jobs; "

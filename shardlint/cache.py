@@ -38,8 +38,8 @@ from pathlib import Path
 from shardlint.fsio import write_atomic
 from shardlint.rules.base import Edit, Finding, Fix, Related
 from shardlint.source import Span
+from shardlint.warm import DIR
 
-DIR = ".shardlint_cache"
 FILE = "index-v4.json"
 SUMMARIES = "summaries-v4.json"
 _UNREAD = object()  # a summary the summaries file holds, not read yet
@@ -64,27 +64,6 @@ def workspace_cache_dir(root: Path | str) -> Path:
     name = re.sub(r"[^A-Za-z0-9._-]", "_", os.path.basename(resolved))[:40].strip(".") or "root"
     key = hashlib.sha256(resolved.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return user_cache_dir() / "shardlint" / f"{name}-{key}"
-
-
-_STAMP: list[str] = []
-
-
-def code_stamp() -> str:
-    """What identifies this copy of shardlint's code beyond its version: the size and time of
-    each of its source files (an editable install, or a reinstall of the same version, must
-    not reuse findings the old code made). Taken once per process."""
-    if not _STAMP:
-        h = hashlib.sha1()
-        package = Path(__file__).resolve().parent
-        for p in sorted(package.rglob("*.py")):
-            try:
-                st = p.stat()
-            except OSError:
-                continue
-            h.update(f"{p.relative_to(package).as_posix()}\0{st.st_size}\0{st.st_mtime_ns}\n"
-                     .encode())
-        _STAMP.append(h.hexdigest()[:16])
-    return _STAMP[0]
 
 
 def digest(text: str) -> str:

@@ -17,17 +17,21 @@ from shardlint.fsio import write_atomic
 from shardlint.report import formats
 from shardlint.rules.base import Finding, all_rules
 from shardlint.source import SourceText, decode_source, decoded
+from shardlint.warm import Recorder
+
+
+def _start(args: argparse.Namespace, paths: list[Path], stdin: bool) -> Path:
+    """Where the configuration is looked up from."""
+    return args.config if args.config else (
+        Path(args.stdin_filename) if stdin and args.stdin_filename else
+        (paths[0] if paths else Path.cwd()))
 
 
 def _config(args: argparse.Namespace, paths: list[Path], stdin: bool,
             start: Path | None = None) -> Config:
     if args.config and not args.config.is_file():
         raise UsageError(f"{args.config}: no such file")
-    if start is None:
-        start = args.config if args.config else (
-            Path(args.stdin_filename) if stdin and args.stdin_filename else
-            (paths[0] if paths else Path.cwd()))
-    cfg = config_mod.load(start)
+    cfg = config_mod.load(_start(args, paths, stdin) if start is None else start)
     known = {r.code for r in all_rules()} | {"SHL000", "SHL900"}
     for code in (args.select or []) + (args.ignore or []) + (args.extend_select or []):
         c = code.upper()
@@ -67,7 +71,9 @@ def _read(path: str) -> SourceText | None:
         return None
 
 
-def run_check(args: argparse.Namespace) -> int:
+def run_check(args: argparse.Namespace, record: Recorder | None = None) -> int:
+    """``record``: what observes the run for a later replay (``warm``); told the project's root
+    and what its configuration lookup probed, when the run has one project."""
     paths: list[Path] = args.paths
     stdin = len(paths) == 1 and str(paths[0]) == "-"
     if not stdin:
@@ -78,6 +84,8 @@ def run_check(args: argparse.Namespace) -> int:
     cfg = projects[0][0]
     if len(projects) > 1:  # (reports name paths from the folder the projects share)
         cfg = replace(cfg, root=Path(os.path.commonpath([str(c.root) for c, _ in projects])))
+    elif record is not None and not stdin:
+        record.project(cfg.root, config_mod.looked_up(_start(args, paths, stdin)))
     jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
     if jobs < 1:
         raise UsageError("--jobs must be at least 1")

@@ -241,6 +241,21 @@ def find_root(start: Path) -> Path:
     return start
 
 
+def looked_up(start: Path) -> list[Path]:
+    """The paths ``load(start)`` and ``find_root`` ask about (is it there? is it a file?): a
+    file appearing at one of them, or going, can change the root or the configuration. The
+    files they read are these too."""
+    start = start.resolve()
+    folder = start if start.is_dir() else start.parent
+    root = find_root(folder)
+    out = []
+    for d in (folder, *folder.parents):
+        out += [d / "pyproject.toml", d / "setup.py", d / ".git"]
+        if d == root:
+            break
+    return out
+
+
 def load(start: Path) -> Config:
     """Config of the project around ``start``: the nearest pyproject.toml with [tool.shardlint]."""
     start = start.resolve()

@@ -38,6 +38,7 @@ from shardlint.semantics.flow.summary import ModuleSummary, summarise
 from shardlint.semantics.flow.summary import FORMAT as SUMMARY_FORMAT
 from shardlint.source import SourceText, Span, decode_source
 from shardlint.syntax import parse as parse_module
+from shardlint.warm import code_stamp
 
 CACHE_DIR = cache_mod.DIR
 _SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv", ".tox",
@@ -491,7 +492,7 @@ class Engine:
         self.wrappers = Wrappers(c.jit_wrappers, c.constraint_wrappers, c.rules_contexts,
                                  c.mesh_contexts)
         self.cache = cache_mod.Cache(
-            self.root, f"{__version__}|{cache_mod.code_stamp()}|{SUMMARY_FORMAT}|{c.fingerprint}"
+            self.root, f"{__version__}|{code_stamp()}|{SUMMARY_FORMAT}|{c.fingerprint}"
                        f"|{os.path.abspath(self.root)}"  # (summaries name files by full path)
                        f"|py{sys.version_info[0]}.{sys.version_info[1]}",  # (its grammar parses)
             self.use_cache)
