@@ -202,7 +202,9 @@ APIS: tuple[Api, ...] = (
     _a("jax.sharding.AxisTypes", R.OTHER, replacement="jax.sharding.AxisType"),
     _a("jax.interpreters.pxla.thread_resources", R.LEGACY_ENV,
        replacement="jax.sharding.get_abstract_mesh",
-       note="it is what the legacy `with mesh:` sets; read the mesh `jax.set_mesh` sets"),
+       note="it is what the legacy `with mesh:` sets; read the mesh `jax.set_mesh` sets: its "
+            "axis names and sizes there, and `jax.sharding.get_mesh()` (jax >= 0.8.1) where "
+            "its devices are read, which an abstract mesh does not have"),
     _a("jax.interpreters.pxla.MeshComputation", R.OTHER),
     _a("jax.interpreters.pxla.global_avals_to_results_handler", R.OTHER),
     _a("jax.lib.xla_client", R.OTHER,
