@@ -21,8 +21,12 @@ For each materialised project (``bench/corpus.py``):
                               [--make-venvs] [--json FILE]
 
 Binding is not running the program: it proves that the API exists and takes what the fix passes
-at that release, which is what a fix can break. Exit 1 when a fixed file does not compile or a
-fix's call does not bind at a release inside its project's range.
+at that release. Each call shape is then run (4.) on tiny CPU values as the fix writes it
+(`jax.jit(f, in_shardings=..., donate_argnums=0)(x)`, `with jax.set_mesh(mesh): ...`,
+`jax.shard_map(f, mesh=..., in_specs=..., out_specs=...)`, `jax.tree.map(f, t, t)`): the
+project's own code is not run (its dependencies are not installed here). Exit 1 when a fixed file
+does not compile, or a fix's call does not bind or raises at a release inside its project's
+range.
 """
 
 from __future__ import annotations
@@ -96,6 +100,87 @@ for key, (dotted, npos, keywords) in calls.items():
             out[key] = ["rejects", str(exc)[:200]]
 print(json.dumps({"versions": versions, "results": out}))
 """
+
+
+# ---- a sample executed ---------------------------------------------------------------------------
+# Each call shape the fixes write (callee, positional count, keywords), run on tiny CPU values the
+# way the fix writes it: a program that raises is a fix that breaks at that release. Shapes
+# without a runnable stand-in here are bound only (above).
+_RUN = r"""
+import json, sys, traceback
+import jax, jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P
+import contextlib, importlib
+mesh = jax.sharding.Mesh(jax.devices()[:1], ("data",))
+x = lambda: jnp.ones(4)  # (fresh each time: a donated argument is deleted)
+tree = {"a": jnp.ones(2), "b": (jnp.zeros(3),)}
+repl = NamedSharding(mesh, P())
+ARGS = {"in_shardings": repl, "out_shardings": repl, "donate_argnums": 0,
+        "donate_argnames": "y", "mesh": mesh, "in_specs": P(), "out_specs": P(),
+        "axis": 0, "dtype": jnp.float32, "out_sharding": (None,)}
+
+def tree_call(name, npos):
+    fn = {"map": jax.tree.map, "leaves": jax.tree.leaves, "flatten": jax.tree.flatten,
+          "structure": jax.tree.structure}[name]
+    if name == "map":
+        args = [lambda *a: a[0], tree, tree][:max(npos, 2)]
+        return fn(*args)
+    return fn(tree)
+
+def in_mesh():
+    return jax.set_mesh(mesh) if hasattr(jax, "set_mesh") else contextlib.nullcontext()
+
+def run(callee, npos, keywords):
+    if any(k not in ARGS for k in keywords):
+        return NotImplemented
+    kw = {k: ARGS[k] for k in keywords}
+    if callee.startswith("jax.tree.") and callee.count(".") == 2:
+        return tree_call(callee.rsplit(".", 1)[1], npos)
+    if callee == "jax.jit":
+        return jax.jit(lambda y: y * 2, **kw)(x())
+    if callee == "jax.set_mesh":
+        with jax.set_mesh(mesh):
+            return jax.jit(lambda y: y + 1)(x())
+    if callee == "jax.shard_map":
+        return jax.jit(jax.shard_map(lambda y: y * 2, **kw))(x())
+    if callee == "jax.checkpoint":
+        return jax.checkpoint(lambda y: jnp.sin(y))(x())
+    if callee == "flax.nnx.jit":
+        from flax import nnx
+        return nnx.jit(lambda y: y * 2, **kw)(x())
+    if callee == "flax.nnx.Param":  # (written where the model is built: under a mesh)
+        from flax import nnx
+        with in_mesh():
+            return nnx.Param(jnp.ones(2), **kw)
+    if callee in ("flax.linen.logical_axis_rules", "flax.linen.partitioning.axis_rules"):
+        module, _, name = callee.rpartition(".")
+        with getattr(importlib.import_module(module), name)((("batch", "data"),)):
+            return None
+    return NotImplemented
+
+out = {}
+for key, (callee, npos, keywords) in json.load(sys.stdin).items():
+    try:
+        got = run(callee, npos, keywords)
+        out[key] = ["ran", ""] if got is not NotImplemented else ["no stand-in", ""]
+    except ImportError as exc:
+        out[key] = ["skipped", f"{type(exc).__name__}: {exc}"[:200]]
+    except Exception as exc:  # noqa: BLE001
+        out[key] = ["raises", f"{type(exc).__name__}: {exc}"[:300]]
+print(json.dumps(out))
+"""
+
+
+def execute(version: str, calls: dict[str, tuple[str, int, list[str]]]) -> dict:
+    python = interpreter(version)
+    if python is None:
+        return {}
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run([str(python), "-c", _RUN], input=json.dumps(calls), env=env,
+                          capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        raise RuntimeError(f"jax {version}: {proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.splitlines()[-1])
 
 
 def venv_root() -> Path:
@@ -295,6 +380,12 @@ def main() -> int:
     calls = {f"{s['callee']}|{s['positional']}|{','.join(s['keywords'])}":
              (s["callee"], s["positional"], s["keywords"]) for s in sites}
     bound = {v: bind(v, calls) for v in releases}
+    # Only calls (not bare names) are run: a shape with arguments or the callee of a `with`.
+    runnable = {k: c for k, c in calls.items() if c[1] or c[2] or c[0] in (
+        "jax.set_mesh", "flax.linen.logical_axis_rules", "flax.linen.partitioning.axis_rules")}
+    executed = {v: execute(v, runnable) for v in releases}
+    ran: Counter = Counter()
+    raised: dict[tuple[str, str], list[dict]] = defaultdict(list)
     failures: dict[tuple[str, str], list[dict]] = defaultdict(list)
     checked = Counter()
     for s in sites:
@@ -303,6 +394,7 @@ def main() -> int:
         inside = [v for v in releases if parse(low) <= parse(v) <= parse(high)]
         ends = sorted({inside[0], inside[-1]}, key=parse) if inside else []
         s["checked"] = {}
+        s["ran"] = {}
         for v in ends:
             state, why = bound[v]["results"].get(key, ["skipped", "not probed"])
             s["checked"][v] = [state, why]
@@ -310,6 +402,13 @@ def main() -> int:
             if state in ("missing", "rejects"):
                 failures[(key, v)].append(s)
                 status = 1
+            if key in runnable:
+                done, why = executed[v].get(key, ["skipped", "not run"])
+                s["ran"][v] = [done, why]
+                ran[done] += 1
+                if done == "raises":
+                    raised[(key, v)].append(s)
+                    status = 1
     print()
     print("fixes offered on the corpus (rule, applicability):")
     for (code, how), n in sorted(offered.items()):
@@ -317,6 +416,13 @@ def main() -> int:
     print(f"calls and names the applied fixes wrote: {len(sites)} ({len(calls)} distinct), "
           f"checked at the oldest and newest of jax {', '.join(releases)} inside each "
           f"project's range: " + ", ".join(f"{k} {v}" for k, v in sorted(checked.items())))
+    print(f"the same calls run on tiny CPU values at those releases ({len(runnable)} distinct "
+          f"shapes with arguments): " + ", ".join(f"{k} {v}" for k, v in sorted(ran.items())))
+    for (key, version), where in sorted(raised.items()):
+        first = where[0]
+        print(f"  RAISES at jax {version}: {key.replace('|', ' ')} "
+              f"({executed[version][key][1]}); {len(where)} site(s), e.g. "
+              f"{first['project']}/{first['path']}:{first['line']}")
     for (key, version), where in sorted(failures.items()):
         state, why = bound[version]["results"][key]
         first = where[0]

@@ -47,3 +47,25 @@ def test_the_probe_tells_missing_rejected_and_bound_apart() -> None:
     assert results["b"][0] == "missing"
     assert results["c"][0] == "rejects" and "no_such_keyword" in results["c"][1]
     assert results["d"][0] == "skipped"  # jax is not among the packages this probe imports
+
+
+def test_the_sample_runs_each_call_shape_and_reports_what_raises() -> None:
+    import importlib.util
+
+    import pytest
+
+    if importlib.util.find_spec("jax") is None:
+        pytest.skip("needs jax")
+    calls = {"jit": ["jax.jit", 1, ["out_shardings", "donate_argnums"]],
+             "map": ["jax.tree.map", 3, []],
+             "odd": ["jax.jit", 0, ["fun"]],  # no stand-in for `fun=`: not run, not passed
+             "gone": ["jax.shard_map", 1, ["mesh", "in_specs", "out_specs"]]}
+    probe = fixes_run._RUN.replace('if callee == "jax.shard_map":',
+                                   'if callee == "jax.shard_map":\n        raise TypeError("x")')
+    out = subprocess.run([sys.executable, "-c", probe], input=json.dumps(calls),
+                         capture_output=True, text=True, check=True,
+                         env={**__import__("os").environ, "JAX_PLATFORMS": "cpu"}).stdout
+    got = json.loads(out.splitlines()[-1])
+    assert got["jit"] == ["ran", ""] and got["map"] == ["ran", ""]
+    assert got["odd"][0] == "no stand-in"
+    assert got["gone"] == ["raises", "TypeError: x"]
