@@ -70,3 +70,19 @@ def test_only_the_blocks_around_the_lines_asked_for_are_walked() -> None:
     got = [(g.first, g.last) for g in version_guarded(tree, [12])]
     assert (12, 12) in got and (13, 14) in got
     assert not any(first >= 22 for first, _ in got)  # the statements after `f`: not walked
+
+
+def test_a_broad_except_is_error_handling_not_a_version_guard() -> None:
+    """`except Exception:` around a call catches the AttributeError of a removed API as it
+    catches any other error: the code still fails there (a recall loss on tunix and kauldron
+    when it counted as a guard)."""
+    source = textwrap.dedent('''
+        import jax
+
+        def compute(state, leaf):
+            try:
+                return jax.tree_map(leaf, state.compute())
+            except Exception as exc:
+                raise RuntimeError("metric failed") from exc
+    ''')
+    assert version_guarded(ast.parse(source)) == []

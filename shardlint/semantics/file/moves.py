@@ -343,7 +343,8 @@ _TRY = (ast.Try, ast.TryStar) if hasattr(ast, "TryStar") else (ast.Try,)  # (3.1
 IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
 # A handler that catches one of these runs where the body's spelling is missing.
 _MISSING = IMPORT_ERRORS | {"AttributeError"}
-_BODY_GUARDS = _MISSING | {"Exception"}
+# (`except Exception:` is error handling, not a spelling chosen by release: a removed API
+# under it fails all the same)
 _EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 _PACKAGES = ("jax", "flax", "optax")
 TRIGGERS = ("hasattr", "getattr(", "__version", "ImportError", "AttributeError")
@@ -512,7 +513,7 @@ def version_guarded(tree: ast.Module, lines: list[int] | None = None) -> list[Gu
                 # (a handler that swallows an AttributeError is no fallback: see `swallows`)
                 kept = [(h, _caught(h)) for h in node.handlers]
                 kept = [(h, c) for h, c in kept if c & IMPORT_ERRORS or not swallows(h)]
-                if any(c & _BODY_GUARDS for _, c in kept):
+                if any(c & _MISSING for _, c in kept):
                     out.append(Guarded(*_lines_of(node.body), None, None, try_body=True))
                 for h, c in kept:
                     if c & _MISSING and h.body:  # the spelling for where the body's is missing
