@@ -171,16 +171,23 @@ print(json.dumps(out))
 """
 
 
-def execute(version: str, calls: dict[str, tuple[str, int, list[str]]]) -> dict:
+def _in_venv(version: str, program: str, calls: dict, timeout: int) -> dict | None:
+    """``program`` run by the interpreter of jax ``version`` on ``calls`` (stdin, JSON); its
+    last line of output, as JSON (None: no interpreter for that release)."""
     python = interpreter(version)
     if python is None:
-        return {}
+        return None
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    proc = subprocess.run([str(python), "-c", _RUN], input=json.dumps(calls), env=env,
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run([str(python), "-c", program], input=json.dumps(calls), env=env,
+                          capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError(f"jax {version}: {proc.stderr[-2000:]}")
     return json.loads(proc.stdout.splitlines()[-1])
+
+
+def execute(version: str, calls: dict[str, tuple[str, int, list[str]]]) -> dict:
+    got = _in_venv(version, _RUN, calls, 900)
+    return {} if got is None else got
 
 
 def venv_root() -> Path:
@@ -317,15 +324,8 @@ def apply(tree: Path, work: Path) -> tuple[list[str], list[tuple[str, str]]]:
 
 
 def bind(version: str, calls: dict[str, tuple[str, int, list[str]]]) -> dict:
-    python = interpreter(version)
-    if python is None:
-        return {"versions": {}, "results": {}}
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    proc = subprocess.run([str(python), "-c", _PROBE], input=json.dumps(calls), env=env,
-                          capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        raise RuntimeError(f"jax {version}: {proc.stderr[-2000:]}")
-    return json.loads(proc.stdout.splitlines()[-1])
+    got = _in_venv(version, _PROBE, calls, 600)
+    return {"versions": {}, "results": {}} if got is None else got
 
 
 def main() -> int:
