@@ -18,7 +18,9 @@ release, read from the released files themselves, never imported.
    DeprecationWarning)`` in a public function's body), the signatures of the names listed in
    :data:`SIGNATURE_MODULES` and of every API in ``shardlint/semantics/catalog/api.py`` (the
    definition found through the chain of ``from ... import ... as ...`` re-exports), and the
-   metadata (``Requires-Python``; for flax, its ``jax>=`` requirement).
+   metadata (``Requires-Python``; for flax, its ``jax>=`` requirement). For flax also what
+   ``import flax`` imports from jax whatever the branch, and from that the newest jax release
+   each flax release imports with (a module or name it imports is gone after it).
 4. The table (see :mod:`shardlint.semantics.catalog.facts` for its layout and reader) is written
    compact: versions as indices into the release list, presence as runs of indices.
 """
@@ -818,6 +820,9 @@ class ReleaseFacts:
     signatures: dict[str, str]
     warnings: dict[str, list[str]]  # module -> every deprecation message its code can give
     shadowed: list[str]  # submodules whose package binds their name to something else
+    # (flax) what `import flax` imports from jax whatever the branch: ``jax.a.b`` a module, or
+    # ``jax.a:b`` for ``from jax.a import b`` (a module or a name of jax.a, decided against jax)
+    jax_imports: list[str] = field(default_factory=list)
 
 
 def split_dotted(release: Release, dotted: str) -> tuple[str, str] | None:
@@ -903,7 +908,73 @@ def read_release(package: str, version: str, path: Path, wanted: list[str]) -> R
             continue
         signatures[dotted] = signature(release, target)
     return ReleaseFacts(version, source.kind, python, needs_jax, modules, names, deprecated,
-                        module_deprecated, signatures, module_warnings, shadowed)
+                        module_deprecated, signatures, module_warnings, shadowed,
+                        unconditional_imports(source, package, "jax") if package == "flax" else [])
+
+
+def unconditional_imports(source: Source, package: str, other: str) -> list[str]:
+    """What ``import <package>`` imports from ``other`` in every case: the module-level import
+    statements outside ``if`` / ``try`` of the modules it loads (its own imports followed,
+    ``a.b.c`` loading ``a`` and ``a.b`` first). ``other.a.b`` is a module; ``other.a:b`` is
+    ``from other.a import b``, a module or a name of ``other.a``."""
+    out: set[str] = set()
+    seen: set[str] = set()
+    todo = [package]
+    while todo:
+        module = todo.pop()
+        if module in seen or module not in source.modules:
+            continue
+        seen.add(module)
+        parts = module.split(".")
+        todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                tree = ast.parse(source.modules[module])
+            except SyntaxError:
+                continue
+        for stmt in tree.body:
+            if isinstance(stmt, ast.Import):
+                targets = [(a.name, None) for a in stmt.names]
+            elif isinstance(stmt, ast.ImportFrom):
+                base = _absolute(module, module in source.packages, stmt.level, stmt.module)
+                targets = [(base, a.name) for a in stmt.names if a.name != "*"] or [(base, None)]
+            else:
+                continue
+            for base, name in targets:
+                if base == package or base.startswith(package + "."):
+                    todo.append(base)
+                    if name is not None:
+                        todo.append(f"{base}.{name}")
+                elif base == other or base.startswith(other + "."):
+                    out.add(base if name is None else f"{base}:{name}")
+    return sorted(out)
+
+
+def runs_with(facts: list[ReleaseFacts], other: list[ReleaseFacts]) -> list[str | None]:
+    """Per release of ``facts``, the newest release of ``other`` at which everything it imports
+    from ``other`` whatever the branch exists (a module, or a name a module binds); None where
+    even the oldest ``other`` lacks one (a release newer than the table's)."""
+    known = {m for f in other for m in f.modules}
+    named = {(m, n) for f in other for m, ns in f.names.items() for n in ns}
+    out: list[str | None] = []
+    for f in facts:
+        needs: list[tuple[str, str | None]] = []
+        for item in f.jax_imports:
+            base, _, name = item.partition(":")
+            if name and f"{base}.{name}" in known:
+                base, name = f"{base}.{name}", ""
+            if base not in known or (name and (base, name) not in named):
+                continue  # (a private module, a name no release lists: not known, no bound)
+            needs.append((base, name or None))
+        newest = None
+        for o in other:
+            have = set(o.modules)
+            if all(base in have and (name is None or name in o.names.get(base, ()))
+                   for base, name in needs):
+                newest = o.version
+        out.append(newest)
+    return out
 
 
 def all_warnings(text: str) -> list[str]:
@@ -1100,6 +1171,7 @@ def main(argv: list[str] | None = None) -> int:
     wanted = sorted(set(catalogue_names()) | set(EXTRA_SIGNATURES))
     releases: dict = {}
     tables: dict = {}
+    read: dict[str, list[ReleaseFacts]] = {}
     for package in PACKAGES:
         if args.offline:
             found = {m.group(1) for p in folder.iterdir()
@@ -1125,12 +1197,15 @@ def main(argv: list[str] | None = None) -> int:
         else:
             facts = [_read_one(j) for j in jobs]
         releases[package], tables[package] = package_table(package, facts, skipped)
+        read[package] = facts
         kinds = {k: sum(f.kind == k for f in facts) for k in ("wheel", "sdist")}
         print(f"{package}: {len(facts)} releases read ({facts[0].version} .. {facts[-1].version};"
               f" {kinds['wheel']} wheels, {kinds['sdist']} sdists), {len(skipped)} skipped",
               file=sys.stderr)
         for version, why in skipped.items():
             print(f"  skipped {package} {version}: {why}", file=sys.stderr)
+    # the newest jax each flax release imports with: what it imports from jax exists there
+    releases["flax"]["runs_with_jax"] = runs_with(read["flax"], read["jax"])
     head = {"format": FORMAT, "releases": releases}
     write(args.out, head, tables)
     head["catalogue"] = catalogue_section()

@@ -409,7 +409,7 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
                 # values (a jit's in/out shardings, a shard_map) still does.
                 certain = not versions.may_be_below("flax", FLAX_NOOP)
                 since = "since flax 0.12.2" if certain else (
-                    f"on flax >= {FLAX_NOOP}, which the project's pins allow (and also flax "
+                    f"on flax >= {FLAX_NOOP}, which {versions.allowed_by('flax')} allow (and also flax "
                     f"{versions.oldest('flax')}, where it still does)")
                 msg = (f"`with {text}:` does not activate Flax constraints {since}, and "
                        f"{silenced} runs under it: every logical constraint and logically "
@@ -440,14 +440,14 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
             needs = releases.flax_needs_jax(FLAX_NOOP)
             if silenced and needs is not None:
                 # Every flax that drops them needs a jax that has `jax.set_mesh`.
-                return (f"its replacement `jax.set_mesh` needs jax >= {SET_MESH_ADDED} and the "
-                        f"project's pins allow jax {versions.oldest('jax')}, but flax "
+                return (f"its replacement `jax.set_mesh` needs jax >= {SET_MESH_ADDED} and "
+                        f"{versions.allowed_by('jax')} allow jax {versions.oldest('jax')}, but flax "
                         f"{FLAX_NOOP} needs jax >= {needs}: where `jax.set_mesh` exists "
                         f"(`hasattr(jax, \"set_mesh\")`) enter `jax.set_mesh({text})` as well, "
                         f"or require jax >= {SET_MESH_ADDED} and replace it",
                         None, blocker is not None)
-            return (f"its replacement `jax.set_mesh` needs jax >= {SET_MESH_ADDED}, and the "
-                    f"project's pins allow jax {versions.oldest('jax')}: keep it until they "
+            return (f"its replacement `jax.set_mesh` needs jax >= {SET_MESH_ADDED}, and "
+                    f"{versions.allowed_by('jax')} allow jax {versions.oldest('jax')}: keep it until they "
                     f"require jax >= {SET_MESH_ADDED}", None, blocker is not None)
         if blocker is not None:
             return (f"but {blocker}, which `jax.set_mesh` does not set: migrate that first (`pjit` "

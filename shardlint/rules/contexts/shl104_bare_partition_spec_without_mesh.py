@@ -450,8 +450,9 @@ with jax.set_mesh(mesh):
             return "`with jax.set_mesh(mesh):`"
         if not versions.at_least("jax", _SET_MESH_ADDED):
             return "`with mesh:`"
-        return (f"`with jax.set_mesh(mesh):`, or `with mesh:` on the jax < {_SET_MESH_ADDED} the "
-                f"project's pins allow (jax {versions.oldest('jax')}), which has no `jax.set_mesh`")
+        return (f"`with jax.set_mesh(mesh):`, or `with mesh:` on the jax < {_SET_MESH_ADDED} "
+                f"{versions.allowed_by('jax')} allow (jax {versions.oldest('jax')}), which has no "
+                f"`jax.set_mesh`")
 
     def _what(self, spec: ast.expr) -> str:
         known = self.facts.resolve(spec.func) if isinstance(spec, ast.Call) and \

@@ -161,9 +161,22 @@ no edit, and the message says which version the replacement needs.
     versions = """
 Each use is reported from the version in which its API was deprecated (a warning) or removed
 (an error), for the jax/flax versions shardlint detects for the project (environment, project
-venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
+venv, pins, or `[tool.shardlint] jax-version`/`flax-version`), narrowed to the releases the
+file's module-level imports exist in: a file that imports `flax.optim` (flax 0.5.3 at most) runs
+at jax 0.4.23 at most, the newest any of those flax releases imports with, where `jax.tree_map`
+still works and `jax.tree.map` does not exist yet. The import that narrows is itself judged by
+the pins: where they install a release without its module, it is the line that fails.
 """
     VALID = [
+        example("""
+            import jax
+            from flax import optim
+
+            def step(params, grads):
+                # flax.optim runs at jax <= 0.4.23, where jax.tree_map is no deprecation
+                return jax.tree_map(lambda p, g: p - g, params, grads)
+        """, title="a file on `flax.optim` runs at jax 0.4.23 at most",
+            jax="0.3.0..0.12.0.1", flax="0.3.0..0.12.12"),
         example("""
             import jax
 
@@ -295,6 +308,16 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
         """, title="the old import in the handler for where the new one fails"),
     ]
     INVALID = [
+        example("""
+            import jax
+            from jax.experimental import maps  # expect: SHL501
+
+            def step(params, grads):
+                # only jax <= 0.4.30 imports this file: deprecated there, not removed, and the
+                # advice is the spelling every such release has (jax.tree_util.tree_map)
+                return jax.tree_map(lambda p, g: p - g, params, grads)  # expect: SHL501
+        """, title="`jax.experimental.maps` (gone in jax 0.4.31) bounds the rest of the file",
+            jax="0.4.1..0.12.0.1"),
         example("""
             import jax
 
@@ -453,14 +476,14 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
         if use.removed:
             when = f"was removed in {use.package} {use.version}"
             return (f"`{use.old}` {when} (judged for "
-                    f"{self.ctx.versions.describe(use.package)}){instead}{note}")
+                    f"{(use.versions or self.ctx.versions).describe(use.package)}){instead}{note}")
         return f"`{use.old}` is deprecated since {use.package} {use.version}{instead}{note}"
 
     def _instead(self, use: MoveUse) -> str:
         """The advice where the catalogue's replacement is missing from a release the project
         may run: the stand-in that exists in all of them, or the condition for the replacement."""
         package = (use.wanted or "").split(".", 1)[0]
-        versions = self.ctx.versions
+        versions = use.versions or self.ctx.versions
         judged = versions.jax if package == "jax" else versions.flax
         if use.needs is None:
             why = f"`{use.wanted}` is missing from {package} {judged}"
@@ -468,8 +491,8 @@ venv, pins, or `[tool.shardlint] jax-version`/`flax-version`).
             why = f"`{use.wanted}` needs {package} >= {use.needs}; judged for " \
                   f"{versions.describe(package)}"
         else:
-            why = f"`{use.wanted}` needs {package} >= {use.needs}, and the project's pins allow " \
-                  f"{package} {versions.oldest(package)}"
+            why = f"`{use.wanted}` needs {package} >= {use.needs}, and " \
+                  f"{versions.allowed_by(package)} allow {package} {versions.oldest(package)}"
         if use.new:
             return f"; use `{use.new}` ({why})"
         if use.needs is None:

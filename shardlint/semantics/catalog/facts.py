@@ -5,7 +5,8 @@ The questions: does a dotted name exist in a release (:func:`exists`: True, Fals
 the table cannot tell), when it came (:func:`first_release`), when it went
 (:func:`removed_in`), when and how it was deprecated (:func:`deprecated_in`, with the release's
 own message), its signature (:func:`signature`), the releases themselves (:func:`releases`,
-:func:`python_bounds`, :func:`flax_needs_jax`).
+:func:`python_bounds`, :func:`flax_needs_jax`, :func:`flax_runs_with_jax`,
+:func:`module_span`).
 
 The table is read lazily: the release lists from its first line (every run needs them), the rest
 on the first question about a name. Its layout, per package: ``modules`` and ``names[module]``
@@ -152,6 +153,30 @@ def flax_needs_jax(flax_version: str) -> str | None:
     if i is None:
         return None
     return _head()["releases"]["flax"]["needs_jax"][i]
+
+
+def flax_runs_with_jax(flax_version: str) -> str | None:
+    """The newest jax the flax release imports with: everything ``import flax`` imports from
+    jax, whatever the branch, exists there (read from the release; None where not known)."""
+    i = release_index("flax", flax_version)
+    if i is None:
+        return None
+    found = _head()["releases"]["flax"].get("runs_with_jax")
+    return found[i] if found else None
+
+
+def module_span(module: str) -> tuple[str, str] | None:
+    """The first and the last release that have the module (None: not a module the table read
+    in any release, such as a private one)."""
+    package = module.split(".", 1)[0]
+    if package not in _head()["releases"]:
+        return None
+    runs = _modules(package).get(module)
+    if runs is None:
+        return None
+    spans = _runs(runs)
+    versions = releases(package)
+    return versions[min(a for a, _ in spans)], versions[max(b for _, b in spans)]
 
 
 # ---- names ---------------------------------------------------------------------------------------

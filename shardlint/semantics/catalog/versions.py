@@ -65,6 +65,10 @@ class Versions:
     # package -> the oldest release the project's pins allow, where they allow older ones than
     # the version judged (``jax>=0.4.3`` is judged as the newest release, and allows 0.4.20)
     low: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    # where a file's imports narrowed the range (semantics/file/runnable.py): the versions of
+    # its folder, and the lines of the imports that narrowed them
+    pinned: Versions | None = field(default=None, hash=False, compare=False)
+    narrowed_by: tuple[int, ...] = field(default=(), hash=False, compare=False)
 
     def at_least(self, package: str, version: str) -> bool:
         have = self.jax if package == "jax" else self.flax
@@ -81,6 +85,18 @@ class Versions:
 
     def oldest(self, package: str) -> str:
         return self.low.get(package, self.jax if package == "jax" else self.flax)
+
+    def allowed_by(self, package: str) -> str:
+        """Who allows the range of ``package``: the project's pins, or (where the file's imports
+        narrowed them) the pins and what the file imports."""
+        p = self.pinned
+        if p is not None and (p.oldest(package), p.judged(package)) != \
+                (self.oldest(package), self.judged(package)):
+            return "the pins and this file's imports"
+        return "the project's pins"
+
+    def judged(self, package: str) -> str:
+        return self.jax if package == "jax" else self.flax
 
     def describe(self, package: str) -> str:
         """``jax 0.11.0, the newest that `jax>=0.6,<0.11.1` (pyproject.toml) allows``."""

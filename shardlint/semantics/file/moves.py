@@ -65,6 +65,7 @@ class MoveUse:
     wanted: str | None = None
     needs: str | None = None
     same: bool = True
+    versions: Versions | None = None  # what judged it (the pins, for an import that narrowed)
 
 
 def api_moves(facts: FileFacts, versions: Versions, attribute_reads: bool = False) -> list[MoveUse]:
@@ -83,18 +84,11 @@ def api_moves(facts: FileFacts, versions: Versions, attribute_reads: bool = Fals
 def _moves(facts: FileFacts, versions: Versions, attribute_reads: bool) -> list[MoveUse]:
     out: list[MoveUse] = []
     for ref in facts.references:
-        a = ref.api
-        pkg = a.package
-        if a.removed and versions.at_least(pkg, a.removed):
-            version, removed = a.removed, True
-        elif a.deprecated and versions.at_least(pkg, a.deprecated):
-            version, removed = a.deprecated, False
-        else:
-            continue
-        kind = "import" if isinstance(ref.node, ast.alias) else "attribute"
-        r = replacement_for(a.name, a.replacement, versions)
-        out.append(MoveUse(ref.node, kind, a.name, r.name, pkg, version, removed, a.note,
-                           ref.scope, api=a, wanted=r.wanted, needs=r.needs, same=r.same))
+        # (an import that narrowed the file's range is judged by the pins: it is the line that
+        # fails where they install a release without it; semantics/file/runnable.py)
+        narrowing = versions.pinned is not None and \
+            getattr(ref.node, "lineno", 0) in versions.narrowed_by
+        out.extend(_moves_of(ref, versions.pinned if narrowing else versions))  # type: ignore[arg-type]
     moves = [m for m in api.KEYWORD_MOVES if versions.at_least(m.owners[0].split(".")[0],
                                                                m.deprecated)]
     if not moves:
@@ -119,6 +113,21 @@ def _moves(facts: FileFacts, versions: Versions, attribute_reads: bool) -> list[
                                    m.owners[0].split(".")[0], m.deprecated, False, "",
                                    facts.module_scope))
     return out
+
+
+def _moves_of(ref, versions: Versions) -> list[MoveUse]:
+    a = ref.api
+    pkg = a.package
+    if a.removed and versions.at_least(pkg, a.removed):
+        version, removed = a.removed, True
+    elif a.deprecated and versions.at_least(pkg, a.deprecated):
+        version, removed = a.deprecated, False
+    else:
+        return []
+    kind = "import" if isinstance(ref.node, ast.alias) else "attribute"
+    r = replacement_for(a.name, a.replacement, versions)
+    return [MoveUse(ref.node, kind, a.name, r.name, pkg, version, removed, a.note, ref.scope,
+                    api=a, wanted=r.wanted, needs=r.needs, same=r.same, versions=versions)]
 
 
 # ---- a replacement that exists where the project runs --------------------------------------------

@@ -1,0 +1,149 @@
+"""The releases a file can run at: its folder's range (the pins), narrowed by what it imports.
+
+A module-level import outside ``if`` / ``try`` runs whenever the file is imported, so the file
+runs only at releases that have the module (read from the releases: ``catalog/facts``):
+
+- ``from flax import optim``: ``flax.optim`` is in flax 0.3.0 to 0.5.3, so the file runs at flax
+  0.5.3 at most; and flax 0.5.3 imports ``jax.linear_util``, which jax 0.4.24 dropped, so at jax
+  0.4.23 at most -- where ``jax.tree.map`` does not exist yet (:func:`facts.flax_runs_with_jax`).
+- ``from flax import nnx``: flax 0.8.0 or newer, and the jax that release requires.
+- ``from jax.experimental import maps``: jax 0.4.30 at most, and the flax releases that install
+  beside it.
+
+Only a range is narrowed, or a guess (the project states no version): an exact pin, a lock file,
+``[tool.shardlint]`` or the project's environment is what runs. An import the range excludes
+entirely (``flax.optim`` under ``flax>=0.8``) narrows nothing: the file cannot run under those
+pins, and the pins judge it. A module the table does not know (a private one, another package)
+narrows nothing either.
+
+The import statements that narrowed the range keep the pins' judgement for themselves
+(:attr:`Versions.narrowed_by`): ``from jax.experimental import maps`` in a project that installs
+the newest jax is the line that breaks, and saying so is the finding.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import replace
+
+from shardlint.semantics.catalog import facts
+from shardlint.semantics.catalog.versions import PACKAGES, RELEASES, Versions, parse
+
+# how an exact version is learned (versions.py): that version runs, whatever the file imports
+_EXACT = ("pinned", "locked", "set in", "installed in the project", "fixed")
+
+
+def _imported_modules(tree: ast.Module) -> list[tuple[str, int]]:
+    """(module, line) for each jax / flax module the module-level imports load in every case."""
+    out: list[tuple[str, int]] = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Import):
+            out.extend((a.name, stmt.lineno) for a in stmt.names
+                       if a.name.split(".", 1)[0] in PACKAGES)
+        elif isinstance(stmt, ast.ImportFrom) and not stmt.level and stmt.module \
+                and stmt.module.split(".", 1)[0] in PACKAGES:
+            for a in stmt.names:
+                sub = f"{stmt.module}.{a.name}"
+                # (`from flax import optim` loads the module flax.optim; a name loads its module)
+                out.append((sub if facts.module_span(sub) else stmt.module, stmt.lineno))
+    return out
+
+
+def _exact(versions: Versions, pkg: str) -> bool:
+    return pkg not in versions.low and versions.source.get(pkg, "").startswith(_EXACT)
+
+
+def _judged(versions: Versions, pkg: str) -> str:
+    return versions.jax if pkg == "jax" else versions.flax
+
+
+def runnable(tree: ast.Module, versions: Versions) -> Versions:
+    """``versions`` narrowed to the releases the file's module-level imports exist in."""
+    if versions.pinned is not None:
+        return versions
+    hi: dict[str, tuple[str, str, int]] = {}  # package -> (newest, module, line)
+    lo: dict[str, tuple[str, str, int]] = {}  # package -> (oldest, module, line)
+    for module, line in _imported_modules(tree):
+        span = facts.module_span(module)
+        pkg = module.split(".", 1)[0]
+        if span is None or _exact(versions, pkg):
+            continue
+        first, last = span
+        if last != RELEASES[pkg][-1] and (pkg not in hi or parse(last) < parse(hi[pkg][0])):
+            hi[pkg] = (last, module, line)
+        if first != RELEASES[pkg][0] and (pkg not in lo or parse(first) > parse(lo[pkg][0])):
+            lo[pkg] = (first, module, line)
+    if not hi and not lo:
+        return versions
+    judged = {pkg: _judged(versions, pkg) for pkg in PACKAGES}
+    low = dict(versions.low)
+    source = dict(versions.source)
+    lines: set[int] = set()
+    narrowed: set[str] = set()
+    for pkg in PACKAGES:
+        was_newest = judged[pkg]
+        was_oldest = low.get(pkg, was_newest)
+        newest = hi[pkg][0] if pkg in hi and parse(hi[pkg][0]) < parse(was_newest) \
+            else was_newest
+        # (where the pins name no oldest, a narrowed range starts at the first release)
+        oldest = was_oldest if pkg in low or newest == was_newest else RELEASES[pkg][0]
+        if pkg in lo and parse(lo[pkg][0]) > parse(oldest):
+            oldest = lo[pkg][0]
+        if parse(oldest) > parse(newest) or (newest, oldest) == (was_newest, was_oldest):
+            continue  # (or imports the pins exclude: the file does not run under them at all)
+        narrowed.add(pkg)
+        if newest != was_newest:
+            _, module, line = hi[pkg]
+            source[pkg] = f"the newest release with `{module}`, which line {line} imports"
+            judged[pkg] = newest
+            lines.add(line)
+        if pkg in lo and oldest == lo[pkg][0]:
+            lines.add(lo[pkg][2])
+        if oldest != newest:
+            low[pkg] = oldest
+        else:
+            low.pop(pkg, None)
+    if not narrowed:
+        return versions
+    _couple(versions, judged, low, source, narrowed, hi)
+    return replace(versions, jax=judged["jax"], flax=judged["flax"], source=source, low=low,
+                   pinned=versions, narrowed_by=tuple(sorted(lines)))
+
+
+def _couple(versions: Versions, judged: dict[str, str], low: dict[str, str],
+            source: dict[str, str], narrowed: set[str],
+            hi: dict[str, tuple[str, str, int]]) -> None:
+    """What one package's narrowed range means for the other: flax 0.5.3 imports with jax
+    0.4.23 at most; flax 0.8.0 requires jax 0.4.19; jax 0.4.30 installs flax 0.10.x at most."""
+    if "flax" in narrowed and not _exact(versions, "jax"):
+        flax_releases = [v for v in RELEASES["flax"]
+                         if parse(low.get("flax", judged["flax"])) <= parse(v)
+                         <= parse(judged["flax"])]
+        caps = [facts.flax_runs_with_jax(v) for v in flax_releases]
+        if caps and all(caps):
+            cap = max(caps, key=parse)  # type: ignore[arg-type]
+            if parse(cap) < parse(judged["jax"]):  # type: ignore[arg-type]
+                span = judged["flax"] if len(flax_releases) == 1 else \
+                    f"{flax_releases[0]} to {flax_releases[-1]}"
+                source["jax"] = f"the newest jax that flax {span} imports with" + (
+                    f" (line {hi['flax'][2]} imports `{hi['flax'][1]}`)" if "flax" in hi else "")
+                low.setdefault("jax", RELEASES["jax"][0])
+                judged["jax"] = cap  # type: ignore[assignment]
+        need = facts.flax_needs_jax(low.get("flax", judged["flax"]))
+        oldest = low.get("jax", judged["jax"])
+        if need and parse(oldest) < parse(need) <= parse(judged["jax"]):
+            low["jax"] = need
+        if parse(low.get("jax", judged["jax"])) > parse(judged["jax"]):
+            low.pop("jax", None)
+        if low.get("jax") == judged["jax"]:
+            low.pop("jax")
+    if "jax" in narrowed and not _exact(versions, "flax"):
+        fits = [v for v in RELEASES["flax"]
+                if parse(v) <= parse(judged["flax"])
+                and parse(facts.flax_needs_jax(v) or "0") <= parse(judged["jax"])]
+        if fits and parse(fits[-1]) < parse(judged["flax"]) and \
+                parse(fits[-1]) >= parse(low.get("flax", fits[-1])):
+            source["flax"] = (f"the newest flax that installs beside jax {judged['jax']} "
+                              f"(line {hi['jax'][2]} imports `{hi['jax'][1]}`)" if "jax" in hi
+                              else f"the newest flax that installs beside jax {judged['jax']}")
+            judged["flax"] = fits[-1]

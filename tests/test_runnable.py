@@ -1,0 +1,155 @@
+"""A file runs only at the releases its module-level imports exist in (semantics/file/runnable.py):
+the range its folder's pins give is narrowed by them, and every message judges that range."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from shardlint.config import Config
+from shardlint.engine import Engine
+from shardlint.semantics.catalog import facts
+from shardlint.semantics.catalog.versions import assume
+from shardlint.semantics.file.runnable import runnable
+
+ANY = {"jax": "0.3.0..0.12.0.1", "flax": "0.3.0..0.12.12"}  # (no pin: any release)
+
+
+def narrowed(source: str, **pins: str):
+    return runnable(ast.parse(textwrap.dedent(source)), assume(**{**ANY, **pins}))
+
+
+def test_the_table_knows_the_newest_jax_each_flax_release_imports_with():
+    # flax 0.5.3 does `from jax import ShapedArray`, which jax 0.4.14 dropped; flax 0.4.0
+    # imports `jax.linear_util`, which jax 0.4.24 dropped; today's flax imports with today's jax
+    assert facts.exists("jax.ShapedArray", "0.4.13") and not facts.exists("jax.ShapedArray",
+                                                                           "0.4.14")
+    assert facts.flax_runs_with_jax("0.5.3") == "0.4.13"
+    assert facts.flax_runs_with_jax("0.4.0") == "0.4.23"
+    assert facts.flax_runs_with_jax(facts.releases("flax")[-1]) == facts.releases("jax")[-1]
+    assert facts.module_span("flax.optim") == ("0.3.0", "0.5.3")
+    assert facts.module_span("jax.experimental.maps") == ("0.3.0", "0.4.30")
+    assert facts.module_span("jax._src.core") is None  # (a private module: not known)
+
+
+def test_a_module_gone_from_newer_releases_bounds_the_range_and_the_other_package():
+    v = narrowed("from flax import optim\nimport jax\n")
+    assert (v.flax, v.oldest("flax")) == ("0.5.3", "0.3.0")
+    # the newest jax any flax with flax.optim imports with
+    assert v.jax == max((facts.flax_runs_with_jax(r) for r in facts.releases("flax")
+                         if facts.version_key(r) <= (0, 5, 3)), key=facts.version_key)
+    assert v.jax == "0.4.23"
+    assert "line 1 imports `flax.optim`" in v.describe("jax")
+    assert v.narrowed_by == (1,) and v.pinned is not None and v.pinned.flax == "0.12.12"
+
+
+def test_a_jax_module_bounds_jax_and_the_flax_that_installs_beside_it():
+    v = narrowed("import jax\nfrom jax.experimental import maps\n")
+    assert v.jax == "0.4.30" and "`jax.experimental.maps`, which line 2 imports" in v.describe("jax")
+    needs = facts.flax_needs_jax(v.flax)
+    assert needs is not None and facts.version_key(needs) <= (0, 4, 30)
+    newer = facts.releases("flax")[facts.releases("flax").index(v.flax) + 1]
+    assert facts.version_key(facts.flax_needs_jax(newer) or "0") > (0, 4, 30)
+
+
+def test_a_module_that_came_later_raises_the_oldest():
+    v = narrowed("import jax\nfrom flax import nnx\n", jax="0.4.1..0.6.2", flax="0.6.0..0.10.7")
+    first = facts.module_span("flax.nnx")[0]  # type: ignore[index]
+    assert v.oldest("flax") == first and v.flax == "0.10.7"
+    assert v.oldest("jax") == facts.flax_needs_jax(first)
+
+
+@pytest.mark.parametrize("source", [
+    # guarded: only the releases that have it run it
+    "try:\n    from flax import optim\nexcept ImportError:\n    optim = None\n",
+    "import jax\nif jax.__version_info__ < (0, 4, 31):\n    from jax.experimental import maps\n",
+    # inside a function: only when it is called
+    "def legacy():\n    from flax import optim\n    return optim\n",
+    # present in every release
+    "import jax\nfrom jax import numpy as jnp\nfrom flax import linen as nn\n",
+    # not a module the table read
+    "from jax._src import core\nimport optax\n",
+])
+def test_what_does_not_narrow(source):
+    v = narrowed(source)
+    assert v.pinned is None and (v.jax, v.flax) == ("0.12.0.1", "0.12.12")
+
+
+def test_an_exact_version_is_what_runs():
+    v = runnable(ast.parse("from flax import optim\n"), assume(jax="0.4.20", flax="0.12.0"))
+    assert v.pinned is None and v.flax == "0.12.0"
+
+
+def test_imports_the_pins_exclude_narrow_nothing():
+    v = narrowed("from flax import optim\n", flax="0.8.0..0.12.12")
+    assert v.pinned is None
+
+
+def project(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        p = root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text).lstrip("\n"))
+    return root
+
+
+def lint(root: Path, name: str):
+    engine = Engine(Config(root=root), use_cache=False)
+    return [f for f in engine.lint_paths([root / name]) if f.code == "SHL501"]
+
+
+def test_a_file_on_flax_optim_is_not_told_to_use_a_name_its_jax_lacks(tmp_path, monkeypatch):
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    project(tmp_path, {
+        "requirements.txt": "jax\nflax\n",
+        "train.py": """
+            import jax
+            from flax import optim
+
+            def step(params, grads):
+                return jax.tree_map(lambda p, g: p - g, params, grads)
+
+            def count(tree):
+                return len(jax.tree_leaves(tree))
+        """,
+        # the same code without flax.optim: the newest jax, where both are gone
+        "modern.py": """
+            import jax
+
+            def step(params, grads):
+                return jax.tree_map(lambda p, g: p - g, params, grads)
+        """,
+    })
+    # jax.tree_map is not even deprecated at the jax a flax.optim file runs at (<= 0.4.23);
+    # jax.tree_leaves is (0.4.14), and the advice is the spelling every such release has
+    [leaves] = lint(tmp_path, "train.py")
+    assert leaves.line == 8 and leaves.severity == "warning"
+    assert "use `jax.tree_util.tree_leaves`" in leaves.message
+    assert "the newest jax that flax 0.3.0 to 0.5.3 imports with (line 2 imports `flax.optim`)" \
+        in leaves.message
+    [tree_map] = lint(tmp_path, "modern.py")
+    assert tree_map.severity == "error" and "use `jax.tree.map`" in tree_map.message
+
+
+def test_the_import_that_narrows_is_judged_by_the_pins(tmp_path, monkeypatch):
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    project(tmp_path, {
+        "requirements.txt": "jax>=0.4.1\n",
+        "legacy.py": """
+            import jax
+            from jax.experimental import maps
+
+            def step(params, grads):
+                return jax.tree_map(lambda p, g: p - g, params, grads)
+        """,
+    })
+    found = {f.line: f for f in lint(tmp_path, "legacy.py")}
+    # the import is what breaks where the pins install the newest jax
+    assert found[2].severity == "error" and "was removed in jax 0.4.31" in found[2].message
+    # the rest runs only where the import succeeds: jax <= 0.4.30, where tree_map warns
+    assert found[5].severity == "warning" and "deprecated since jax 0.4.26" in found[5].message
+    assert "use `jax.tree_util.tree_map`" in found[5].message
+    assert "the pins and this file's imports allow jax 0.4.1" in found[5].message
