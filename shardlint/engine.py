@@ -29,7 +29,8 @@ from shardlint.grammar import newer_syntax
 from shardlint.incremental import IncrementalParser
 from shardlint.rules.base import Finding, Rule, RuleContext, all_rules
 from shardlint.semantics.catalog.versions import VersionMap, Versions, detect_map
-from shardlint.semantics.file.runnable import runnable
+from shardlint.semantics.file.runnable import loads, runnable
+from shardlint.semantics.flow.runs import inherited
 from shardlint.semantics.file.config_tables import might_hold_tables, read_gin, yaml_tables
 from shardlint.semantics.file.replay import FactsMemo
 from shardlint.semantics.file.visitor import build_facts, rebuild_facts
@@ -793,8 +794,11 @@ class Engine:
     def _run_rules(self, spath: str, text: str, source: SourceText, facts, error) -> list[Finding]:
         if facts is None:
             return self._filter([error], text, spath)
-        versions = runnable(facts.tree, self.version_map.for_path(  # type: ignore[union-attr]
-            spath, self.root))
+        versions = self.version_map.for_path(spath, self.root)  # type: ignore[union-attr]
+        # (narrowed to the releases the file's imports, and the project modules they load, run
+        # at: semantics/file/runnable.py)
+        versions = runnable(facts.tree, versions, inherited(
+            self.index, loads(facts.tree, facts.imports), facts.module))
         ctx = RuleContext(facts, self.index, versions, source, preview=self.config.preview)
         findings: list[Finding] = []
         for cls in self.selected_rules(spath):

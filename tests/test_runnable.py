@@ -153,3 +153,48 @@ def test_the_import_that_narrows_is_judged_by_the_pins(tmp_path, monkeypatch):
     assert found[5].severity == "warning" and "deprecated since jax 0.4.26" in found[5].message
     assert "use `jax.tree_util.tree_map`" in found[5].message
     assert "the pins and this file's imports allow jax 0.4.1" in found[5].message
+
+
+@pytest.mark.parametrize("how", ["from . import train_utils", "from pkg.train_utils import make",
+                                 "import pkg.train_utils", "from pkg import helpers"])
+def test_a_project_module_that_loads_flax_optim_bounds_its_importers(tmp_path, monkeypatch, how):
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    project(tmp_path, {
+        "requirements.txt": "jax\nflax\n",
+        "pkg/__init__.py": "",
+        "pkg/train_utils.py": "from flax import optim\n\ndef make(lr):\n    return optim.Adam(lr)\n",
+        # (two hops: helpers loads train_utils; a file that never names jax or flax is not read)
+        "pkg/helpers.py": "import jax\nfrom pkg import train_utils\n",
+        "pkg/trainer.py": f"""
+            import jax
+            {how}
+
+            def count(tree):
+                return len(jax.tree_leaves(tree))
+
+            def step(params, grads):
+                return jax.tree_map(lambda p, g: p - g, params, grads)
+        """,
+    })
+    [leaves] = lint(tmp_path, "pkg/trainer.py")
+    assert leaves.line == 5 and leaves.severity == "warning"
+    assert "use `jax.tree_util.tree_leaves`" in leaves.message
+    assert "(line 2 imports `flax.optim` through `pkg." in leaves.message
+
+
+@pytest.mark.parametrize("how", [
+    "try:\n    from pkg import train_utils\nexcept ImportError:\n    train_utils = None",
+    "def legacy():\n    from pkg import train_utils\n    return train_utils",
+])
+def test_a_project_module_loaded_only_sometimes_bounds_nothing(tmp_path, monkeypatch, how):
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    project(tmp_path, {
+        "requirements.txt": "jax\nflax\n",
+        "pkg/__init__.py": "",
+        "pkg/train_utils.py": "from flax import optim\n",
+        "pkg/trainer.py": "import jax\n" + how + "\n\n"
+                          "def step(params, grads):\n"
+                          "    return jax.tree_map(lambda p, g: p - g, params, grads)\n",
+    })
+    [tree_map] = lint(tmp_path, "pkg/trainer.py")
+    assert tree_map.severity == "error" and "use `jax.tree.map`" in tree_map.message

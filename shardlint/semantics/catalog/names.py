@@ -86,6 +86,11 @@ class ImportMap:
                 continue
             self.names[alias.asname or alias.name] = f"{base}.{alias.name}" if base else alias.name
 
+    def absolute(self, node: ast.ImportFrom) -> str | None:
+        """The module ``from ... import`` reads from, relative imports resolved (None: above
+        the project's top)."""
+        return self._from_base(node)
+
     def _from_base(self, node: ast.ImportFrom) -> str | None:
         if not node.level:
             return node.module or ""

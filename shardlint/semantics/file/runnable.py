@@ -27,6 +27,7 @@ import ast
 from dataclasses import replace
 
 from shardlint.semantics.catalog import facts
+from shardlint.semantics.catalog.names import EXTERNAL_PACKAGES, ImportMap
 from shardlint.semantics.catalog.versions import PACKAGES, RELEASES, Versions, parse
 
 # how an exact version is learned (versions.py): that version runs, whatever the file imports
@@ -49,6 +50,43 @@ def _imported_modules(tree: ast.Module) -> list[tuple[str, int]]:
     return out
 
 
+def spans(tree: ast.Module) -> list[tuple[str, int, str, str]]:
+    """(module, line, first release, last release) for each jax / flax module the module-level
+    imports load in every case that only some releases have."""
+    out = []
+    for module, line in _imported_modules(tree):
+        span = facts.module_span(module)
+        pkg = module.split(".", 1)[0]
+        if span is not None and span != (RELEASES[pkg][0], RELEASES[pkg][-1]):
+            out.append((module, line, *span))
+    return out
+
+
+def loads(tree: ast.Module, imports: ImportMap) -> list[tuple[str, int]]:
+    """(module, line) for each module of the project the module-level imports may load in every
+    case (``from a import b``: ``a.b``, a submodule or not, and ``a``; packages outside the
+    project are left out by name)."""
+    out: list[tuple[str, int]] = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Import):
+            names = [a.name for a in stmt.names]
+        elif isinstance(stmt, ast.ImportFrom):
+            base = imports.absolute(stmt)
+            if not base:
+                continue
+            names = [f"{base}.{a.name}" for a in stmt.names if a.name != "*"] + [base]
+        else:
+            continue
+        out.extend((n, stmt.lineno) for n in names
+                   if n.split(".", 1)[0] not in EXTERNAL_PACKAGES)
+    return out
+
+
+# package -> (first or last release, the module that has only those, the project module whose
+# imports reach it): what a module of the project bounds, transitively (flow/runs.py)
+Inherited = dict[str, tuple[str, str, str]]
+
+
 def _exact(versions: Versions, pkg: str) -> bool:
     return pkg not in versions.low and versions.source.get(pkg, "").startswith(_EXACT)
 
@@ -57,22 +95,33 @@ def _judged(versions: Versions, pkg: str) -> str:
     return versions.jax if pkg == "jax" else versions.flax
 
 
-def runnable(tree: ast.Module, versions: Versions) -> Versions:
-    """``versions`` narrowed to the releases the file's module-level imports exist in."""
+def runnable(tree: ast.Module, versions: Versions,
+             inherited: list[tuple[int, str, Inherited, Inherited]] = ()) -> Versions:  # type: ignore[assignment]
+    """``versions`` narrowed to the releases the file's module-level imports exist in: its own
+    (``tree``) and those of the project's modules they load (``inherited``: per import line,
+    the module it loads and what that module's imports bound, newest and oldest)."""
     if versions.pinned is not None:
         return versions
-    hi: dict[str, tuple[str, str, int]] = {}  # package -> (newest, module, line)
-    lo: dict[str, tuple[str, str, int]] = {}  # package -> (oldest, module, line)
-    for module, line in _imported_modules(tree):
-        span = facts.module_span(module)
-        pkg = module.split(".", 1)[0]
-        if span is None or _exact(versions, pkg):
-            continue
-        first, last = span
-        if last != RELEASES[pkg][-1] and (pkg not in hi or parse(last) < parse(hi[pkg][0])):
-            hi[pkg] = (last, module, line)
-        if first != RELEASES[pkg][0] and (pkg not in lo or parse(first) > parse(lo[pkg][0])):
-            lo[pkg] = (first, module, line)
+    hi: dict[str, tuple[str, str, int]] = {}  # package -> (newest, what, line)
+    lo: dict[str, tuple[str, str, int]] = {}  # package -> (oldest, what, line)
+
+    def bound(pkg: str, first: str | None, last: str | None, what: str, line: int) -> None:
+        if _exact(versions, pkg):
+            return
+        if last and last != RELEASES[pkg][-1] and (pkg not in hi or parse(last) < parse(
+                hi[pkg][0])):
+            hi[pkg] = (last, what, line)
+        if first and first != RELEASES[pkg][0] and (pkg not in lo or parse(first) > parse(
+                lo[pkg][0])):
+            lo[pkg] = (first, what, line)
+
+    for module, line, first, last in spans(tree):
+        bound(module.split(".", 1)[0], first, last, f"`{module}`", line)
+    for line, via, newest, oldest in inherited:
+        for pkg, (last, module, origin) in newest.items():
+            bound(pkg, None, last, _via(module, origin, via), line)
+        for pkg, (first, module, origin) in oldest.items():
+            bound(pkg, first, None, _via(module, origin, via), line)
     if not hi and not lo:
         return versions
     judged = {pkg: _judged(versions, pkg) for pkg in PACKAGES}
@@ -93,8 +142,8 @@ def runnable(tree: ast.Module, versions: Versions) -> Versions:
             continue  # (or imports the pins exclude: the file does not run under them at all)
         narrowed.add(pkg)
         if newest != was_newest:
-            _, module, line = hi[pkg]
-            source[pkg] = f"the newest release with `{module}`, which line {line} imports"
+            _, what, line = hi[pkg]
+            source[pkg] = f"the newest release with {what}, which line {line} imports"
             judged[pkg] = newest
             lines.add(line)
         if pkg in lo and oldest == lo[pkg][0]:
@@ -126,7 +175,7 @@ def _couple(versions: Versions, judged: dict[str, str], low: dict[str, str],
                 span = judged["flax"] if len(flax_releases) == 1 else \
                     f"{flax_releases[0]} to {flax_releases[-1]}"
                 source["jax"] = f"the newest jax that flax {span} imports with" + (
-                    f" (line {hi['flax'][2]} imports `{hi['flax'][1]}`)" if "flax" in hi else "")
+                    f" (line {hi['flax'][2]} imports {hi['flax'][1]})" if "flax" in hi else "")
                 low.setdefault("jax", RELEASES["jax"][0])
                 judged["jax"] = cap  # type: ignore[assignment]
         need = facts.flax_needs_jax(low.get("flax", judged["flax"]))
@@ -144,6 +193,13 @@ def _couple(versions: Versions, judged: dict[str, str], low: dict[str, str],
         if fits and parse(fits[-1]) < parse(judged["flax"]) and \
                 parse(fits[-1]) >= parse(low.get("flax", fits[-1])):
             source["flax"] = (f"the newest flax that installs beside jax {judged['jax']} "
-                              f"(line {hi['jax'][2]} imports `{hi['jax'][1]}`)" if "jax" in hi
+                              f"(line {hi['jax'][2]} imports {hi['jax'][1]})" if "jax" in hi
                               else f"the newest flax that installs beside jax {judged['jax']}")
             judged["flax"] = fits[-1]
+
+
+def _via(module: str, origin: str, via: str) -> str:
+    """How the file reaches the module: ``flax.optim`` through the project's ``train_utils``."""
+    if origin == via:
+        return f"`{module}` through `{via}`"
+    return f"`{module}` through `{via}` (`{origin}` imports it)"

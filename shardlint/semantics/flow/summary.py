@@ -21,6 +21,7 @@ from shardlint.semantics.file.facts import ALL, MESH, RULES, CallSite, FileFacts
 from shardlint.semantics.file.jit_sites import bound_once, exported_donations, exported_jitted
 from shardlint.semantics.file.meshes import axis_kind
 from shardlint.semantics.file.reuse import Chunk, each_statement
+from shardlint.semantics.file import runnable
 from shardlint.semantics.flow.liveness import shared_parts, use_after
 from shardlint.semantics.flow.valueflow import (
     MESH_ARGUMENTS,
@@ -35,7 +36,7 @@ from shardlint.semantics.flow.valueflow import shift as shift_flow
 from shardlint.syntax import nodes as walk_nodes
 
 # Bump when what a summary records changes: cached summaries of another format are dropped.
-FORMAT = 23
+FORMAT = 24
 ENTRY_METHODS = ("init", "init_with_output", "apply")
 _WRAPPERS = frozenset({Role.JIT, Role.PARTIAL, Role.LINEN_LIFT, Role.NNX_LIFT, Role.REMAT})
 _MESH_LIKE = frozenset({"Mesh", "make_mesh", "AbstractMesh"})
@@ -156,6 +157,11 @@ class ModuleSummary:
     # `with x:` items of no known context whose value may be a mesh: [where, kind terms, the
     # model entries and the call edges in its body, by their places in `entries` and `calls`]
     with_mesh_terms: list[list] = field(default_factory=list)
+    # the jax / flax modules its module-level imports load in every case that only some
+    # releases have: [module, first release, last release]; and the modules outside jax, flax
+    # and known packages they load (flow/runs.py: the releases the project's modules run at)
+    runs: list[list] = field(default_factory=list)
+    loads: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         """The summary as JSON data (what ``from_json`` reads back): fields left at their
@@ -508,6 +514,8 @@ class _Summariser:
         out.legacy_env = Role.LEGACY_ENV in f.roles
         out.imports = {name: q for name, q in f.imports.names.items()
                        if q.partition(".")[0] not in EXTERNAL_PACKAGES}
+        out.runs = [[m, first, last] for m, _, first, last in runnable.spans(f.tree)]
+        out.loads = sorted({m for m, _ in runnable.loads(f.tree, f.imports)})
         return out
 
     def _kept(self) -> list[list]:

@@ -1,0 +1,68 @@
+"""The releases the project's own modules run at, followed through their imports.
+
+A module-level import outside ``if`` / ``try`` loads its module whenever the importing module is
+imported, so a module runs only at the releases every module it loads that way runs at:
+``trainer.py`` doing ``from . import train_utils``, where ``train_utils.py`` does ``from flax
+import optim``, runs at flax 0.5.3 at most too. Each summary keeps what its own imports bound
+(``ModuleSummary.runs``) and the modules they load (``ModuleSummary.loads``);
+:func:`inherited` joins them for one file (``semantics/file/runnable.py`` narrows its range).
+"""
+
+from __future__ import annotations
+
+from shardlint.semantics.catalog.versions import RELEASES, parse
+from shardlint.semantics.file.runnable import Inherited
+from shardlint.semantics.flow.project import ProjectIndex, project_cached
+
+
+def _parents(name: str) -> list[str]:
+    """``a.b.c`` loads ``a`` and ``a.b`` first."""
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+@project_cached
+def bounds_of(project: ProjectIndex, module: str) -> tuple[Inherited, Inherited]:
+    """What bounds ``module``, through every module of the project it loads: package ->
+    (newest, the jax / flax module, the project module importing it), and the same for the
+    oldest."""
+    newest: Inherited = {}
+    oldest: Inherited = {}
+    seen = {module}
+    todo = [module]
+    while todo:
+        current = todo.pop()
+        summary = project.summaries.get(current)
+        if summary is None:
+            continue
+        for name, first, last in summary.runs:
+            pkg = name.split(".", 1)[0]
+            if last != RELEASES[pkg][-1] and (pkg not in newest
+                                             or parse(last) < parse(newest[pkg][0])):
+                newest[pkg] = (last, name, current)
+            if first != RELEASES[pkg][0] and (pkg not in oldest
+                                             or parse(first) > parse(oldest[pkg][0])):
+                oldest[pkg] = (first, name, current)
+        for loaded in summary.loads:
+            for name in _parents(loaded):
+                if name not in seen and name in project.summaries:
+                    seen.add(name)
+                    todo.append(name)
+    return newest, oldest
+
+
+def inherited(project: ProjectIndex, loads: list[tuple[str, int]],
+              module: str) -> list[tuple[int, str, Inherited, Inherited]]:
+    """Per module-level import of the file (``loads``: module, line) that loads a module of the
+    project: (line, that module, what bounds it)."""
+    out = []
+    done: set[str] = {module}
+    for loaded, line in loads:
+        for name in _parents(loaded):
+            if name in done or name not in project.summaries:
+                continue
+            done.add(name)
+            newest, oldest = bounds_of(project, name)
+            if newest or oldest:
+                out.append((line, name, newest, oldest))
+    return out
