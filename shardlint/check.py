@@ -31,7 +31,10 @@ def _config(args: argparse.Namespace, paths: list[Path], stdin: bool,
             start: Path | None = None) -> Config:
     if args.config and not args.config.is_file():
         raise UsageError(f"{args.config}: no such file")
-    cfg = config_mod.load(_start(args, paths, stdin) if start is None else start)
+    if args.config and start is None:
+        cfg = config_mod.load_file(args.config)
+    else:
+        cfg = config_mod.load(_start(args, paths, stdin) if start is None else start)
     known = {r.code for r in all_rules()} | {"SHL000", "SHL900"}
     for code in (args.select or []) + (args.ignore or []) + (args.extend_select or []):
         c = code.upper()

@@ -44,7 +44,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                        help="also run the rules and behaviours in preview (see `shardlint rules`)")
     check.add_argument("--statistics", action="store_true", help="count findings per rule")
     check.add_argument("--stdin-filename", help="the path of the text read from stdin")
-    check.add_argument("--config", type=Path, help="a pyproject.toml to read [tool.shardlint] from")
+    check.add_argument("--config", type=Path,
+                       help="a TOML file (pyproject.toml or any name) whose [tool.shardlint] "
+                            "table configures the run")
     check.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
     check.add_argument("--output-file", "-o", type=Path, help="write the report to this file")
     check.add_argument("--jax-version", help="assume this jax version")

@@ -277,5 +277,22 @@ def load(start: Path) -> Config:
     return Config(root=root)
 
 
+def load_file(path: Path) -> Config:
+    """Config from the file ``--config`` names (any name: ``ci/shardlint.toml``), read as a
+    pyproject.toml: its ``[tool.shardlint]`` table. The project root is found from the file's
+    folder, as for a pyproject.toml there."""
+    path = path.resolve()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from None
+    table = data.get("tool", {}).get("shardlint")
+    if table is None:
+        if path.name == "pyproject.toml":
+            return Config(root=find_root(path.parent), path=None)
+        raise ConfigError(f"{path} has no [tool.shardlint] table")
+    return from_table(table, find_root(path.parent), path)
+
+
 def matches_glob(path: str, patterns: tuple[str, ...], root: Path) -> bool:
     return any(_path_matches(path, p, root) for p in patterns)

@@ -490,3 +490,20 @@ def test_a_warm_run_after_an_edit_equals_a_cold_one(tmp_path, capsys, monkeypatc
                for f in found for r in f["related"])
     assert any(f["path"].endswith("model.py") and "is called at train.py:" in f["message"]
                for f in found)
+
+
+def test_config_reads_the_file_it_names_whatever_its_name(tmp_path, capsys):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "m.py").write_text(PITFALL)
+    (tmp_path / "ci").mkdir()
+    (tmp_path / "ci" / "lint.toml").write_text('[tool.shardlint]\nignore = ["SHL501"]\n')
+    code, out, _ = run(["check", "--no-cache", "--config", str(tmp_path / "ci" / "lint.toml"),
+                        str(tmp_path / "m.py")], capsys)
+    assert "SHL501" not in out and "SHL10" in out
+    code_all, out_all, _ = run(["check", "--no-cache", str(tmp_path / "m.py")], capsys)
+    assert "SHL501" in out_all
+    # a file without the table is a usage error, not a silent default
+    (tmp_path / "ci" / "other.toml").write_text("[tool.other]\nx = 1\n")
+    code, out, err = run(["check", "--no-cache", "--config", str(tmp_path / "ci" / "other.toml"),
+                          str(tmp_path / "m.py")], capsys)
+    assert code == 2 and "has no [tool.shardlint] table" in err
