@@ -555,6 +555,33 @@ jax >= 0.8.1 (no fix is offered on older jax).
     ]
 
     INVALID = [
+        example({
+            "attention.py": """
+                import jax
+                from kernels import paged  # a package shardlint does not read
+
+                def attend(x, cache):
+                    return x, paged.write(cache, x)
+            """,
+            "decode.py": """
+                import jax
+                from attention import attend
+
+                @jax.jit  # expect: SHL401
+                def decode_step(x, cache):
+                    # `cache` is rebound by a call shardlint cannot see into: what comes back is
+                    # not known, and "not known" is not "handed back unchanged"
+                    logits, cache = attend(x, cache)
+                    return logits, cache
+
+                def generate(x, cache, steps):
+                    out = []
+                    for _ in range(steps):
+                        logits, cache = decode_step(x, cache)
+                        out.append(logits)
+                    return out
+            """,
+        }, title="a parameter rebound from an unknown call, and a caller that rebinds it in a loop"),
         example("""
             import dataclasses
             import jax

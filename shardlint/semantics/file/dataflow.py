@@ -154,6 +154,15 @@ _EMPTY = Terms()
 _MAX_FIELDS = 2
 
 
+def _always_run(body: list[ast.stmt]):
+    """The statements of a block that run whenever it runs up to them: its own, and those of
+    the ``with`` blocks in it (not of branches, loops or ``try`` bodies)."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            yield from _always_run(stmt.body)
+
+
 class LocalFlow:
     """Assignments and returns of one function (or lambda) body."""
 
@@ -290,7 +299,10 @@ class LocalFlow:
                     parts.append(Terms({name: Origin(name, UPDATED, a.value)}))
             if not param and len(parts) == 1:
                 return parts[0]
-            out = Terms({name: Origin(name, SAME)}) if param else Terms()
+            # (a parameter read where every path has rebound it is no longer what came in: "not
+            # known" from the new value must not read as "handed back unchanged")
+            out = Terms({name: Origin(name, SAME)}) if param and \
+                not self._rebound_before(name, expr) else Terms()
             for t in parts:
                 out.merge(t)
             return out
@@ -349,6 +361,18 @@ class LocalFlow:
             out.merge(self.trace_terms(expr.orelse, index, _seen))  # type: ignore[attr-defined]
             return out
         return _EMPTY
+
+    def _rebound_before(self, name: str, read: ast.expr) -> bool:
+        """Whether a statement of the body's top level (or of a ``with`` there), which every
+        path runs, rebinds ``name`` before ``read`` (``logits, cache = attend(x, cache)``, then
+        ``return logits, cache``)."""
+        fn = self.node
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+        line = getattr(read, "lineno", 0)
+        always = {id(s) for s in _always_run(fn.body)}
+        return any(id(a.node) in always and getattr(a.node, "end_lineno", line) < line
+                   for a in self.assigned.get(name, ()))
 
     def written_in_place(self, name: str) -> ast.stmt | None:
         """The first statement of the body that writes a field or an item of the parameter
