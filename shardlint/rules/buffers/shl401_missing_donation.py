@@ -156,6 +156,25 @@ jax >= 0.8.1 (no fix is offered on older jax).
     VALID = [
         example("""
             import jax
+            import optax
+
+            tx = optax.adam(1e-3)
+
+            def train_step(params, opt_state, grads):
+                updates, opt_state = tx.update(grads, opt_state, params)
+                return optax.apply_updates(params, updates), opt_state
+
+            # params and opt_state are not mapped (`None`): they come back with a new leading
+            # axis, a result the donated buffers could not hold
+            step = jax.jit(jax.vmap(train_step, in_axes=(None, None, 0)))
+
+            def train(params, opt_state, grads_list):
+                for g in grads_list:
+                    params, opt_state = step(params, opt_state, g)
+                return params
+        """, title="`jax.vmap` with unmapped arguments: results of another shape"),
+        example("""
+            import jax
 
             @jax.jit
             def prepare(meta, length, pos):
@@ -555,6 +574,32 @@ jax >= 0.8.1 (no fix is offered on older jax).
     ]
 
     INVALID = [
+        example("""
+            import jax
+            import optax
+            from jax.experimental.pjit import pjit
+
+            tx = optax.adam(1e-3)
+
+            def train_step(params, opt_state, grads):
+                updates, opt_state = tx.update(grads, opt_state, params)
+                return optax.apply_updates(params, updates), opt_state
+
+            step = pjit(fun=train_step, in_shardings=None, out_shardings=None)  # expect: SHL401
+        """, title="`pjit(fun=...)`: the function by keyword"),
+        example("""
+            import jax
+            import optax
+
+            tx = optax.adam(1e-3)
+
+            def train_step(params, opt_state, grads):
+                updates, opt_state = tx.update(grads, opt_state, params)
+                return optax.apply_updates(params, updates), opt_state
+
+            # an ensemble: every argument and result mapped over the same leading axis
+            step = jax.jit(jax.vmap(train_step))  # expect: SHL401
+        """, title="a step wrapped in `jax.vmap` before `jax.jit`"),
         example({
             "attention.py": """
                 import jax
