@@ -576,6 +576,24 @@ jax >= 0.8.1 (no fix is offered on older jax).
     INVALID = [
         example("""
             import jax
+
+            def _train_step(state, hparams, batch):
+                grads = jax.grad(lambda p: (p * batch).sum())(state.params)
+                return state.apply_gradients(grads=grads), 0.0
+
+            class Workload:
+                def __init__(self):
+                    # states mapped over a leading axis, one hyperparameter set for all
+                    self.vmapped_train_step = jax.vmap(_train_step, in_axes=(0, None, 0))
+                    self.train_step = jax.jit(self.vmapped_train_step)  # expect: SHL401
+
+                def train(self, states, hparams, batches):
+                    for b in batches:
+                        states, _ = self.train_step(states, hparams, b)
+                    return states
+        """, title="a `jax.vmap` of the step kept in an attribute, jitted from there"),
+        example("""
+            import jax
             import optax
             from jax.experimental.pjit import pjit
 
@@ -1190,10 +1208,11 @@ jax >= 0.8.1 (no fix is offered on older jax).
                     candidates.append(Candidate(int(name[1:]), f"argument {name[1:]}", ev))
         else:
             self_param = sig.params[0] if sig.offset else None
+            unmapped = target.unmapped if target is not None else frozenset()
             for i, name in enumerate(sig.params):
                 if name in evidence and name not in kept and name != self_param \
                         and i not in static.positions and name not in static.names \
-                        and i - sig.offset not in replicated:
+                        and i - sig.offset not in replicated and i not in unmapped:
                     candidates.append(Candidate(i, name, evidence[name]))
             for name in sig.kwonly:
                 if name in evidence and name not in kept and name not in static.names:

@@ -50,16 +50,6 @@ _COMPILERS = (Role.JIT, Role.PMAP)  # what makes a jit site (JitSite)
 _UNSEEN = object()  # (not worked out yet: None is an answer)
 
 
-
-# Wrappers whose result takes the wrapped function's arguments at the same positions and returns
-# its results, mapped or rematerialised (visitor._unwrapped)
-# (``jax.vmap`` only with its default axes: an unmapped argument, ``in_axes=None``, comes back
-# with a new leading axis, a result the donated buffer could not hold; a ``shard_map`` is left
-# out for the same reason, its in and out specs may differ)
-_SAME_ARGUMENTS = frozenset({
-    "jax.vmap", "jax.checkpoint", "jax.remat", "jax.ad_checkpoint.checkpoint", "jax.named_call",
-})
-
 class FactsBuilder:
     def __init__(self, path: str, module: str, tree: ast.Module, is_package: bool = False,
                  wrappers: Wrappers = NO_WRAPPERS, previous: FactsMemo | None = None,
@@ -812,27 +802,9 @@ class FactsBuilder:
         target = node.args[0] if node.args else kws.pop("fun", None)
         if target is None:
             return  # `jax.jit(donate_argnums=...)` used as a decorator factory: see decorators
-        target = self._unwrapped(target)
         self.facts.jit_sites.append(JitSite(
             node, known.name, "call", kws, target, self._function_named(target),
             self._bound_name(node), self.scope))
-
-    def _unwrapped(self, target: ast.expr) -> ast.expr:
-        """The function inside wrappers that keep its positional arguments and results in place
-        (``jax.vmap(step)``, ``jax.checkpoint(step)``, ``shard_map(step, ...)``): what a jit of
-        the wrapper does with its arguments is what the function does with them."""
-        for _ in range(4):
-            if not isinstance(target, ast.Call) or not target.args or \
-                    not isinstance(target.func, (ast.Name, ast.Attribute)):
-                return target
-            q, _ = self.resolve(target.func)
-            if q not in _SAME_ARGUMENTS or q == "jax.vmap" and (len(target.args) > 1 or any(
-                    k.arg in ("in_axes", "out_axes") and not (
-                        isinstance(k.value, ast.Constant) and k.value.value == 0)
-                    for k in target.keywords)):
-                return target
-            target = target.args[0]
-        return target
 
     def _partial_jit(self, node: ast.Call) -> None:
         """`partial(jax.jit, ...)(f)` in call form."""

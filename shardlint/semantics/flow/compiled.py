@@ -44,6 +44,9 @@ class Compiled:
     offset: int = 0  # callers pass the first `offset` of `params` implicitly (a method's self)
     scope: Scope | None = None  # the function, when it is defined in this file
     node: ast.Lambda | None = None  # the lambda compiled
+    # positions (as callers count them) that a `jax.vmap` around the function does not map
+    # (`in_axes=(0, None)`): they come back with a new leading axis, no update in place
+    unmapped: frozenset[int] = frozenset()
 
     def bind(self, positional: int, keywords: list[str]) -> Compiled:
         """What ``functools.partial(self, <positional args>, **keywords)`` leaves to callers."""
@@ -153,6 +156,9 @@ def _callable(facts: FileFacts, project: ProjectIndex, expr: ast.expr, scope: Sc
         return Compiled(None, "<lambda>", positional_params(expr), [x.arg for x in a.kwonlyargs],
                         node=expr)
     if isinstance(expr, ast.Call):
+        wrapped = _through_wrapper(facts, project, expr, scope, depth)
+        if wrapped is not _NOT_A_WRAPPER:
+            return wrapped  # type: ignore[return-value]
         known = facts.resolve(expr.func) if isinstance(expr.func, (ast.Name, ast.Attribute)) \
             else None
         if known is not None and known.role == Role.PARTIAL and expr.args:
@@ -183,9 +189,87 @@ def _callable(facts: FileFacts, project: ProjectIndex, expr: ast.expr, scope: Sc
         ref = reference(facts, expr, scope)
         target = project.flows.function(ref, facts.module) if ref is not None else None
         if target is None:
-            return None
+            return _self_attribute(facts, project, expr, scope, depth)
         return _remote(project, *target)
     return None
+
+
+def _self_attribute(facts: FileFacts, project: ProjectIndex, expr: ast.expr, scope: Scope,
+                    depth: int) -> Compiled | None:
+    """``self.train_step`` where the class's methods assign it (``self.train_step =
+    jax.vmap(_train_step, ...)`` in ``__init__``, or one value in each branch): the function
+    every assignment compiles, where they agree."""
+    if not (isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name)
+            and expr.value.id == "self"):
+        return None
+    cls = scope
+    while cls is not None and cls.kind != "class":
+        cls = cls.parent
+    if cls is None:
+        return None
+    found: list[Compiled] = []
+    for method in facts.scopes.values():
+        if method.parent is not cls or method.kind != "function":
+            continue
+        for node in ast.walk(method.node):
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+                continue
+            t = node.targets[0]
+            if isinstance(t, ast.Attribute) and t.attr == expr.attr and \
+                    isinstance(t.value, ast.Name) and t.value.id == "self":
+                if node.value is expr or len(found) > 3:
+                    return None
+                inner = _callable(facts, project, node.value, method, depth + 1)
+                if inner is None:
+                    return None
+                found.append(inner)
+    if not found or any(c.key != found[0].key or c.key is None or c.params != found[0].params
+                        for c in found):
+        return None
+    return replace(found[0], unmapped=frozenset().union(*(c.unmapped for c in found)))
+
+
+# Wrappers whose result takes the function's arguments at the same positions and hands back its
+# results, mapped or rematerialised: what a jit of the wrapper does with its arguments is what the
+# function does with them (a `shard_map` is left out: its in and out specs may differ)
+_SAME_ARGUMENTS = frozenset({
+    "jax.vmap", "jax.checkpoint", "jax.remat", "jax.ad_checkpoint.checkpoint", "jax.named_call",
+})
+_NOT_A_WRAPPER = object()
+
+
+def _through_wrapper(facts: FileFacts, project: ProjectIndex, call: ast.Call, scope: Scope,
+                     depth: int) -> Compiled | None | object:
+    """``jax.vmap(step, in_axes=(0, None, 0))`` and the like: the function inside, with the
+    positions the map leaves unmapped; ``_NOT_A_WRAPPER`` for any other call."""
+    if not call.args or not isinstance(call.func, (ast.Name, ast.Attribute)):
+        return _NOT_A_WRAPPER
+    q = facts.qualify(call.func)
+    if q not in _SAME_ARGUMENTS:
+        return _NOT_A_WRAPPER
+    unmapped: set[int] = set()
+    if q == "jax.vmap":
+        axes = {k.arg: k.value for k in call.keywords}
+        if len(call.args) > 1:
+            axes.setdefault("in_axes", call.args[1])
+        if len(call.args) > 2:
+            axes.setdefault("out_axes", call.args[2])
+        out = axes.get("out_axes")
+        if out is not None and not (isinstance(out, ast.Constant) and out.value == 0):
+            return None  # (results moved to another axis: not the argument's layout)
+        given = axes.get("in_axes")
+        if isinstance(given, (ast.Tuple, ast.List)):
+            for i, e in enumerate(given.elts):
+                if not isinstance(e, ast.Constant) or e.value not in (0, None):
+                    return None
+                if e.value is None:
+                    unmapped.add(i)
+        elif given is not None and not (isinstance(given, ast.Constant) and given.value == 0):
+            return None
+    inner = _callable(facts, project, call.args[0], scope, depth + 1)
+    if inner is None or not unmapped:
+        return inner
+    return replace(inner, unmapped=frozenset(i + inner.offset for i in unmapped))
 
 
 def _opaque(node: ast.AST) -> bool:
