@@ -211,6 +211,33 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
     ]
     INVALID = [
         example("""
+            import functools
+
+            import flax.linen as nn
+            import jax
+            import numpy as np
+            from jax.sharding import Mesh
+
+            class Model(nn.Module):
+                @nn.compact
+                def __call__(self, x):
+                    x = nn.with_logical_constraint(x, ("batch", "embed"))
+                    return nn.Dense(4)(x)
+
+            def run(x, params, *, mesh, rules):
+                with mesh, nn.logical_axis_rules(rules):  # expect: SHL101
+                    return Model().apply(params, x)
+
+            class Pipeline:
+                def __init__(self, devices):
+                    self.mesh = Mesh(np.array(devices), ("data",))
+
+                def go(self, x, params, rules):
+                    # the mesh reaches `run` bound by keyword in a partial
+                    fn = functools.partial(run, mesh=self.mesh, rules=rules)
+                    return jax.jit(fn)(x, params)
+        """, title="a mesh bound by keyword through `functools.partial`"),
+        example("""
             import dataclasses
             import jax
             from jax.sharding import AxisType, PartitionSpec as P

@@ -36,7 +36,7 @@ from shardlint.semantics.flow.valueflow import shift as shift_flow
 from shardlint.syntax import nodes as walk_nodes
 
 # Bump when what a summary records changes: cached summaries of another format are dropped.
-FORMAT = 24
+FORMAT = 25
 ENTRY_METHODS = ("init", "init_with_output", "apply")
 _WRAPPERS = frozenset({Role.JIT, Role.PARTIAL, Role.LINEN_LIFT, Role.NNX_LIFT, Role.REMAT})
 _MESH_LIKE = frozenset({"Mesh", "make_mesh", "AbstractMesh"})
@@ -162,6 +162,10 @@ class ModuleSummary:
     # and known packages they load (flow/runs.py: the releases the project's modules run at)
     runs: list[list] = field(default_factory=list)
     loads: list[str] = field(default_factory=list)
+    # `functools.partial(f, ..., mesh=m)`: [caller, target, kind terms of what it binds, as
+    # `CallEdge.args`]: the arguments every later call of the partial passes (valueflow's
+    # "every caller passes a mesh"; not a call: it says nothing of the contexts f runs under)
+    partials: list[list] = field(default_factory=list)
 
     def to_json(self) -> dict:
         """The summary as JSON data (what ``from_json`` reads back): fields left at their
@@ -298,6 +302,7 @@ class _Fragment:
     # Constraint sites of calls in a function defined outside the part (a body statement's,
     # in the function around it): (its qualname, the site), for the fragment around it.
     outer: list[tuple[str, Site]] = field(default_factory=list)
+    partials: list[list] = field(default_factory=list)  # (ModuleSummary.partials: no positions)
 
 
 def _at(log, frag: _Fragment) -> _Fragment:
@@ -314,7 +319,7 @@ def _at(log, frag: _Fragment) -> _Fragment:
         frag.provides, frag.unknown, frag.apis,
         tuple([{**t, "line": t["line"] + d} for t in group]  # type: ignore[arg-type]
               for group in frag.config_tables),
-        [(q, _shift_site(x, d)) for q, x in frag.outer])
+        [(q, _shift_site(x, d)) for q, x in frag.outer], frag.partials)
 
 
 def _shift_site(x: Site, d: int) -> Site:
@@ -487,6 +492,7 @@ class _Summariser:
                 out.symbols[qual] = sym
             out.calls.extend(frag.edges)
             out.entries.extend(frag.entries)
+            out.partials.extend(frag.partials)
             provides |= frag.provides
             unknown.extend(frag.unknown)
             apis |= frag.apis
@@ -827,6 +833,15 @@ class _Summariser:
                 r = self.ref(a, c.scope) if isinstance(a, (ast.Name, ast.Attribute)) else None
                 if r is not None:
                     edges.append(CallEdge(c.scope.qualname, r, ALL, a.lineno, a.col_offset))
+        if c.api is not None and c.api.role == Role.PARTIAL and n.args and \
+                isinstance(n.args[0], (ast.Name, ast.Attribute)):
+            bound_to = self.ref(n.args[0], c.scope)
+            if bound_to is not None:
+                kinds = self._arg_kinds(c, shift=1)
+                if kinds is not None:
+                    kinds["#n"] = 99  # (the later call passes the rest: not known here)
+                    kinds.pop("#kw", None)
+                    frag.partials.append([c.scope.qualname, bound_to, kinds])
         target = None
         if c.api is None:
             target = self.ref(func, c.scope) or _super_target(f.module, func, c.scope)
@@ -859,10 +874,13 @@ class _Summariser:
         if unknown:
             frag.unknown.append(unknown)
 
-    def _arg_kinds(self, c: CallSite) -> dict[str, list] | None:
+    def _arg_kinds(self, c: CallSite, shift: int = 0) -> dict[str, list] | None:
         """Kind terms of the arguments that may be meshes (names, ``self.x``, calls), for the
-        value-flow layer's "every caller passes a mesh"."""
+        value-flow layer's "every caller passes a mesh"; ``shift``: positional arguments that
+        are not the callee's (``partial(f, a)``: ``a`` is f's first)."""
         n = c.node
+        if shift:  # (the partial's target, called with what follows it)
+            n = ast.Call(n.args[0], n.args[shift:], n.keywords)
         out: dict[str, list] = {}
         scope = c.scope
         assigned = scope.assigned if scope.kind == "function" else None

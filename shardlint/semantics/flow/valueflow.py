@@ -1060,6 +1060,7 @@ class FlowIndex:
         self._classes: dict[tuple, frozenset[str]] = {}
         self._cuts = 0  # answers cut short so far (see _memo_classes)
         self._by_target: dict[str, list] | None = None
+        self._by_partial: dict[str, list] | None = None
         self._gin_names: dict[str, list[str]] | None = None
         self._after: dict[str, set[str]] | None = None
         self._subclasses: dict[str, list[str]] | None = None
@@ -1407,14 +1408,16 @@ class FlowIndex:
         if not flow:
             return False
         params, method = flow.get("params", []), flow.get("method", 0)
-        callers = self._callers_of(fn)
-        if not callers or param not in params:
+        # (a `functools.partial` that binds the parameter counts as a caller: every later
+        # call of it passes what it bound)
+        callers = self._callers_of(fn) + self._partials_of(fn)
+        if not callers or (param not in params and param not in flow.get("kwonly", ())):
             return False
         for caller, args, constructor in callers:
             if args is None:
                 return False
             offset = method if constructor or "self" in args else 0
-            pos = params.index(param) - offset
+            pos = params.index(param) - offset if param in params else -1  # (keyword-only)
             terms = args.get(param) or (args.get(str(pos)) if pos >= 0 else None)
             if terms is None or not self.terms_mesh(terms, caller, (), depth + 1):
                 return False
@@ -1443,6 +1446,19 @@ class FlowIndex:
             for cls in self._inheriting(fn[: -len(".__init__")]):
                 out += [(c, a, True) for c, a, _ in index.get(cls, ())]
         return out
+
+    def _partials_of(self, fn: str) -> list[tuple[str, dict | None, bool]]:
+        """(binding scope's key, what it binds, False) of each ``functools.partial`` of ``fn``
+        in the project (``ModuleSummary.partials``)."""
+        index = self._by_partial
+        if index is None:
+            index = self._by_partial = {}
+            for mod, s in self.project.summaries.items():
+                for caller, target, args in s.partials:
+                    t = self.project.resolve(target, mod)
+                    if t is not None:
+                        index.setdefault(t, []).append((f"{mod}:{caller}", args, False))
+        return list(index.get(fn, ()))
 
     def _resolve(self, ref: str, from_module: str | None) -> str | None:
         """``project.resolve``, and a gin selector (``gin:partitioning.Partitioner``, from a
