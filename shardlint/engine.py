@@ -29,7 +29,7 @@ from shardlint.grammar import newer_syntax
 from shardlint.incremental import IncrementalParser
 from shardlint.rules.base import Finding, Rule, RuleContext, all_rules
 from shardlint.semantics.catalog.versions import VersionMap, Versions, detect_map
-from shardlint.semantics.file.runnable import loads, runnable
+from shardlint.semantics.catalog.runnable import loads, runnable
 from shardlint.semantics.flow.runs import inherited
 from shardlint.semantics.file.config_tables import might_hold_tables, read_gin, yaml_tables
 from shardlint.semantics.file.replay import FactsMemo
@@ -796,7 +796,7 @@ class Engine:
             return self._filter([error], text, spath)
         versions = self.version_map.for_path(spath, self.root)  # type: ignore[union-attr]
         # (narrowed to the releases the file's imports, and the project modules they load, run
-        # at: semantics/file/runnable.py)
+        # at: semantics/catalog/runnable.py)
         versions = runnable(facts.tree, versions, inherited(
             self.index, loads(facts.tree, facts.imports), facts.module))
         ctx = RuleContext(facts, self.index, versions, source, preview=self.config.preview)

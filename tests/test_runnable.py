@@ -1,4 +1,4 @@
-"""A file runs only at the releases its module-level imports exist in (semantics/file/runnable.py):
+"""A file runs only at the releases its module-level imports exist in (semantics/catalog/runnable.py):
 the range its folder's pins give is narrowed by them, and every message judges that range."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from shardlint.config import Config
 from shardlint.engine import Engine
 from shardlint.semantics.catalog import facts
 from shardlint.semantics.catalog.versions import assume
-from shardlint.semantics.file.runnable import runnable
+from shardlint.semantics.catalog.runnable import runnable
 
 ANY = {"jax": "0.3.0..0.12.0.1", "flax": "0.3.0..0.12.12"}  # (no pin: any release)
 

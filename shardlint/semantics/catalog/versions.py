@@ -65,7 +65,7 @@ class Versions:
     # package -> the oldest release the project's pins allow, where they allow older ones than
     # the version judged (``jax>=0.4.3`` is judged as the newest release, and allows 0.4.20)
     low: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
-    # where a file's imports narrowed the range (semantics/file/runnable.py): the versions of
+    # where a file's imports narrowed the range (semantics/catalog/runnable.py): the versions of
     # its folder, and the lines of the imports that narrowed them
     pinned: Versions | None = field(default=None, hash=False, compare=False)
     narrowed_by: tuple[int, ...] = field(default=(), hash=False, compare=False)

@@ -85,7 +85,7 @@ def _moves(facts: FileFacts, versions: Versions, attribute_reads: bool) -> list[
     out: list[MoveUse] = []
     for ref in facts.references:
         # (an import that narrowed the file's range is judged by the pins: it is the line that
-        # fails where they install a release without it; semantics/file/runnable.py)
+        # fails where they install a release without it; semantics/catalog/runnable.py)
         narrowing = versions.pinned is not None and \
             getattr(ref.node, "lineno", 0) in versions.narrowed_by
         out.extend(_moves_of(ref, versions.pinned if narrowing else versions))  # type: ignore[arg-type]

@@ -5,13 +5,13 @@ imported, so a module runs only at the releases every module it loads that way r
 ``trainer.py`` doing ``from . import train_utils``, where ``train_utils.py`` does ``from flax
 import optim``, runs at flax 0.5.3 at most too. Each summary keeps what its own imports bound
 (``ModuleSummary.runs``) and the modules they load (``ModuleSummary.loads``);
-:func:`inherited` joins them for one file (``semantics/file/runnable.py`` narrows its range).
+:func:`inherited` joins them for one file (``semantics/catalog/runnable.py`` narrows its range).
 """
 
 from __future__ import annotations
 
 from shardlint.semantics.catalog.versions import RELEASES, parse
-from shardlint.semantics.file.runnable import Inherited
+from shardlint.semantics.catalog.runnable import Inherited
 from shardlint.semantics.flow.project import ProjectIndex, project_cached
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field, replace
 
+from shardlint.semantics.catalog import runnable
 from shardlint.semantics.catalog.api import Role
 from shardlint.semantics.catalog.names import EXTERNAL_PACKAGES, dotted
 from shardlint.semantics.file.axis_names import exported_name_params
@@ -21,7 +22,6 @@ from shardlint.semantics.file.facts import ALL, MESH, RULES, CallSite, FileFacts
 from shardlint.semantics.file.jit_sites import bound_once, exported_donations, exported_jitted
 from shardlint.semantics.file.meshes import axis_kind
 from shardlint.semantics.file.reuse import Chunk, each_statement
-from shardlint.semantics.file import runnable
 from shardlint.semantics.flow.liveness import shared_parts, use_after
 from shardlint.semantics.flow.valueflow import (
     MESH_ARGUMENTS,
