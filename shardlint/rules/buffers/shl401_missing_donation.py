@@ -574,6 +574,38 @@ jax >= 0.8.1 (no fix is offered on older jax).
     ]
 
     INVALID = [
+        example({
+            "train_state.py": """
+                import flax.training.train_state
+                import optax
+
+                class TrainState(flax.training.train_state.TrainState):
+                    def apply_gradients_and_norms(self, grads, **kwargs):
+                        updates, opt_state = self.tx.update(grads, self.opt_state, self.params)
+                        params = optax.apply_updates(self.params, updates)
+                        new = self.replace(step=self.step + 1, params=params,
+                                           opt_state=opt_state, **kwargs)
+                        return new, optax.global_norm(grads)
+            """,
+            "trainer.py": """
+                import jax
+                import train_state as train_state_module
+
+                TrainState = train_state_module.TrainState  # (an alias of another module's class)
+
+                def train_step(state: TrainState, batch):
+                    grads = jax.grad(lambda p: (p["w"] * batch).sum())(state.params)
+                    # the update is a method of the state's own class, in another module
+                    state, norms = state.apply_gradients_and_norms(grads)
+                    return state, norms
+
+                def train(state, batches, shardings):
+                    step = jax.jit(train_step, out_shardings=(shardings, None))  # expect: SHL401
+                    for b in batches:
+                        state, _ = step(state, b)
+                    return state
+            """,
+        }, title="an update in a method of the state's class, reached through a module alias"),
         example("""
             import jax
 

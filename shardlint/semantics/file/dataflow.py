@@ -599,6 +599,13 @@ class LocalFlow:
         nested: list[tuple[int | str, list[CallTerm]]] = []
         given = [*((i, a) for i, a in enumerate(call.args)),
                  *((kw.arg, kw.value) for kw in call.keywords if kw.arg is not None)]
+        receiver = call.func.value if callee.via_attr and isinstance(call.func, ast.Attribute) \
+            else None
+        if type(receiver) is ast.Name and receiver.id in self.all_params and \
+                receiver.id not in ("self", "cls"):
+            # (`state.apply_gradients_and_norms(g)` on a parameter of a known class: the
+            # method's `self` is `state`)
+            given.append(("self", receiver))
         for key, a in given:
             if isinstance(a, ast.Starred):
                 break

@@ -146,7 +146,19 @@ class ProjectIndex:
         if not ref.startswith("ext:"):  # (two lookups: no cheaper from a memo)
             mod, _, qual = ref.partition(":")
             s = self.summaries.get(mod)
-            return ref if s is not None and qual in s.symbols else None
+            if s is None:
+                return None
+            if qual in s.symbols:
+                return ref
+            # A member of a module-level alias of another module's class (`TrainState =
+            # train_state_module.TrainState`, then `TrainState.apply_gradients_and_norms`)
+            head, dot, rest = qual.partition(".")
+            sym = s.symbols.get(head) if dot else None
+            if sym is not None and sym.kind == "alias":
+                target = max((r for r in sym.refs if r.startswith("ext:")), key=len, default=None)
+                if target is not None:
+                    return self.resolve(f"{target}.{rest}", mod)
+            return None
         key = (ref, from_module)
         found = self._resolved.get(key, _UNSEEN)
         if found is _UNSEEN:

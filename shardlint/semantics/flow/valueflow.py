@@ -180,7 +180,12 @@ class Resolver:
         (``updater = Updater(lr)``). A call of something else names no method: unknown."""
         if isinstance(value, ast.Name):
             values = self.scope.assigned.get(value.id)
-            if values is None and value.id in self.scope.params:
+            if value.id in self.scope.params and (values is None or all(
+                    isinstance(a.value, ast.Call) and isinstance(a.value.func, ast.Attribute)
+                    and isinstance(a.value.func.value, ast.Name)
+                    and a.value.func.value.id == value.id for a in values)):
+                # (an annotated parameter, or one rebound only from its own methods' results:
+                # `state, norms = state.apply_gradients_and_norms(g)`)
                 return self._annotated_class(value.id)
             if values is None or len(values) != 1 or values[0].index:
                 return None
