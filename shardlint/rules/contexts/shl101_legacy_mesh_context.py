@@ -211,6 +211,59 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
     ]
     INVALID = [
         example("""
+            import flax.linen as nn
+            import jax
+            from jax.sharding import Mesh
+
+            import serving_engine  # a package shardlint does not read
+
+            class Model(nn.Module):
+                @nn.compact
+                def __call__(self, x):
+                    x = nn.with_logical_constraint(x, ("batch", "embed"))
+                    return nn.Dense(4)(x)
+
+            class Runner:
+                def __init__(self, cfg):
+                    self._engine = serving_engine.build(cfg)
+
+                @property
+                def mesh(self) -> Mesh:  # (what it returns is not known; its annotation says)
+                    return self._engine.mesh
+
+                def run(self, params, x, rules):
+                    with self.mesh, nn.logical_axis_rules(rules):  # expect: SHL101
+                        return jax.jit(Model().apply)(params, x)
+        """, title="a property annotated `-> Mesh`"),
+        example("""
+            import flax.linen as nn
+            import jax
+            import numpy as np
+            from jax.sharding import Mesh
+
+            class Model(nn.Module):
+                @nn.compact
+                def __call__(self, x):
+                    x = nn.with_logical_constraint(x, ("batch", "embed"))
+                    return nn.Dense(4)(x)
+
+            class Engine:
+                def __init__(self, devices):
+                    self.mesh = Mesh(np.array(devices), ("data",))
+
+            class Runner:
+                def __init__(self, devices):
+                    self.engine = Engine(devices)
+
+                @property
+                def mesh(self):
+                    return self.engine.mesh  # (the mesh of the engine it built)
+
+                def run(self, params, x, rules):
+                    with self.mesh, nn.logical_axis_rules(rules):  # expect: SHL101
+                        return jax.jit(Model().apply)(params, x)
+        """, title="a property that returns the mesh of an object the class built"),
+        example("""
             import functools
 
             import flax.linen as nn

@@ -1590,9 +1590,36 @@ class FlowIndex:
     def attribute_mesh(self, member: str, attr: str, depth: int = 0) -> bool:
         """Whether ``self.<attr>`` is a mesh in the methods of the class of ``member`` (a
         ``module:Class.method`` key), or of one of its project base classes."""
+        head, dot, field_ = attr.partition(".")
+        if dot and "." not in field_:
+            # `self.engine.mesh`: a field of the object `self.engine` holds, where that is an
+            # instance the class builds of a project class (read at the field, as
+            # `Engine(devices).mesh` is)
+            built = self._attribute_terms(member, head)
+            terms = [[*t[:4], [field_], *t[5:]] for t in built[1] if t[0] == "c" and not t[4]] \
+                if built is not None else []
+            return bool(terms) and len(terms) == len(built[1]) and depth <= MAX_DEPTH and \
+                self.terms_mesh(terms, f"{built[0]}.__attr__", (), depth + 1)  # type: ignore[index]
         found = self._attribute_terms(member, attr)
-        return found is not None and depth <= MAX_DEPTH and \
+        if found is None:
+            # a property of the class (`@property def mesh(self) -> Mesh: return
+            # self._engine.mesh`): what its body returns, or its annotation says
+            method = self._member_function(member, attr)
+            return method is not None and depth <= MAX_DEPTH and \
+                self.returns_mesh(method, (), depth + 1)
+        return depth <= MAX_DEPTH and \
             self.terms_mesh(found[1], f"{found[0]}.__attr__", (), depth + 1)
+
+    def _member_function(self, member: str, attr: str) -> str | None:
+        """The key of the function ``attr`` of the class of ``member`` (a
+        ``module:Class.method`` key), or of the nearest project base class that defines it."""
+        module, _, qual = member.partition(":")
+        cls = qual.rpartition(".")[0]
+        for key in self.project.class_chain(f"{module}:{cls}") if cls else ():
+            sym = self.project.symbol(f"{key}.{attr}")
+            if sym is not None and sym.kind == "function":
+                return f"{key}.{attr}"
+        return None
 
     # ---- classes ------------------------------------------------------------------------------
     def classes(self, terms: list[list], key: str, depth: int = 0) -> frozenset[str]:
