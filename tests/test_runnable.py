@@ -198,3 +198,17 @@ def test_a_project_module_loaded_only_sometimes_bounds_nothing(tmp_path, monkeyp
     })
     [tree_map] = lint(tmp_path, "pkg/trainer.py")
     assert tree_map.severity == "error" and "use `jax.tree.map`" in tree_map.message
+
+
+@pytest.mark.parametrize("source,bounded", [
+    # the module `jax.config` went after jax 0.4.28, and the package binds `config` since: the
+    # import answers in every release
+    ("from jax import config", False),
+    ("from jax import lax, numpy as jnp", False),
+    # `import jax.config` needs the module itself
+    ("import jax.config", True),
+    # a name of a module that only some releases bind
+    ("from jax.experimental.maps import Mesh", True),
+])
+def test_a_from_import_answers_where_the_module_binds_the_name(source, bounded):
+    assert (narrowed(source).pinned is not None) is bounded

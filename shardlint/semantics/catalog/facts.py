@@ -6,7 +6,7 @@ the table cannot tell), when it came (:func:`first_release`), when it went
 (:func:`removed_in`), when and how it was deprecated (:func:`deprecated_in`, with the release's
 own message), its signature (:func:`signature`), the releases themselves (:func:`releases`,
 :func:`python_bounds`, :func:`flax_needs_jax`, :func:`flax_runs_with_jax`,
-:func:`module_span`).
+:func:`module_span`, :func:`import_span`).
 
 The table is read lazily: the release lists from its first line (every run needs them), the rest
 on the first question about a name. Its layout, per package: ``modules`` and ``names[module]``
@@ -177,6 +177,25 @@ def module_span(module: str) -> tuple[str, str] | None:
     spans = _runs(runs)
     versions = releases(package)
     return versions[min(a for a, _ in spans)], versions[max(b for _, b in spans)]
+
+
+def import_span(module: str, name: str | None = None) -> tuple[str, str] | None:
+    """The first and the last release in which ``import module`` (``name`` None) or ``from
+    module import name`` succeeds: the module exists, and ``name`` is a submodule of it or a name
+    it binds (``from jax import config``: the module until jax 0.4.28, the config object after).
+    A release the table cannot tell about counts as one where it succeeds; None where it
+    succeeds in none the table read (or the package is not one it read)."""
+    dotted = module if name is None else f"{module}.{name}"
+    package = dotted.split(".", 1)[0]
+    if package not in _head()["releases"]:
+        return None
+    if name is None:
+        return module_span(module)
+    present = [i for i, p in enumerate(_presence(dotted)) if p is not False]
+    if not present:
+        return None
+    versions = releases(package)
+    return versions[present[0]], versions[present[-1]]
 
 
 # ---- names ---------------------------------------------------------------------------------------

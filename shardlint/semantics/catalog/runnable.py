@@ -34,31 +34,31 @@ from shardlint.semantics.catalog.versions import PACKAGES, RELEASES, Versions, p
 _EXACT = ("pinned", "locked", "set in", "installed in the project", "fixed")
 
 
-def _imported_modules(tree: ast.Module) -> list[tuple[str, int]]:
-    """(module, line) for each jax / flax module the module-level imports load in every case."""
-    out: list[tuple[str, int]] = []
+def _imported(tree: ast.Module) -> list[tuple[str, str | None, int]]:
+    """(module, name or None, line) for each jax / flax import the module level runs in every
+    case: ``import jax.experimental.maps`` and ``from flax import optim`` (a submodule or a name
+    of ``flax``)."""
+    out: list[tuple[str, str | None, int]] = []
     for stmt in tree.body:
         if isinstance(stmt, ast.Import):
-            out.extend((a.name, stmt.lineno) for a in stmt.names
+            out.extend((a.name, None, stmt.lineno) for a in stmt.names
                        if a.name.split(".", 1)[0] in PACKAGES)
         elif isinstance(stmt, ast.ImportFrom) and not stmt.level and stmt.module \
                 and stmt.module.split(".", 1)[0] in PACKAGES:
-            for a in stmt.names:
-                sub = f"{stmt.module}.{a.name}"
-                # (`from flax import optim` loads the module flax.optim; a name loads its module)
-                out.append((sub if facts.module_span(sub) else stmt.module, stmt.lineno))
+            out.extend((stmt.module, a.name, stmt.lineno) for a in stmt.names if a.name != "*")
     return out
 
 
 def spans(tree: ast.Module) -> list[tuple[str, int, str, str]]:
-    """(module, line, first release, last release) for each jax / flax module the module-level
-    imports load in every case that only some releases have."""
+    """(what is imported, line, first release, last release) for each jax / flax import of the
+    module level that only some releases answer (``from jax import config`` answers in every
+    one: the module, then the config object)."""
     out = []
-    for module, line in _imported_modules(tree):
-        span = facts.module_span(module)
+    for module, name, line in _imported(tree):
+        span = facts.import_span(module, name)
         pkg = module.split(".", 1)[0]
         if span is not None and span != (RELEASES[pkg][0], RELEASES[pkg][-1]):
-            out.append((module, line, *span))
+            out.append((module if name is None else f"{module}.{name}", line, *span))
     return out
 
 
