@@ -406,6 +406,7 @@ def _merge(frag: _Fragment, sub: _Fragment) -> None:
             target.sites.append(site)
     frag.edges.extend(sub.edges)
     frag.entries.extend(sub.entries)
+    frag.partials.extend(sub.partials)
     frag.provides |= sub.provides
     frag.unknown.extend(sub.unknown)
     frag.apis |= sub.apis
