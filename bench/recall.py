@@ -290,6 +290,15 @@ def _without(text: str, spans) -> str:
     return text
 
 
+def _axes_side(node: ast.expr) -> bool:
+    """The mesh side of a rule: an axis name, None, or a tuple/list of them."""
+    if isinstance(node, ast.Constant):
+        return node.value is None or isinstance(node.value, str)
+    return isinstance(node, (ast.Tuple, ast.List)) and all(
+        isinstance(e, ast.Constant) and (e.value is None or isinstance(e.value, str))
+        for e in node.elts)
+
+
 def removed_rule_sites(root: Path, src: Path):
     """Each logical name ruled in exactly one table of a package (a YAML ``*rules*`` key, a rules
     table in Python): that table without its entries for the name. Counted only where the name
@@ -319,9 +328,14 @@ def removed_rule_sites(root: Path, src: Path):
         for node in named:
             if not isinstance(node, (ast.Tuple, ast.List)) or len(node.elts) < 2:
                 continue
+            # (a logical axis rule: an identifier-like name and a mesh side of axis names or
+            # None; axlearn's `mesh_rules=(("tpu-v5p-(16|32)", mesh_shape_from_axes(...)), ...)`
+            # and a learner's `rules=[(".*stats", "inner")]` of regexes are other tables)
             pairs = [e for e in node.elts if isinstance(e, (ast.Tuple, ast.List))
                      and len(e.elts) == 2 and isinstance(e.elts[0], ast.Constant)
-                     and isinstance(e.elts[0].value, str)]
+                     and isinstance(e.elts[0].value, str)
+                     and re.fullmatch(r"[A-Za-z_][\w.]*", e.elts[0].value)
+                     and _axes_side(e.elts[1])]
             if len(pairs) != len(node.elts):
                 continue
             spans: dict[str, list] = {}
