@@ -270,6 +270,38 @@ class Compiled(Jit):
         return "compile_step(state, batches[0])"
 
 
+class PjitFun(Jit):
+    """`pjit(fun=...)`: the function by keyword, as pjit (and jax.jit before 0.7) took it."""
+
+    def write(self, project, step_module, imports, body, donate):
+        project.add(step_module, f"{imports}\nimport jax\nfrom jax.experimental.pjit import pjit\n"
+                    f"{GRADS}\n" + _step(body, "_train_step")
+                    + f"\ntrain_step = pjit(fun=_train_step{_donate(donate)})  # JIT\n")
+        return "train_step"
+
+
+class Vmapped(Jit):
+    """An ensemble: the step mapped over a leading axis of every argument, then jitted."""
+
+    def write(self, project, step_module, imports, body, donate):
+        project.add(step_module, f"{imports}\nimport jax\n{GRADS}\n" + _step(body, "_train_step")
+                    + f"\ntrain_step = jax.jit(jax.vmap(_train_step){_donate(donate)})  # JIT\n")
+        return "train_step"
+
+
+class BranchAttribute(Jit):
+    """A method kept in an attribute set in each branch (one rematerialised), jitted from there."""
+
+    def write(self, project, step_module, imports, body, donate):
+        project.add(step_module, f"{imports}\nimport jax\n{GRADS}\n"
+                    "class Trainer:\n    def __init__(self, remat=False):\n"
+                    "        if remat:\n            self._fn = jax.checkpoint(self._train_step)\n"
+                    "        else:\n            self._fn = self._train_step\n"
+                    f"        self.step = jax.jit(self._fn{_donate(donate)})  # JIT\n"
+                    + _step(body, "_train_step", indent="    ", self_param=True))
+        return "Trainer().step"
+
+
 JITS: list[Jit] = [
     Decorator("decorator"),
     PartialDecorator("partial_decorator"),
@@ -280,6 +312,9 @@ JITS: list[Jit] = [
     Factory("factory"),
     Method("method"),
     Compiled("aot"),
+    PjitFun("pjit_fun"),
+    Vmapped("vmap"),
+    BranchAttribute("branch_attribute"),
 ]
 
 
