@@ -174,6 +174,12 @@ MESHES = [
     MeshPiece("self_attr", _MESH_IMPORTS, setup=f"self.mesh = {_MESH}", expr="self.mesh",
               kind="self"),
     MeshPiece("parameter", _MESH_IMPORTS, setup=_MESH, kind="param"),
+    # bound by keyword in a `functools.partial` (`run` takes it keyword-only)
+    MeshPiece("partial_keyword", _MESH_IMPORTS + "import functools\n", setup=_MESH,
+              kind="partial"),
+    # a property of the driver's class, annotated `-> Mesh`, over what its constructor sets
+    MeshPiece("property", _MESH_IMPORTS, setup=f"self._mesh = {_MESH}", expr="self.mesh",
+              kind="property"),
 ]
 
 
@@ -329,7 +335,7 @@ def applies(enter: Enter, hop: Hop, mesh: MeshPiece | None = None) -> bool:
         return False
     if mesh is None or hop.inline:
         return True
-    return mesh.kind != "self"
+    return mesh.kind not in ("self", "property")
 
 
 # ---- the driver -----------------------------------------------------------------------------------
@@ -409,10 +415,16 @@ def build(constraint: Constraint, mesh: MeshPiece, table: Table, enter: Enter,
     body.append("    " * depth + call)
     body.append("return variables")
 
-    if mesh.kind == "self":
+    if mesh.kind in ("self", "property"):
+        prop = ("    @property\n    def mesh(self) -> Mesh:\n        return self._mesh\n\n"
+                if mesh.kind == "property" else "")
         driver = ("class Trainer:\n    def __init__(self):\n        " + mesh.setup + "\n\n"
-                  "    def run(self):\n" + "\n".join(_indent(body, 8)) + "\n\n\n"
+                  + prop + "    def run(self):\n" + "\n".join(_indent(body, 8)) + "\n\n\n"
                   'if __name__ == "__main__":\n    Trainer().run()\n')
+    elif mesh.kind == "partial":
+        driver = ("def run(*, mesh: Mesh):\n" + "\n".join(_indent(body, 4)) + "\n\n\n"
+                  'if __name__ == "__main__":\n'
+                  f"    functools.partial(run, mesh={mesh.setup})()\n")
     else:
         param = "mesh: Mesh" if mesh.kind == "param" else ""
         arg = mesh.setup if mesh.kind == "param" else ""

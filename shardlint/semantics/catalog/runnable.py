@@ -4,11 +4,12 @@ A module-level import outside ``if`` / ``try`` runs whenever the file is importe
 runs only at releases that have the module (read from the releases: ``catalog/facts``):
 
 - ``from flax import optim``: ``flax.optim`` is in flax 0.3.0 to 0.5.3, so the file runs at flax
-  0.5.3 at most; and flax 0.5.3 imports ``jax.linear_util``, which jax 0.4.24 dropped, so at jax
-  0.4.23 at most -- where ``jax.tree.map`` does not exist yet (:func:`facts.flax_runs_with_jax`).
-- ``from flax import nnx``: flax 0.8.0 or newer, and the jax that release requires.
-- ``from jax.experimental import maps``: jax 0.4.30 at most, and the flax releases that install
-  beside it.
+  0.5.3 at most; and the newest jax any of those releases imports with is 0.4.23 (flax 0.4.0
+  imports ``jax.linear_util``, gone in jax 0.4.24; flax 0.5.3 does ``from jax import
+  ShapedArray``, gone in 0.4.14), where ``jax.tree.map`` does not exist yet
+  (:func:`facts.flax_runs_with_jax`).
+- ``from flax import nnx``: flax 0.8.4 or newer, and the jax that release requires.
+- ``import jax.linear_util``: jax 0.4.23 at most, and the flax releases that install beside it.
 
 Only a range is narrowed, or a guess (the project states no version): an exact pin, a lock file,
 ``[tool.shardlint]`` or the project's environment is what runs. An import the range excludes
@@ -16,9 +17,10 @@ entirely (``flax.optim`` under ``flax>=0.8``) narrows nothing: the file cannot r
 pins, and the pins judge it. A module the table does not know (a private one, another package)
 narrows nothing either.
 
-The import statements that narrowed the range keep the pins' judgement for themselves
-(:attr:`Versions.narrowed_by`): ``from jax.experimental import maps`` in a project that installs
-the newest jax is the line that breaks, and saying so is the finding.
+An import of an API that SHL501 reports as moved (``from jax.experimental import maps``,
+``from jax import tree_leaves``) narrows nothing: the file is told to migrate it, and what shardlint
+says of the rest of the file holds once it has (a fix of the import must not turn another finding
+into an error).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from __future__ import annotations
 import ast
 from dataclasses import replace
 
-from shardlint.semantics.catalog import facts
+from shardlint.semantics.catalog import api, facts
 from shardlint.semantics.catalog.names import EXTERNAL_PACKAGES, ImportMap
 from shardlint.semantics.catalog.versions import PACKAGES, RELEASES, Versions, parse
 
@@ -55,6 +57,12 @@ def spans(tree: ast.Module) -> list[tuple[str, int, str, str]]:
     one: the module, then the config object)."""
     out = []
     for module, name, line in _imported(tree):
+        known = api.lookup(module if name is None else f"{module}.{name}")
+        if known is not None and (known.removed or known.deprecated):
+            # (a moved API SHL501 reports: the file is told to migrate it, and what it says
+            # of the rest of the file holds for the file once migrated -- fixing the import
+            # must not turn another finding of it into an error)
+            continue
         span = facts.import_span(module, name)
         pkg = module.split(".", 1)[0]
         if span is not None and span != (RELEASES[pkg][0], RELEASES[pkg][-1]):
@@ -127,7 +135,6 @@ def runnable(tree: ast.Module, versions: Versions,
     judged = {pkg: _judged(versions, pkg) for pkg in PACKAGES}
     low = dict(versions.low)
     source = dict(versions.source)
-    lines: set[int] = set()
     narrowed: set[str] = set()
     for pkg in PACKAGES:
         was_newest = judged[pkg]
@@ -145,9 +152,6 @@ def runnable(tree: ast.Module, versions: Versions,
             _, what, line = hi[pkg]
             source[pkg] = f"the newest release with {what}, which line {line} imports"
             judged[pkg] = newest
-            lines.add(line)
-        if pkg in lo and oldest == lo[pkg][0]:
-            lines.add(lo[pkg][2])
         if oldest != newest:
             low[pkg] = oldest
         else:
@@ -156,7 +160,7 @@ def runnable(tree: ast.Module, versions: Versions,
         return versions
     _couple(versions, judged, low, source, narrowed, hi)
     return replace(versions, jax=judged["jax"], flax=judged["flax"], source=source, low=low,
-                   pinned=versions, narrowed_by=tuple(sorted(lines)))
+                   pinned=versions)
 
 
 def _couple(versions: Versions, judged: dict[str, str], low: dict[str, str],

@@ -66,9 +66,8 @@ class Versions:
     # the version judged (``jax>=0.4.3`` is judged as the newest release, and allows 0.4.20)
     low: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     # where a file's imports narrowed the range (semantics/catalog/runnable.py): the versions of
-    # its folder, and the lines of the imports that narrowed them
+    # its folder
     pinned: Versions | None = field(default=None, hash=False, compare=False)
-    narrowed_by: tuple[int, ...] = field(default=(), hash=False, compare=False)
 
     def at_least(self, package: str, version: str) -> bool:
         have = self.jax if package == "jax" else self.flax

@@ -84,11 +84,7 @@ def api_moves(facts: FileFacts, versions: Versions, attribute_reads: bool = Fals
 def _moves(facts: FileFacts, versions: Versions, attribute_reads: bool) -> list[MoveUse]:
     out: list[MoveUse] = []
     for ref in facts.references:
-        # (an import that narrowed the file's range is judged by the pins: it is the line that
-        # fails where they install a release without it; semantics/catalog/runnable.py)
-        narrowing = versions.pinned is not None and \
-            getattr(ref.node, "lineno", 0) in versions.narrowed_by
-        out.extend(_moves_of(ref, versions.pinned if narrowing else versions))  # type: ignore[arg-type]
+        out.extend(_moves_of(ref, versions))
     moves = [m for m in api.KEYWORD_MOVES if versions.at_least(m.owners[0].split(".")[0],
                                                                m.deprecated)]
     if not moves:

@@ -849,6 +849,16 @@ class _Summariser:
             if target is not None:
                 edges.append(CallEdge(c.scope.qualname, target, c.ctx, n.lineno, n.col_offset,
                                       self._arg_kinds(c)))
+            else:
+                # A call of a `functools.partial` (in place, or bound once to a local name): a
+                # call of the function it wraps, with what the partial bound and what is passed
+                partial = self._partial_called(func, c.scope)
+                bound_to = self.ref(partial.args[0], c.scope) if partial is not None else None
+                if bound_to is not None:
+                    whole = ast.Call(partial.args[0], [*partial.args[1:], *n.args],  # type: ignore[union-attr]
+                                     [*partial.keywords, *n.keywords])  # type: ignore[union-attr]
+                    edges.append(CallEdge(c.scope.qualname, bound_to, c.ctx, n.lineno,
+                                          n.col_offset, self._arg_kinds(c, node=whole)))
             # A function handed to another call (`app.run(main)`) runs under this call's context.
             if c.scope.kind == "module":
                 for a in n.args:
@@ -875,11 +885,25 @@ class _Summariser:
         if unknown:
             frag.unknown.append(unknown)
 
-    def _arg_kinds(self, c: CallSite, shift: int = 0) -> dict[str, list] | None:
+    def _partial_called(self, func: ast.expr, scope: Scope) -> ast.Call | None:
+        """The ``functools.partial(f, ...)`` call a call's function is: written in place, or
+        a local name of the function bound to it once."""
+        if isinstance(func, ast.Name):
+            func = bound_once(scope, func.id)  # type: ignore[assignment]
+        if not isinstance(func, ast.Call) or not func.args or \
+                not isinstance(func.args[0], (ast.Name, ast.Attribute)) or \
+                not isinstance(func.func, (ast.Name, ast.Attribute)):
+            return None
+        known = self.f.resolve(func.func)
+        return func if known is not None and known.role == Role.PARTIAL else None
+
+    def _arg_kinds(self, c: CallSite, shift: int = 0,
+                   node: ast.Call | None = None) -> dict[str, list] | None:
         """Kind terms of the arguments that may be meshes (names, ``self.x``, calls), for the
         value-flow layer's "every caller passes a mesh"; ``shift``: positional arguments that
-        are not the callee's (``partial(f, a)``: ``a`` is f's first)."""
-        n = c.node
+        are not the callee's (``partial(f, a)``: ``a`` is f's first); ``node``: the call as
+        the callee sees it, where that is not the call written."""
+        n = node if node is not None else c.node
         if shift:  # (the partial's target, called with what follows it)
             n = ast.Call(n.args[0], n.args[shift:], n.keywords)
         out: dict[str, list] = {}
