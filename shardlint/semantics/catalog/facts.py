@@ -165,6 +165,7 @@ def flax_runs_with_jax(flax_version: str) -> str | None:
     return found[i] if found else None
 
 
+@functools.lru_cache(maxsize=4096)
 def module_span(module: str) -> tuple[str, str] | None:
     """The first and the last release that have the module (None: not a module the table read
     in any release, such as a private one)."""
@@ -179,19 +180,30 @@ def module_span(module: str) -> tuple[str, str] | None:
     return versions[min(a for a, _ in spans)], versions[max(b for _, b in spans)]
 
 
+@functools.lru_cache(maxsize=4096)
 def import_span(module: str, name: str | None = None) -> tuple[str, str] | None:
     """The first and the last release in which ``import module`` (``name`` None) or ``from
     module import name`` succeeds: the module exists, and ``name`` is a submodule of it or a name
     it binds (``from jax import config``: the module until jax 0.4.28, the config object after).
-    A release the table cannot tell about counts as one where it succeeds; None where it
+    Where the table keeps no names for the module, the module's own span; None where it
     succeeds in none the table read (or the package is not one it read)."""
-    dotted = module if name is None else f"{module}.{name}"
-    package = dotted.split(".", 1)[0]
+    package = module.split(".", 1)[0]
     if package not in _head()["releases"]:
         return None
     if name is None:
         return module_span(module)
-    present = [i for i, p in enumerate(_presence(dotted)) if p is not False]
+    own = _modules(package).get(module)
+    if own is None:
+        return None
+    names = _names(package, module)
+    if names is None:
+        return module_span(module)
+    dotted = f"{module}.{name}"
+    answers = [r for r in (_modules(package).get(dotted), names.get(name),
+                           _shadowed(package).get(dotted)) if r]
+    inside = {i for a, b in _runs(own) for i in range(a, b + 1)}
+    present = sorted(i for r in answers for a, b in _runs(r) for i in range(a, b + 1)
+                     if i in inside)
     if not present:
         return None
     versions = releases(package)
