@@ -217,13 +217,17 @@ class PartialDecorator(Jit):
 
 
 class Call(Jit):
-    def __init__(self, name: str, func: str, imp: str, nnx: bool = False):
+    """``train_step = <func>(<fn>, ...)``: ``fn`` is how the step is handed over (by keyword,
+    ``fun=_train_step``, or wrapped first, ``jax.vmap(_train_step)``)."""
+
+    def __init__(self, name: str, func: str, imp: str, nnx: bool = False,
+                 fn: str = "_train_step"):
         super().__init__(name, nnx)
-        self.func, self.imp = func, imp
+        self.func, self.imp, self.fn = func, imp, fn
 
     def write(self, project, step_module, imports, body, donate):
         project.add(step_module, f"{imports}\n{self.imp}\n{GRADS}\n" + _step(body, "_train_step")
-                    + f"\ntrain_step = {self.func}(_train_step{_donate(donate)})  # JIT\n")
+                    + f"\ntrain_step = {self.func}({self.fn}{_donate(donate)})  # JIT\n")
         return "train_step"
 
 
@@ -270,25 +274,6 @@ class Compiled(Jit):
         return "compile_step(state, batches[0])"
 
 
-class PjitFun(Jit):
-    """`pjit(fun=...)`: the function by keyword, as pjit (and jax.jit before 0.7) took it."""
-
-    def write(self, project, step_module, imports, body, donate):
-        project.add(step_module, f"{imports}\nimport jax\nfrom jax.experimental.pjit import pjit\n"
-                    f"{GRADS}\n" + _step(body, "_train_step")
-                    + f"\ntrain_step = pjit(fun=_train_step{_donate(donate)})  # JIT\n")
-        return "train_step"
-
-
-class Vmapped(Jit):
-    """An ensemble: the step mapped over a leading axis of every argument, then jitted."""
-
-    def write(self, project, step_module, imports, body, donate):
-        project.add(step_module, f"{imports}\nimport jax\n{GRADS}\n" + _step(body, "_train_step")
-                    + f"\ntrain_step = jax.jit(jax.vmap(_train_step){_donate(donate)})  # JIT\n")
-        return "train_step"
-
-
 class BranchAttribute(Jit):
     """A method kept in an attribute set in each branch (one rematerialised), jitted from there."""
 
@@ -312,8 +297,11 @@ JITS: list[Jit] = [
     Factory("factory"),
     Method("method"),
     Compiled("aot"),
-    PjitFun("pjit_fun"),
-    Vmapped("vmap"),
+    # the function by keyword, as pjit (and jax.jit before 0.7) took it
+    Call("pjit_fun", "pjit", "import jax\nfrom jax.experimental.pjit import pjit",
+         fn="fun=_train_step"),
+    # an ensemble: the step mapped over a leading axis of every argument, then jitted
+    Call("vmap", "jax.jit", "import jax", fn="jax.vmap(_train_step)"),
     BranchAttribute("branch_attribute"),
 ]
 

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import re
+import textwrap
 from pathlib import Path
 
 from shardlint.config import Config
 from shardlint.engine import Engine
 from shardlint.rules.base import Example, Finding
 from shardlint.semantics.catalog.versions import assume
+
+
+def write_project(root: Path, files: dict[str, str]) -> Path:
+    """Write ``files`` (path -> text, dedented) under ``root``."""
+    for name, text in files.items():
+        p = root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text).lstrip("\n"))
+    return root
 
 
 def lint_files(root: Path, files: dict[str, str], select: tuple[str, ...] = (),

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import write_project as project
+
 from shardlint.config import Config
 from shardlint.engine import Engine
 from shardlint.semantics.catalog import facts
@@ -88,12 +90,6 @@ def test_imports_the_pins_exclude_narrow_nothing():
     assert v.pinned is None
 
 
-def project(root: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        p = root / name
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(textwrap.dedent(text).lstrip("\n"))
-    return root
 
 
 def lint(root: Path, name: str):

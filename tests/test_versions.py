@@ -3,20 +3,15 @@ environment, and what each finding says it judged."""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
 
+from helpers import write_project as project
+
 from shardlint.semantics.catalog import versions as V
 
 
-def project(root: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        p = root / name
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(textwrap.dedent(text).lstrip("\n"))
-    return root
 
 
 @pytest.mark.parametrize("files,jax,why", [
