@@ -357,6 +357,10 @@ REPO = Path(__file__).resolve().parent.parent
 # lines, AttentionOp 2,816, NNXDecoder 2,363), typed into within their whole package.
 REAL = [("maxtext", "maxtext/layers/moe.py"), ("maxtext", "maxtext/layers/attention_op.py"),
         ("maxtext", "maxtext/layers/nnx_decoders.py")]
+# And from the real-code corpus (../shared/corpus, materialised by bench/corpus.py), typed into
+# within the whole project: issue 40's file (maxdiffusion's Flux transformer, 2,025 lines).
+CORPUS = [("AI-Hypercomputer+maxdiffusion",
+           "src/maxdiffusion/models/flux/transformers/transformer_flux_flax.py")]
 
 
 def _memory(pid: int) -> tuple[float, float]:
@@ -387,13 +391,22 @@ async def server_memory(root: Path) -> str:
             f"{largest.relative_to(root)}: {after_open[0]:.0f} MiB (peak {after_open[1]:.0f} MiB)")
 
 
-async def real_files(n: int) -> int:
+async def real_files(n: int, only: list[str] | None = None) -> int:
     sys.path.insert(0, str(REPO / "bench"))
     from lint_speed import fetch
 
     src = fetch(sorted({pkg for pkg, _ in REAL}))
     cases = [(REPO / "examples" / "seed_ensemble", REPO / "examples/seed_ensemble/original.py")]
     cases += [(src / pkg, src / pkg / rel) for pkg, rel in REAL]
+    from corpus import corpus_dir
+
+    for project, rel in CORPUS:
+        if (corpus_dir() / project / rel).is_file():
+            cases.append((corpus_dir() / project, corpus_dir() / project / rel))
+        else:
+            print(f"(not materialised, skipped: {project}/{rel}; see bench/corpus.py)")
+    if only:
+        cases = [c for c in cases if any(o in str(c[1]) for o in only)]
     print(f"typing {STATEMENT!r} one character at a time into the longest method of a class "
           f"({n} changes), didChange -> publishDiagnostics, debounce excluded")
     for root, path in cases:
@@ -405,7 +418,7 @@ async def real_files(n: int) -> int:
         print(f"  whole-text changes:  {percentiles(await latency(root, text, n, False, 'type', True, path))}")
         print(f"  engine alone:        {percentiles(engine_alone(root, text, n, 'type', path))}")
     print(f"the machine (a fixed ~5 ms CPU task at the same rhythm): {percentiles(machine_stalls())}")
-    if sys.platform == "linux":
+    if sys.platform == "linux" and not only:
         biggest = fetch(["easydel"]) / "easydel"  # (the corpus' largest package)
         lines = sum(p.read_bytes().count(b"\n") for p in biggest.rglob("*.py"))
         print(f"server memory on {biggest.name} ({lines:,} lines): "
@@ -421,13 +434,15 @@ async def main() -> int:
     parser.add_argument("--lines", type=int, default=2000, help="length of the edited model file")
     parser.add_argument("--edit", choices=sorted(EDITS), default="body",
                         help="what the typist does: " + "; ".join(f"{k}: {v}" for k, v in EDITS.items()))
+    parser.add_argument("--only", nargs="*", help="with --real: only the files whose path "
+                        "contains one of these")
     parser.add_argument("--real", action="store_true",
                         help="instead: type a statement into the seed example and the three real "
                              "model files of the benchmark corpus with the largest classes, in "
                              "their whole package (incremental and whole-text changes)")
     args = parser.parse_args()
     if args.real:
-        return await real_files(args.edits)
+        return await real_files(args.edits, args.only)
     with tempfile.TemporaryDirectory(prefix="shardlint-lsp-bench-") as tmp:
         root = Path(tmp) / "model"
         text = model_file(args.lines)

@@ -1120,7 +1120,8 @@ def catalogue_section() -> dict[str, list[str | None]]:
     sys.path.insert(0, str(ROOT))
     from shardlint.semantics.catalog import api, facts
 
-    for cached in (facts._head, facts._table, facts._modules, facts._names, facts._shadowed):
+    for cached in (facts._head, facts._table, facts._modules, facts._names, facts._shadowed,
+                   facts.release_index):
         cached.cache_clear()
     out: dict[str, list[str | None]] = {}
     for a in api.APIS:

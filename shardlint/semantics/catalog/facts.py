@@ -104,6 +104,7 @@ def releases(package: str) -> tuple[str, ...]:
     return tuple(_head()["releases"][package]["versions"])
 
 
+@functools.lru_cache(maxsize=4096)
 def release_index(package: str, version: str) -> int | None:
     """The index of ``version`` among the releases; a version between two releases (a dev
     build, a release the registry no longer lists) is the newest release before it; one older

@@ -295,14 +295,14 @@ def use_after(facts: FileFacts, site: CallSite, arg: ast.expr) -> Use | None:
         return None
     if _host_value(facts, site.scope, donated[0]):
         return None
-    body = getattr(site.scope.node, "body", None)
-    if not isinstance(body, list):
+    index = _scope_index(facts, site.scope.node)
+    if index is None:
         return None
-    where = _locations(body)
+    where = index.locations
     if stmt not in where:
         return None
     scanner = _Scanner(donated, stmt, facts)
-    scanner.live = {Tracked(donated, donated), *_aliases(site.scope.node, stmt, donated)}
+    scanner.live = {Tracked(donated, donated), *_aliases(index, stmt, donated)}
     for t in (stmt.targets if isinstance(stmt, ast.Assign) else
               [stmt.target] if isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) else []):
         scanner.store(t)
@@ -388,28 +388,83 @@ def _is_host(facts: FileFacts, value: ast.expr | None) -> bool:
     return False
 
 
-def _aliases(scope_node: ast.AST, call_stmt: ast.stmt, donated: Path) -> set[Tracked]:
+@dataclass(frozen=True)
+class _ScopeIndex:
+    """What :func:`use_after` reads of a function body whatever the call: where each statement
+    sits, the lines each name is stored at, and each ``name = value`` alias assignment."""
+
+    locations: dict[ast.stmt, tuple[list[ast.stmt], int, ast.stmt | None]]
+    stores: dict[str, list[int]]
+    assigns: list[tuple[int, Path, Path]]  # (end line, the name's part, what it holds)
+
+
+def _scope_index(facts: FileFacts, scope_node: ast.AST) -> _ScopeIndex | None:
+    """The body of ``scope_node`` indexed once per build of the file (a body with several
+    donating calls, or one call with several donated arguments, asks again)."""
+    memo: dict = facts.derived.setdefault("liveness_scopes", {})  # type: ignore[assignment]
+    found = memo.get(scope_node, _MISSING)
+    if found is _MISSING:
+        body = getattr(scope_node, "body", None)
+        found = memo[scope_node] = _index(body) if isinstance(body, list) else None
+    return found  # type: ignore[return-value]
+
+
+_MISSING = object()
+
+
+def _index(body: list[ast.stmt]) -> _ScopeIndex:
+    stores: dict[str, list[int]] = {}
+    assigns: list[tuple[int, Path, Path]] = []
+    # (one pass over every node of the body but the deferred ones, as _own_walk sees them,
+    # without its generators: a keystroke into a long method indexes that method again)
+    todo: list = [s for s in body if type(s) not in _DEFERRED_TYPES]
+    children = _children
+    while todo:
+        n = todo.pop()
+        t = type(n)
+        if t is ast.Name:
+            if type(n.ctx) is not ast.Load:
+                stores.setdefault(n.id, []).append(n.lineno)
+            continue
+        if t is ast.Assign and n.end_lineno is not None:
+            pairs: list[tuple[ast.expr, ast.expr]] = []
+            for target in n.targets:
+                if type(target) is ast.Name:
+                    pairs.append((target, n.value))
+                elif type(target) is ast.Tuple and type(n.value) is ast.Tuple \
+                        and len(target.elts) == len(n.value.elts):
+                    pairs.extend(zip(target.elts, n.value.elts))
+            for target, v in pairs:
+                if type(target) is ast.Name:
+                    assigns.extend((n.end_lineno, (target.id, *part), c)
+                                   for part, c in shared_parts(v))
+        fields = children.get(t)
+        if fields is None:
+            fields = children[t] = tuple(f for f in t._fields if f != "ctx")
+        for f in fields:
+            v = getattr(n, f, None)
+            if type(v) is list:
+                for x in v:
+                    if isinstance(x, ast.AST) and type(x) not in _DEFERRED_TYPES:
+                        todo.append(x)
+            elif isinstance(v, ast.AST) and type(v) not in _DEFERRED_TYPES:
+                todo.append(v)
+    return _ScopeIndex(_locations(body), stores, assigns)
+
+
+_DEFERRED_TYPES = frozenset(_DEFERRED)
+_children: dict[type, tuple[str, ...]] = {}  # node type -> its fields but the context
+
+
+def _aliases(index: _ScopeIndex, call_stmt: ast.stmt, donated: Path) -> set[Tracked]:
     """Names bound before the call to the donated value or a part of it (``old = state.params``),
     or that the donated name was taken from (``s = state; step(s)``), and not rebound since."""
     line = call_stmt.lineno
-    stores: dict[str, list[int]] = {}
-    assigns: list[tuple[int, str, Path]] = []
-    for n in (x for stmt in getattr(scope_node, "body", []) for x in _own_walk(stmt)):
-        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
-            stores.setdefault(n.id, []).append(n.lineno)
-        if isinstance(n, ast.Assign) and n.end_lineno is not None and n.end_lineno < line:
-            pairs: list[tuple[ast.expr, ast.expr]] = []
-            for t in n.targets:
-                if isinstance(t, ast.Name):
-                    pairs.append((t, n.value))
-                elif isinstance(t, ast.Tuple) and isinstance(n.value, ast.Tuple) \
-                        and len(t.elts) == len(n.value.elts):
-                    pairs.extend(zip(t.elts, n.value.elts))
-            for t, v in pairs:
-                if isinstance(t, ast.Name):
-                    assigns.extend((n.end_lineno, (t.id, *part), c) for part, c in shared_parts(v))
+    stores = index.stores
     out: set[Tracked] = set()
-    for end, local, source in assigns:
+    for end, local, source in index.assigns:
+        if end >= line:
+            continue
         name = local[0]
         if any(end < ln < line for x in (name, source[0]) for ln in stores.get(x, [])):
             continue  # rebound between the alias and the call: it holds something else
