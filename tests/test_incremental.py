@@ -1001,3 +1001,68 @@ def test_the_flow_of_an_edited_function_is_reused_unless_what_it_reads_changed(
         _as_fresh(tmp_path, live, path, text, got)
         if step == 0:
             assert remade == made
+
+
+KEPT_BASE = '''import jax
+
+
+def step(state, batch):
+    return state + batch
+
+
+class Loop:
+    def first(self, state, batches):
+        for batch in batches:
+            old = state
+            state = step(state, batch)
+            print(old)
+        return state
+
+    def second(self, state, batches):
+        for batch in batches:
+            before = state
+            state = step(state, batch)
+            print(before)
+        return state
+
+    def third(self, x):
+        y = x * 2
+        return y
+'''
+
+
+@pytest.mark.parametrize("old, new, asked", [
+    # Typing into a method with no rebinding call: the other methods' answers are kept.
+    ("        y = x * 2\n", "        y = x * 3\n", set()),
+    ("        y = x * 2\n", "        y = x * 2\n        z = y\n\n\n", set()),  # (lines added)
+    # Into a method with one: asked again there only.
+    ("            print(old)\n", "            print(state)\n", {"Loop.first"}),
+    ("            print(before)\n", "            print(before.shape)\n", {"Loop.second"}),
+    # (no longer an alias of the rebound name: not asked at all, and nothing kept there)
+    ("            before = state\n", "            before = batch\n", set()),
+    # A module-level name bound differently: asked again everywhere.
+    ("def step(state, batch):\n", "def step(state, batch, k=1):\n", {"Loop.first", "Loop.second"}),
+])
+def test_the_kept_arguments_of_an_untouched_function_are_reused(
+        tmp_path: Path, monkeypatch, old: str, new: str, asked: set[str]) -> None:
+    """``ModuleSummary.kept`` (a rebinding call whose old value a later read reaches) asks the
+    liveness walk again only in the functions an edit touched, and equals a fresh build's."""
+    from shardlint.semantics.flow import summary as summary_mod
+
+    seen: list[str] = []
+    real = summary_mod.use_after
+
+    def counting(facts, site, arg):
+        seen.append(site.scope.qualname)
+        return real(facts, site, arg)
+
+    monkeypatch.setattr(summary_mod, "use_after", counting)
+    live, parser, path = _live(tmp_path, KEPT_BASE, warm="        y = x * 2")
+    assert old in KEPT_BASE
+    for step, text in enumerate((KEPT_BASE.replace(old, new, 1), KEPT_BASE)):  # edit, undo
+        seen.clear()
+        got = [(f.code, f.span, f.message) for f in live.lint_text(path, text, parser=parser)]
+        if step == 0:
+            assert set(seen) == asked
+        _as_fresh(tmp_path, live, path, text, got)
+    assert live.index.summaries["train"].kept  # (the case is one the walk answers)

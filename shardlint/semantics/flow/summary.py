@@ -35,6 +35,8 @@ from shardlint.semantics.flow.valueflow import (
 from shardlint.semantics.flow.valueflow import shift as shift_flow
 from shardlint.syntax import nodes as walk_nodes
 
+_MISSING = object()
+
 # Bump when what a summary records changes: cached summaries of another format are dropped.
 FORMAT = 25
 ENTRY_METHODS = ("init", "init_with_output", "apply")
@@ -363,6 +365,20 @@ def _hands_a_name(call: ast.Call, names: list[str]) -> bool:
     return False
 
 
+def _touched(scope: Scope, edited: tuple[int, int, int]) -> bool:
+    """Whether the edit (``Reuse.edited``: its first and last lines now) lies in or next to
+    the outermost function around ``scope`` (a module-level scope: always)."""
+    if scope.kind != "function":
+        return True
+    while scope.parent is not None and scope.parent.kind == "function":
+        scope = scope.parent
+    node = scope.node
+    first, last, _ = edited
+    start = min([node.lineno, *(d.lineno for d in node.decorator_list)])  # type: ignore[attr-defined]
+    end = node.end_lineno or node.lineno  # type: ignore[attr-defined]
+    return not (end < first - 1 or start > max(first, last) + 1)
+
+
 def _moved(flow: dict | None, edited: tuple[int, int, int] | None) -> dict | None:
     """A function's flow of the previous build with its positions where they are now: those
     after the edit moved by the lines it added; None when a position lies in the edited lines
@@ -525,36 +541,62 @@ class _Summariser:
         out.loads = sorted({m for m, _ in runnable.loads(f.tree, f.imports)})
         return out
 
+    KEPT = "summary:kept"
+
     def _kept(self) -> list[list]:
         """``ModuleSummary.kept``: the liveness walk is asked only of the arguments a call's
         own assignment rebinds (`state = step(state, batch)`, `state, m = step(state)`), and
-        only where the callee is named (see ``_callee``)."""
+        only where the callee is named (see ``_callee``). In the language server, a call in a
+        function the edit did not touch (nor a function around it) keeps the previous build's
+        answer while no module-level name is bound differently: the walk reads that function's
+        body, the names it sees through the functions around it and the module's."""
         out: list[list] = []
+        reuse = self.f.reuse
+        old = None
+        new: dict | None = None
+        if reuse is not None:
+            new = {}
+            if reuse.changed == frozenset() and reuse.edited is not None:  # type: ignore[attr-defined]
+                old = reuse.carried.get(self.KEPT)  # type: ignore[attr-defined]
+            reuse.results[self.KEPT] = new  # type: ignore[attr-defined]
         for c in self.f.calls:
             stmt = c.stmt
             if c.api is not None or type(stmt) is not ast.Assign or stmt.value is not c.node:
                 continue
-            rebound = {t.id for target in stmt.targets for t in
-                       (target.elts if type(target) in (ast.Tuple, ast.List) else (target,))
-                       if type(t) is ast.Name}
-            named: list[tuple[str, ast.expr]] = []
-            for i, a in enumerate(c.node.args):
-                if type(a) is ast.Starred:
-                    break
-                named.append((str(i), a))
-            named += [(kw.arg, kw.value) for kw in c.node.keywords if kw.arg is not None]
-            named = [(k, a) for k, a in named if type(a) is ast.Name and a.id in rebound]
-            if named:  # (the old value of a name the call rebinds is read only through an
-                # alias: a name assigned from it, or it from one -- the walk only where one is)
-                linked = self._linked(c.scope)
-                named = [(k, a) for k, a in named if linked is None or a.id in linked]
-            callee = self._callee(c) if named else None
-            if callee is None:
-                continue
-            keys = [k for k, a in named if use_after(self.f, c, a) is not None]
-            if keys:
-                out.append([callee, keys])
+            if old is not None:
+                found = old.get(c.node, _MISSING)
+                if found is not _MISSING and not _touched(c.scope, reuse.edited):  # type: ignore[union-attr]
+                    new[c.node] = found  # type: ignore[index]
+                    if found is not None:
+                        out.append(found)
+                    continue
+            found = self._kept_at(c, stmt)
+            if new is not None:
+                new[c.node] = found
+            if found is not None:
+                out.append(found)
         return out
+
+    def _kept_at(self, c: CallSite, stmt: ast.Assign) -> list | None:
+        rebound = {t.id for target in stmt.targets for t in
+                   (target.elts if type(target) in (ast.Tuple, ast.List) else (target,))
+                   if type(t) is ast.Name}
+        named: list[tuple[str, ast.expr]] = []
+        for i, a in enumerate(c.node.args):
+            if type(a) is ast.Starred:
+                break
+            named.append((str(i), a))
+        named += [(kw.arg, kw.value) for kw in c.node.keywords if kw.arg is not None]
+        named = [(k, a) for k, a in named if type(a) is ast.Name and a.id in rebound]
+        if named:  # (the old value of a name the call rebinds is read only through an
+            # alias: a name assigned from it, or it from one -- the walk only where one is)
+            linked = self._linked(c.scope)
+            named = [(k, a) for k, a in named if linked is None or a.id in linked]
+        callee = self._callee(c) if named else None
+        if callee is None:
+            return None
+        keys = [k for k, a in named if use_after(self.f, c, a) is not None]
+        return [callee, keys] if keys else None
 
     def _value_kinds(self) -> dict[str, list]:
         """``ModuleSummary.value_kinds``: module-level names bound once to a call whose kind
