@@ -76,17 +76,37 @@ _AT_METHODS = frozenset({"set", "add", "multiply", "mul", "divide", "power", "mi
 
 def own_nodes(node: ast.AST) -> Iterator[ast.AST]:
     """Every node of a body, without entering nested functions, classes or lambdas (nor the
-    decorators of ``node`` itself: they run in the enclosing scope)."""
+    decorators of ``node`` itself: they run in the enclosing scope), nor the shared context and
+    operator singletons (``ctx``, ``op``, ``ops``: no code below them). Depth first, the last
+    child first (callers keep the first match: the order is part of the answer)."""
     if isinstance(node, (*_NESTED, ast.Module)):
         todo = [n for name in node._fields if name != "decorator_list"
                 for n in _children(getattr(node, name, None))]
     else:
         todo = [node]
+    pop, push, AST, fields_of, nested = todo.pop, todo.append, ast.AST, _CODE_FIELDS, _NESTED_TYPES
     while todo:
-        n = todo.pop()
+        n = pop()
         yield n
-        if not isinstance(n, _NESTED):
-            todo.extend(ast.iter_child_nodes(n))
+        tp = type(n)
+        if tp in nested:
+            continue
+        fields = fields_of.get(tp)
+        if fields is None:
+            fields = fields_of[tp] = tuple(f for f in tp._fields if f not in _LEAF_FIELDS)
+        for name in fields:
+            value = getattr(n, name, None)
+            if type(value) is list:
+                for child in value:
+                    if isinstance(child, AST):
+                        push(child)
+            elif isinstance(value, AST):
+                push(value)
+
+
+_NESTED_TYPES = frozenset(_NESTED)
+_LEAF_FIELDS = ("ctx", "op", "ops")  # (the shared singletons of syntax.nodes)
+_CODE_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def _children(value) -> list[ast.AST]:

@@ -244,17 +244,6 @@ def _compared_containers(node: ast.Compare) -> list[ast.expr]:
     return []
 
 
-def _own_walk(node: ast.AST):
-    """Nodes evaluated now: not the bodies of lambdas or functions defined here."""
-    if isinstance(node, _DEFERRED):
-        return
-    todo = [node]
-    while todo:
-        n = todo.pop()
-        yield n
-        todo.extend(c for c in ast.iter_child_nodes(n) if not isinstance(c, _DEFERRED))
-
-
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
 
@@ -415,8 +404,8 @@ _MISSING = object()
 def _index(body: list[ast.stmt]) -> _ScopeIndex:
     stores: dict[str, list[int]] = {}
     assigns: list[tuple[int, Path, Path]] = []
-    # (one pass over every node of the body but the deferred ones, as _own_walk sees them,
-    # without its generators: a keystroke into a long method indexes that method again)
+    # (one pass over every node of the body but the deferred ones (lambdas, nested functions
+    # and classes run later), without generators: a keystroke into a long method indexes it)
     todo: list = [s for s in body if type(s) not in _DEFERRED_TYPES]
     children = _children
     while todo:
