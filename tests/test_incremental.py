@@ -1066,3 +1066,50 @@ def test_the_kept_arguments_of_an_untouched_function_are_reused(
             assert set(seen) == asked
         _as_fresh(tmp_path, live, path, text, got)
     assert live.index.summaries["train"].kept  # (the case is one the walk answers)
+
+
+DONATED_BASE = '''import functools
+
+import jax
+
+
+def helper(x):
+    return x
+
+
+@functools.partial(jax.jit, donate_argnums=(0,))
+def step(state, batch):
+    return state.apply_gradients(grads=batch)
+
+
+def train(state, batches):
+    for batch in batches:
+        old = state.params
+        state = step(state, batch)
+        print(jax.tree.map(lambda a, b: a - b, state.params, old))
+    return state
+'''
+
+
+@pytest.mark.parametrize("old, new", [
+    # Lines added above the loop: its statements are kept and moved, and so are the lines the
+    # liveness walk keeps with them (the alias, the stores).
+    ("    return x\n", "    y = x\n\n    return y\n"),
+    ("        old = state.params\n", "        old = state.params\n\n\n"),
+    # The alias rebound after the read, and before it (no finding then).
+    ("        print(jax", "        old = None\n        print(jax"),
+    ("        state = step(state, batch)\n", "        state = step(state, batch)\n        state = 1\n"),
+    ("    return state\n", "\n\n    return state\n"),
+])
+def test_use_after_donation_through_kept_statements_matches_a_full_build(
+        tmp_path: Path, old: str, new: str) -> None:
+    """SHL402's walk of a body keeps each statement's stores and aliases with the statement,
+    relative to its first line (liveness._index): after an edit that moves or replaces
+    statements, its findings are a fresh build's."""
+    live, parser, path = _live(tmp_path, DONATED_BASE, warm="    return x")
+    assert old in DONATED_BASE
+    first = [f.code for f in live.lint_text(path, DONATED_BASE, parser=parser)]
+    assert "SHL402" in first
+    for text in (DONATED_BASE.replace(old, new, 1), DONATED_BASE):  # edit, undo
+        got = [(f.code, f.span, f.message) for f in live.lint_text(path, text, parser=parser)]
+        _as_fresh(tmp_path, live, path, text, got)

@@ -16,6 +16,7 @@ only reported when no path to it rebinds the name.
 from __future__ import annotations
 
 import ast
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -394,26 +395,57 @@ def _scope_index(facts: FileFacts, scope_node: ast.AST) -> _ScopeIndex | None:
     found = memo.get(scope_node, _MISSING)
     if found is _MISSING:
         body = getattr(scope_node, "body", None)
-        found = memo[scope_node] = _index(body) if isinstance(body, list) else None
+        found = memo[scope_node] = _index(body, facts.reuse is not None) \
+            if isinstance(body, list) else None
     return found  # type: ignore[return-value]
 
 
 _MISSING = object()
 
 
-def _index(body: list[ast.stmt]) -> _ScopeIndex:
+def _index(body: list[ast.stmt], keep: bool = False) -> _ScopeIndex:
+    """``keep`` (the language server): each statement's part is kept with it for the next
+    build, where the parser keeps an untouched statement's node (moved as a whole, in place:
+    its lines are kept relative to its first)."""
     stores: dict[str, list[int]] = {}
     assigns: list[tuple[int, Path, Path]] = []
-    # (one pass over every node of the body but the deferred ones (lambdas, nested functions
-    # and classes run later), without generators: a keystroke into a long method indexes it)
-    todo: list = [s for s in body if type(s) not in _DEFERRED_TYPES]
+    for stmt in body:
+        if type(stmt) in _DEFERRED_TYPES:
+            continue
+        span = stmt.end_lineno - stmt.lineno  # type: ignore[operator]
+        entry = _KEPT.get(stmt) if keep else None
+        if entry is None or entry[0] != span:
+            entry = (span, *_statement_index(stmt))
+            if keep:
+                _KEPT[stmt] = entry
+        base = stmt.lineno
+        for name, rel in entry[1]:
+            stores.setdefault(name, []).append(base + rel)
+        for rel, local, source in entry[2]:
+            assigns.append((base + rel, local, source))
+    return _ScopeIndex(_locations(body), stores, assigns)
+
+
+# statement -> (its lines - 1, its stores and alias assignments with lines relative to its first)
+_KEPT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _statement_index(stmt: ast.stmt) -> tuple[list[tuple[str, int]],
+                                              list[tuple[int, Path, Path]]]:
+    """The names ``stmt`` stores and its ``name = value`` alias assignments, lines relative to
+    its first: one pass over its nodes but the deferred ones (lambdas, nested functions and
+    classes run later), without generators."""
+    base = stmt.lineno
+    stores: list[tuple[str, int]] = []
+    assigns: list[tuple[int, Path, Path]] = []
+    todo: list = [stmt]
     children = _children
     while todo:
         n = todo.pop()
         t = type(n)
         if t is ast.Name:
             if type(n.ctx) is not ast.Load:
-                stores.setdefault(n.id, []).append(n.lineno)
+                stores.append((n.id, n.lineno - base))
             continue
         if t is ast.Assign and n.end_lineno is not None:
             pairs: list[tuple[ast.expr, ast.expr]] = []
@@ -425,7 +457,7 @@ def _index(body: list[ast.stmt]) -> _ScopeIndex:
                     pairs.extend(zip(target.elts, n.value.elts))
             for target, v in pairs:
                 if type(target) is ast.Name:
-                    assigns.extend((n.end_lineno, (target.id, *part), c)
+                    assigns.extend((n.end_lineno - base, (target.id, *part), c)
                                    for part, c in shared_parts(v))
         fields = children.get(t)
         if fields is None:
@@ -438,7 +470,7 @@ def _index(body: list[ast.stmt]) -> _ScopeIndex:
                         todo.append(x)
             elif isinstance(v, ast.AST) and type(v) not in _DEFERRED_TYPES:
                 todo.append(v)
-    return _ScopeIndex(_locations(body), stores, assigns)
+    return stores, assigns
 
 
 _DEFERRED_TYPES = frozenset(_DEFERRED)
