@@ -30,31 +30,52 @@ import re
 from shardlint.syntax import nodes, parse
 
 
+_CHUNK = 4096
+
+
 def _common_prefix(a: str, b: str) -> int:
-    """Length of the common prefix, by binary search over C-level slice compares."""
-    lo, hi = 0, min(len(a), len(b))
-    if a[:hi] == b[:hi]:
-        return hi
-    while lo < hi:  # invariant: a[:lo] == b[:lo], a[:hi] != b[:hi]
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
+    """Length of the common prefix: chunk by chunk up to the first that differs (each slice
+    compare in C; a keystroke's text is copied once up to the edit, not log n times whole),
+    then by binary search within it."""
+    n = min(len(a), len(b))
+    lo = 0
+    while lo < n:
+        hi = min(lo + _CHUNK, n)
+        if a[lo:hi] != b[lo:hi]:
+            break
+        lo = hi
+    else:
+        return n
+    hi = min(lo + _CHUNK, n)  # invariant: a[:lo] == b[:lo], the chunk up to hi differs
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
             lo = mid
         else:
-            hi = mid - 1
-    return lo
+            hi = mid
+    return lo if a[lo] != b[lo] else lo + 1
 
 
 def _common_suffix(a: str, b: str, limit: int) -> int:
-    lo, hi = 0, min(len(a), len(b), limit)
-    if hi and a[len(a) - hi:] == b[len(b) - hi:]:
-        return hi
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[len(a) - mid:] == b[len(b) - mid:]:
+    """Length of the common suffix, at most ``limit`` (as _common_prefix, from the end)."""
+    n = min(len(a), len(b), limit)
+    la, lb = len(a), len(b)
+    lo = 0
+    while lo < n:
+        hi = min(lo + _CHUNK, n)
+        if a[la - hi:la - lo] != b[lb - hi:lb - lo]:
+            break
+        lo = hi
+    else:
+        return n
+    hi = min(lo + _CHUNK, n)  # a's last lo equal b's, not its last hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[la - mid:la - lo] == b[lb - mid:lb - lo]:
             lo = mid
         else:
-            hi = mid - 1
-    return lo
+            hi = mid
+    return lo if a[la - lo - 1] != b[lb - lo - 1] else lo + 1
 
 
 def _first_line(stmt: ast.stmt) -> int:

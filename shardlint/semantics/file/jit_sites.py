@@ -246,7 +246,23 @@ def calls_of(facts: FileFacts, site: JitSite) -> list[CallSite]:
     owner = _binding_owner(site)
     attr = _self_attr_binding(facts, site)
     maker = _returned_from(facts, site)
-    for c in facts.calls:
+    calls = facts.calls
+    # (the calls any branch below can take, from the file's calls grouped by callee once per
+    # build: a keystroke asks for each jit site of a 3,000-call file)
+    groups = _call_groups(facts)
+    wanted = set(groups.by_node.get(id(site.node), ()))
+    if name is not None:
+        wanted.update(groups.by_name.get(name, ()))
+    if maker is not None or attr is not None:
+        wanted.update(groups.named)
+        wanted.update(groups.called)
+        if attr is not None:
+            wanted.update(groups.by_attr.get(attr[1], ()))
+    if attr is not None:
+        wanted.update(groups.by_self.get(attr[1], ()))
+    if site.form != "call" and site.function is not None:
+        wanted.update(groups.by_self.get(site.function.name, ()))
+    for c in (calls[i] for i in sorted(wanted)):
         func = c.node.func
         if func is site.node:  # `jax.jit(f, ...)(x)`
             out.append(c)
@@ -266,6 +282,38 @@ def calls_of(facts: FileFacts, site: JitSite) -> list[CallSite]:
             if bound_here or decorated_method:
                 out.append(c)
     return out
+
+
+@dataclass
+class _CallGroups:
+    """A file's calls (their indexes in ``facts.calls``) by what they call."""
+
+    by_node: dict[int, list[int]]  # id of the callee expression
+    by_name: dict[str, list[int]]  # a plain name called
+    by_self: dict[str, list[int]]  # ``self.<attr>(...)``
+    by_attr: dict[str, list[int]]  # ``<anything>.<attr>(...)``
+    named: list[int]  # every call of a plain name
+    called: list[int]  # every call of a call's result (``make()(x)``)
+
+
+def _call_groups(facts: FileFacts) -> _CallGroups:
+    found = facts.derived.get("call_groups")
+    if found is None:
+        found = facts.derived["call_groups"] = _CallGroups({}, {}, {}, {}, [], [])
+        for i, c in enumerate(facts.calls):
+            func = c.node.func
+            found.by_node.setdefault(id(func), []).append(i)
+            tp = type(func)
+            if tp is ast.Name:
+                found.by_name.setdefault(func.id, []).append(i)  # type: ignore[attr-defined]
+                found.named.append(i)
+            elif tp is ast.Attribute:
+                found.by_attr.setdefault(func.attr, []).append(i)  # type: ignore[attr-defined]
+                if type(func.value) is ast.Name and func.value.id == "self":  # type: ignore[attr-defined]
+                    found.by_self.setdefault(func.attr, []).append(i)  # type: ignore[attr-defined]
+            elif tp is ast.Call:
+                found.called.append(i)
+    return found  # type: ignore[return-value]
 
 
 def references_of(facts: FileFacts, site: JitSite) -> list[tuple[ast.expr, Scope]]:
