@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from shardlint.semantics.file.dataflow import LocalFlow, own_nodes
 from shardlint.semantics.file.facts import FileFacts, Scope
+from shardlint.semantics.file.reuse import each_call
 from shardlint.semantics.flow.models import nnx_class
 
 # nnx APIs that take a graph node (a module, optimizer, variable) as their first argument.
@@ -49,17 +50,19 @@ def file_uses_nnx(facts: FileFacts) -> bool:
 
 def uses_hijax(facts: FileFacts) -> bool:
     """Hijax / ref Variables (``flax_hijax_variable``, ``nnx.var_defaults(hijax=True)``,
-    ``Variable(..., hijax=True)``) carry updates through ``jax.jit``: shardlint stays silent."""
-    for c in facts.calls:
-        q = c.qualified or ""
-        if "hijax" in q or q.endswith("var_defaults"):
-            return True
-        if any(kw.arg in ("hijax", "ref") for kw in c.node.keywords):
-            return True
-        first = c.node.args[0] if c.node.args else None
-        if isinstance(first, ast.Constant) and first.value == "flax_hijax_variable":
-            return True
-    return False
+    ``Variable(..., hijax=True)``) carry updates through ``jax.jit``: shardlint stays silent.
+    (Per call, reused per part of the file in the language server.)"""
+    return bool(each_call(facts, "hijax", _hijax_call, local=True))
+
+
+def _hijax_call(c) -> bool:
+    q = c.qualified or ""
+    if "hijax" in q or q.endswith("var_defaults"):
+        return True
+    if any(kw.arg in ("hijax", "ref") for kw in c.node.keywords):
+        return True
+    first = c.node.args[0] if c.node.args else None
+    return isinstance(first, ast.Constant) and first.value == "flax_hijax_variable"
 
 
 @dataclass
