@@ -21,5 +21,5 @@ if [ ! -x .venv/bin/python ]; then
   $PY -m venv .venv
   .venv/bin/python -m pip install --quiet --upgrade pip
 fi
-.venv/bin/python -m pip install --quiet -e '.[memory,test]'
+.venv/bin/python -m pip install --quiet -e '.[memory,test]' -c scripts/constraints.txt
 echo "ready: $(.venv/bin/python --version) in .venv" >&2
