@@ -366,7 +366,7 @@ class IncrementalParser:
         columns ``outer``) does not parse alone, without parsing the text before it again (most
         of a module that is one large class).
 
-        The text from the region on is parsed under stand-in ``if 1:`` headers at the columns
+        The text from the region on is parsed under stand-in ``with 1:`` headers at the columns
         of the blocks around it: its tokens are the file's, and the tokenizer starts them with
         the same indentation stack, at the start of a statement (the text before is unchanged
         and parsed), so the parser fails where and how the whole file's parse does. First only
@@ -398,7 +398,9 @@ class IncrementalParser:
             break
         else:
             return  # (no code from the region to the end: nothing of the region is left)
-        head = "\n" * (start - 1 - len(outer)) + "".join(" " * c + "if 1:\n" for c in outer)
+        # (the blocks around are a class and functions, which take no `else:`/`except:`: nor
+        # does `with`, where an `if 1:` took a dedented `else:` the file rejects)
+        head = "\n" * (start - 1 - len(outer)) + "".join(" " * c + "with 1:\n" for c in outer)
         span = self._span
         if span is not None and len(lines) - span > span - start:  # (else the end is near)
             try:

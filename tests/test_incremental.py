@@ -388,6 +388,32 @@ def _live(tmp_path: Path, base: str, warm: str | None = None):
     return live, parser, path
 
 
+def _asked_while_editing(tmp_path: Path, monkeypatch, module, name: str, label,
+                         base: str, warm: str, old: str, new: str):
+    """``label(*args)`` of each call of ``module.name`` while the live engine lints the edit
+    ``old`` -> ``new`` of ``base`` through the incremental parser (see ``_live``); the edit and
+    its undo both give a fresh build's findings and summary. Returns those labels (asked
+    during the edit) and the live engine."""
+    seen: list[str] = []
+    real = getattr(module, name)
+
+    def asked(*args, **kwargs):
+        seen.append(label(*args, **kwargs))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, asked)
+    live, parser, path = _live(tmp_path, base, warm=warm)
+    assert old in base
+    during: set[str] = set()
+    for step, text in enumerate((base.replace(old, new, 1), base)):  # edit, undo
+        seen.clear()
+        got = [(f.code, f.span, f.message) for f in live.lint_text(path, text, parser=parser)]
+        if step == 0:
+            during = set(seen)  # (before the fresh build, which asks everything)
+        _as_fresh(tmp_path, live, path, text, got)
+    return during, live
+
+
 @pytest.mark.parametrize("old, new, changed", [
     # Inside one function body: no module-level name changes, every other statement's results
     # are reused.
@@ -923,22 +949,10 @@ def test_statements_of_an_edited_function_are_replayed(tmp_path: Path, monkeypat
 
     from shardlint.semantics.file import visitor
 
-    seen: list[str] = []
-    real = visitor.record_body
-
-    def recording(b, stmt, owner):
-        seen.append(ast.unparse(stmt).split("\n")[0])
-        return real(b, stmt, owner)
-
-    monkeypatch.setattr(visitor, "record_body", recording)
-    live, parser, path = _live(tmp_path, BODY_BASE, warm="        count = 0")
-    assert old in BODY_BASE
-    for step, text in enumerate((BODY_BASE.replace(old, new, 1), BODY_BASE)):  # edit, undo
-        seen.clear()
-        got = [(f.code, f.span, f.message) for f in live.lint_text(path, text, parser=parser)]
-        _as_fresh(tmp_path, live, path, text, got)
-        if step == 0:
-            assert set(seen) == visited
+    seen, _ = _asked_while_editing(tmp_path, monkeypatch, visitor, "record_body",
+                                   lambda b, stmt, owner: ast.unparse(stmt).split("\n")[0],
+                                   BODY_BASE, "        count = 0", old, new)
+    assert seen == visited
 
 
 FLOW_BASE = '''import jax
@@ -984,23 +998,10 @@ def test_the_flow_of_an_edited_function_is_reused_unless_what_it_reads_changed(
 
     from shardlint.semantics.flow import summary as summary_mod
 
-    seen: list[str] = []
-    real = summary_mod.function_flow
-
-    def counting(facts, scope, *args, **kwargs):
-        seen.append(scope.qualname)
-        return real(facts, scope, *args, **kwargs)
-
-    monkeypatch.setattr(summary_mod, "function_flow", counting)
-    live, parser, path = _live(tmp_path, FLOW_BASE, warm="        extra = scale * 2")
-    assert old in FLOW_BASE
-    for step, text in enumerate((FLOW_BASE.replace(old, new, 1), FLOW_BASE)):  # edit, undo
-        seen.clear()
-        got = [(f.code, f.span, f.message) for f in live.lint_text(path, text, parser=parser)]
-        remade = "Trainer.step" in seen
-        _as_fresh(tmp_path, live, path, text, got)
-        if step == 0:
-            assert remade == made
+    seen, _ = _asked_while_editing(tmp_path, monkeypatch, summary_mod, "function_flow",
+                                   lambda facts, scope, *args, **kwargs: scope.qualname,
+                                   FLOW_BASE, "        extra = scale * 2", old, new)
+    assert ("Trainer.step" in seen) == made
 
 
 KEPT_BASE = '''import jax
@@ -1049,22 +1050,10 @@ def test_the_kept_arguments_of_an_untouched_function_are_reused(
     liveness walk again only in the functions an edit touched, and equals a fresh build's."""
     from shardlint.semantics.flow import summary as summary_mod
 
-    seen: list[str] = []
-    real = summary_mod.use_after
-
-    def counting(facts, site, arg):
-        seen.append(site.scope.qualname)
-        return real(facts, site, arg)
-
-    monkeypatch.setattr(summary_mod, "use_after", counting)
-    live, parser, path = _live(tmp_path, KEPT_BASE, warm="        y = x * 2")
-    assert old in KEPT_BASE
-    for step, text in enumerate((KEPT_BASE.replace(old, new, 1), KEPT_BASE)):  # edit, undo
-        seen.clear()
-        got = [(f.code, f.span, f.message) for f in live.lint_text(path, text, parser=parser)]
-        if step == 0:
-            assert set(seen) == asked
-        _as_fresh(tmp_path, live, path, text, got)
+    seen, live = _asked_while_editing(tmp_path, monkeypatch, summary_mod, "use_after",
+                                      lambda facts, site, arg: site.scope.qualname,
+                                      KEPT_BASE, "        y = x * 2", old, new)
+    assert seen == asked
     assert live.index.summaries["train"].kept  # (the case is one the walk answers)
 
 
@@ -1113,3 +1102,21 @@ def test_use_after_donation_through_kept_statements_matches_a_full_build(
     for text in (DONATED_BASE.replace(old, new, 1), DONATED_BASE):  # edit, undo
         got = [(f.code, f.span, f.message) for f in live.lint_text(path, text, parser=parser)]
         _as_fresh(tmp_path, live, path, text, got)
+
+
+def test_a_dedented_else_under_a_method_is_the_full_parse_error() -> None:
+    """``else:`` typed at a method's column inside its body, the line after it left less
+    indented than the block it was in: the file's error is at that ``else`` (a ``def`` takes
+    none), not the indentation error further down that a stand-in ``if`` header, taking the
+    ``else``, would have let the parser reach."""
+    base = ("class A:\n    def f(self, xs):\n        out = []\n        for x in xs:\n"
+            "            if x:\n                y = 1\n                z = 2\n"
+            "            elif y:\n                w = 3\n        return out\n\n"
+            "    def g(self):\n        return 1\n")
+    parser = IncrementalParser()
+    assert outcome(base, parser)[0] == "ok"
+    at = base.index("                z = 2")
+    new = base[:at] + "    else:\n" + base[at + 5:]  # (the line now starts at column 11)
+    expected = outcome(new)
+    assert expected[:3] == ("SyntaxError", "invalid syntax", 7)
+    assert outcome(new, parser) == expected

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from shardlint.semantics.catalog.names import EXTERNAL_PACKAGES, dotted
 from shardlint.semantics.file.facts import Assigned, FileFacts, Scope
+from shardlint.syntax import _FIELDS, code_fields
 from shardlint.syntax import nodes as walk_nodes
 
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
@@ -84,7 +85,7 @@ def own_nodes(node: ast.AST) -> Iterator[ast.AST]:
                 for n in _children(getattr(node, name, None))]
     else:
         todo = [node]
-    pop, push, AST, fields_of, nested = todo.pop, todo.append, ast.AST, _CODE_FIELDS, _NESTED_TYPES
+    pop, push, AST, nested, fields_of = todo.pop, todo.append, ast.AST, _NESTED_TYPES, _FIELDS
     while todo:
         n = pop()
         yield n
@@ -92,9 +93,7 @@ def own_nodes(node: ast.AST) -> Iterator[ast.AST]:
         if tp in nested:
             continue
         fields = fields_of.get(tp)
-        if fields is None:
-            fields = fields_of[tp] = tuple(f for f in tp._fields if f not in _LEAF_FIELDS)
-        for name in fields:
+        for name in fields if fields is not None else code_fields(tp):
             value = getattr(n, name, None)
             if type(value) is list:
                 for child in value:
@@ -105,8 +104,6 @@ def own_nodes(node: ast.AST) -> Iterator[ast.AST]:
 
 
 _NESTED_TYPES = frozenset(_NESTED)
-_LEAF_FIELDS = ("ctx", "op", "ops")  # (the shared singletons of syntax.nodes)
-_CODE_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def _children(value) -> list[ast.AST]:

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from shardlint.semantics.file.facts import CallSite, FileFacts, Scope
+from shardlint.syntax import code_fields
 
 # Reading these of a deleted array is fine: they are metadata, not the buffer.
 METADATA = frozenset({"shape", "dtype", "ndim", "size", "sharding", "is_deleted", "aval",
@@ -439,7 +440,7 @@ def _statement_index(stmt: ast.stmt) -> tuple[list[tuple[str, int]],
     stores: list[tuple[str, int]] = []
     assigns: list[tuple[int, Path, Path]] = []
     todo: list = [stmt]
-    children = _children
+    push = todo.append
     while todo:
         n = todo.pop()
         t = type(n)
@@ -459,22 +460,18 @@ def _statement_index(stmt: ast.stmt) -> tuple[list[tuple[str, int]],
                 if type(target) is ast.Name:
                     assigns.extend((n.end_lineno - base, (target.id, *part), c)
                                    for part, c in shared_parts(v))
-        fields = children.get(t)
-        if fields is None:
-            fields = children[t] = tuple(f for f in t._fields if f != "ctx")
-        for f in fields:
+        for f in code_fields(t):
             v = getattr(n, f, None)
             if type(v) is list:
                 for x in v:
                     if isinstance(x, ast.AST) and type(x) not in _DEFERRED_TYPES:
-                        todo.append(x)
+                        push(x)
             elif isinstance(v, ast.AST) and type(v) not in _DEFERRED_TYPES:
-                todo.append(v)
+                push(v)
     return stores, assigns
 
 
 _DEFERRED_TYPES = frozenset(_DEFERRED)
-_children: dict[type, tuple[str, ...]] = {}  # node type -> its fields but the context
 
 
 def _aliases(index: _ScopeIndex, call_stmt: ast.stmt, donated: Path) -> set[Tracked]:
