@@ -126,6 +126,27 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
                         return jax.jit(step)(self._inputs)
         """, title="an attribute of `self` no method uses as a mesh: a name is not evidence"),
         example("""
+            import dataclasses
+            import jax
+
+            @dataclasses.dataclass(frozen=True)
+            class Config:
+                depth: int = 2
+                mesh: object = None
+
+            class Runner:
+                def __init__(self):
+                    self.mesh = jax.make_mesh((1,), ("x",))
+                    self.cfg = dataclasses.replace(Config(), mesh=self.mesh)
+
+                def reload(self, cfg):
+                    self.cfg = cfg  # (a record from elsewhere: its mesh is not known)
+
+                def run(self, x):
+                    with self.cfg.mesh:
+                        return jax.jit(lambda y: y)(x)
+        """, title="a record on `self` that another method replaces with one built elsewhere"),
+        example("""
             import jax
             mesh = jax.make_mesh((4,), ("data",))
             with jax.set_mesh(mesh):
@@ -436,6 +457,33 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
 
                     self.update = update
         """, title="`self`'s mesh read in a function nested in a method"),
+        example("""
+            import dataclasses
+            import unittest
+            import jax
+
+            @dataclasses.dataclass(frozen=True)
+            class Config:
+                depth: int = 2
+                mesh: jax.sharding.Mesh | None = None
+
+            CFG = Config(depth=4)
+
+            class ModelTest(unittest.TestCase):
+                def setUp(self):
+                    self.mesh = jax.make_mesh((1,), ("x",))
+                    self.small_cfg = dataclasses.replace(CFG, mesh=self.mesh, depth=1)
+
+                def test_step(self):
+                    cfg = dataclasses.replace(self.small_cfg, depth=3)
+                    with cfg.mesh:  # expect: SHL101
+                        jax.jit(lambda y: y)(1.0)
+
+                def test_direct(self):
+                    with self.small_cfg.mesh:  # expect: SHL101
+                        jax.jit(lambda y: y)(1.0)
+        """, title="a mesh kept in a record on `self` (`dataclasses.replace(CFG, mesh=self.mesh)` "
+                   "in `setUp`), read back through a copy of it"),
         example("""
             import jax
             from jax.sharding import NamedSharding, PartitionSpec as P

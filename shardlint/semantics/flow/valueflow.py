@@ -828,12 +828,21 @@ def class_attributes(facts: FileFacts, cls: Scope, ref: RefFn,
             method_attributes(facts, method, ref)
         for name, terms in found.items():
             out.setdefault(name, []).extend(terms)
+    # A field of a record kept on `self` (`self.cfg = replace(CFG, mesh=m)`, then `self.cfg.mesh`)
+    # is what the keyword held only where every store of `self.cfg` passes that keyword: a
+    # store of another value leaves the field unknown.
+    for name in [k for k in out if "." in k and not k.endswith(".")]:
+        stores = out.get(name.partition(".")[0] + ".", ())
+        if any(name.partition(".")[2] not in t[1] for t in stores):
+            out[name].append(["other"])
     return {k: _unique_terms(v) for k, v in out.items()
             if interesting(v)}
 
 
 def method_attributes(facts: FileFacts, method: Scope, ref: RefFn) -> dict[str, list]:
-    """Kind terms of what one method sets on ``self``, by attribute, in order."""
+    """Kind terms of what one method sets on ``self``, by attribute, in order; and, under
+    ``"<attr>."``, one ``["fields", names]`` term per store: the keywords the value was built
+    with (none for a value that is not a call), read by :func:`class_attributes`."""
     out: dict[str, list] = {}
     flow: LocalFlow | None = None
     for target, stmt in method.stores:
@@ -843,7 +852,11 @@ def method_attributes(facts: FileFacts, method: Scope, ref: RefFn) -> dict[str, 
         value = getattr(stmt, "value", None)
         if isinstance(stmt, ast.AugAssign) or value is None or isinstance(
                 getattr(stmt, "targets", [None])[0], (ast.Tuple, ast.List)):
+            out.setdefault(f"{target.attr}.", []).append(["fields", []])
             continue  # (a value shardlint cannot see: it adds nothing)
+        out.setdefault(f"{target.attr}.", []).append(
+            ["fields", sorted({k.arg for k in value.keywords if k.arg is not None})
+             if isinstance(value, ast.Call) else []])
         if flow is None:
             flow = LocalFlow(facts, method)
         terms = kind_terms(facts, method, value, ref, flow)
@@ -1591,6 +1604,12 @@ class FlowIndex:
         """Whether ``self.<attr>`` is a mesh in the methods of the class of ``member`` (a
         ``module:Class.method`` key), or of one of its project base classes."""
         head, dot, field_ = attr.partition(".")
+        if dot and "." not in field_ and depth <= MAX_DEPTH:
+            # `self.cfg.mesh` where every store of `self.cfg` is a record built with `mesh=`
+            # (`self.cfg = dataclasses.replace(CFG, mesh=self.mesh)`): what that keyword held
+            found = self._attribute_terms(member, attr)
+            if found is not None:
+                return self.terms_mesh(found[1], f"{found[0]}.__attr__", (), depth + 1)
         if dot and "." not in field_:
             # `self.engine.mesh`: a field of the object `self.engine` holds, where that is an
             # instance the class builds of a project class (read at the field, as
