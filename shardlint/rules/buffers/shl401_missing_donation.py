@@ -99,7 +99,9 @@ and through the item, dict entry or record field of a result the step picks
 * a parameter whose fields or items the function writes where they are and then returns
   (`cache.k[i] = new; return cache`), or rebinds to a record rebuilt from its own fields;
 * callers that rebind the name they pass in a loop (`x = smooth(x, k)`), wherever the
-  function lives.
+  function lives -- also where shardlint cannot follow what is compiled (a step from a
+  package it does not read, one rebound in a branch to a wrapper of itself): "not known" does
+  not veto what every loop that calls it shows, and the message says the step was not followed.
 
 The message names the argument, the exact `donate_argnums`/`donate_argnames` to add (counting
 `self` for methods, leaving out static arguments) and the chain of calls that proves the update
@@ -122,9 +124,9 @@ is such a lowering); a step every caller of which in the file passes state that 
 under 1 MiB (arrays of literal shapes, through names: a second copy costs nothing); a
 loop rebind alone when the function returns the argument unchanged, returns it visibly
 reshaped (`x = resize(x, size)`, an index, a reduction: new data the old buffer could not
-hold) or the jit sets `out_shardings` (a reshard cannot reuse the buffer). What keeps it silent: an update made by a
-function outside the project (unknown, never assumed), a callable built at run time (a
-parameter, a registry lookup), `**options` at the jit site (it may donate).
+hold) or the jit sets `out_shardings` (a reshard cannot reuse the buffer). What keeps it
+silent: an update made by a function outside the project (unknown, never assumed) with no
+caller that rebinds the result in a loop, `**options` at the jit site (it may donate).
 """
     why = """
 Without donation XLA cannot write the new parameters and optimizer state into the buffers of
@@ -336,6 +338,19 @@ jax >= 0.8.1 (no fix is offered on older jax).
             def decay(params, rate):
                 return jax.tree.map(lambda p, r: p * r, params, rate)
         """, title="pjit and the decorator factory, both donating"),
+        example("""
+            import jax
+            from trainers import make_step, distance  # a package shardlint does not read
+
+            def train(state, batches, config):
+                step = jax.jit(make_step(config))
+                drift = []
+                for batch in batches:
+                    before = state
+                    state, metrics = step(state, batch)
+                    drift.append(distance(before, state))  # the old state, read after the call
+                return state, drift
+        """, title="a step shardlint cannot follow whose caller still reads the old value"),
         example("""
             import jax
             from flax import linen as ln
@@ -677,6 +692,22 @@ jax >= 0.8.1 (no fix is offered on older jax).
                     return out
             """,
         }, title="a parameter rebound from an unknown call, and a caller that rebinds it in a loop"),
+        example("""
+            import functools
+            import jax
+            from trainers import make_step, wrap_with_mixup  # a package shardlint does not read
+
+            def train(state, batches, config):
+                step_fn = make_step(config)
+                if config.mixup:
+                    step_fn = wrap_with_mixup(step_fn, config.mixup)
+                step = jax.jit(step_fn)  # expect: SHL401
+                for batch in batches:
+                    # what `step_fn` is, is not known; that every call rebinds `state` from
+                    # the result is: "not known" does not veto it
+                    state, metrics = step(state, batch)
+                return state
+        """, title="a step shardlint cannot follow, rebound from its result in a loop"),
         example("""
             import dataclasses
             import jax
@@ -1183,8 +1214,7 @@ jax >= 0.8.1 (no fix is offered on older jax).
             for i, what in same_sharding(facts, site):
                 evidence.setdefault(f"#{i}", Evidence(
                     "returns {0} with the sharding it came in with (`{1}`)", what, ()))
-        if not evidence and (target is None or target.scope is None and target.key is None):
-            return None  # (no loop rebind can say more without the function or its summary)
+        unknown = target is None or target.scope is None and target.key is None
         all_calls = calls_of(facts, site)
         calls = [c for c in all_calls if not execution.is_traced(c)]
         if not calls and (all_calls or self._handed_on_traced(site, execution)):
@@ -1192,10 +1222,19 @@ jax >= 0.8.1 (no fix is offered on older jax).
             # partial(self.step, ...), s)` in a jitted function): donation is ignored there
             return None
         kept: set[str] = set()
+        self._passed_as: dict[str, str] = {}  # "#i" -> what the calls pass there, as written
         # A rebind alone is weaker evidence: not for jits that place their outputs elsewhere
         # (a reshard cannot reuse the input buffer: the donation would be unusable).
         rebind_counts = "out_shardings" not in (jit_keywords(facts, site) or {})
         flow = rebind_facts(self.project, target, facts) if rebind_counts else None
+        if unknown and rebind_counts and sig is None:
+            # What the callable does is not known, but its callers are: "not known" does not
+            # veto what a loop that rebinds the argument from the result shows. Only a proven
+            # non-update keeps it quiet (the old value read afterwards, every call passing
+            # `None`, a call inside another trace).
+            self._unknown_rebinds(site, calls, evidence)
+        if unknown and not evidence:
+            return None  # (no loop rebind says more without the function or its summary)
         if sig is not None:
             passing: dict[str, list[tuple[CallSite, ast.expr]]] = {}
             for c in calls:
@@ -1232,12 +1271,16 @@ jax >= 0.8.1 (no fix is offered on older jax).
             # there is no buffer to donate, whatever the function does with a real one.
             kept |= {name for name, uses in passing.items() if calls and len(uses) == len(calls)
                      and all(_is_none(arg) for _, arg in uses)}
+        if sig is None:
+            kept |= self._unknown_kept(calls, evidence)
         candidates: list[Candidate] = []
         replicated = leaves_replicated(facts, site)
-        if sig is None:  # the function is not known: its positions are (sharding identity)
+        if sig is None:  # the function is not known: its positions are (sharding, rebinds)
             for name, ev in sorted(evidence.items()):
-                if name.startswith("#") and int(name[1:]) not in static.positions:
-                    candidates.append(Candidate(int(name[1:]), f"argument {name[1:]}", ev))
+                if name.startswith("#") and name not in kept \
+                        and int(name[1:]) not in static.positions:
+                    candidates.append(Candidate(int(name[1:]), self._passed_as.get(
+                        name, f"argument {name[1:]}"), ev))
         else:
             self_param = sig.params[0] if sig.offset else None
             unmapped = target.unmapped if target is not None else frozenset()
@@ -1275,6 +1318,45 @@ jax >= 0.8.1 (no fix is offered on older jax).
         refs = references_of(self.facts, site)
         return bool(refs) and all(execution.scope_traced(scope) or execution.in_traced_lambda(n)
                                   for n, scope in refs)
+
+    def _unknown_rebinds(self, site: JitSite, calls: list[CallSite],
+                         evidence: dict[str, Evidence]) -> None:
+        """Loop rebinds of a callable shardlint cannot follow, as evidence by position
+        (``"#i"``): a call in a loop binds the name it passes at ``i`` from the result."""
+        name = self.text(site.target) if site.target is not None else "the step"
+        for c in calls:
+            if c.in_loop is None:
+                continue
+            for i, arg in enumerate(c.node.args):
+                if isinstance(arg, ast.Starred):
+                    break
+                if f"#{i}" in evidence or _is_none(arg) or _rebinds(c, arg) is None:
+                    continue
+                evidence[f"#{i}"] = Evidence(
+                    "is called as `{1}` in a loop, rebinding what it passes as {0} (shardlint "
+                    f"cannot follow `{name}`: where it returns {{0}} updated, in the same shape)",
+                    f"{self.text(c.stmt.targets[0])} = {self.text(c.node.func)}(...)", ())
+                self._passed_as[f"#{i}"] = self.text(arg)
+
+    def _unknown_kept(self, calls: list[CallSite], evidence: dict[str, Evidence]) -> set[str]:
+        """The positions (``"#i"``) with evidence that some call still reads after it, passes
+        `None` at, or does not pass positionally (the donation would break or miss them)."""
+        kept: set[str] = set()
+        for key in evidence:
+            if not key.startswith("#"):
+                continue
+            i = int(key[1:])
+            for c in calls:
+                args = c.node.args
+                if i >= len(args) or any(isinstance(a, ast.Starred) for a in args[:i + 1]):
+                    kept.add(key)
+                    break
+                arg = args[i]
+                if _is_none(arg) or use_after(self.facts, c, arg) is not None \
+                        or _captured(c, arg):
+                    kept.add(key)
+                    break
+        return kept
 
     def _small(self, call: CallSite, candidates: list[Candidate], sig: Signature) -> bool:
         """Whether what this call passes for the candidates is visibly under SMALL_STATE
