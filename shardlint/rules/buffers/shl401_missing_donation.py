@@ -124,7 +124,9 @@ is such a lowering); a step every caller of which in the file passes state that 
 under 1 MiB (arrays of literal shapes, through names: a second copy costs nothing); a
 loop rebind alone when the function returns the argument unchanged, returns it visibly
 reshaped (`x = resize(x, size)`, an index, a reduction: new data the old buffer could not
-hold) or the jit sets `out_shardings` (a reshard cannot reuse the buffer). What keeps it
+hold) or the jit sets `out_shardings` (a reshard cannot reuse the buffer; not counted: items
+that keep the shardings the arguments have now, `jax.tree.map(lambda x: x.sharding, state)`,
+or `None`). What keeps it
 silent: an update made by a function outside the project (unknown, never assumed) with no
 caller that rebinds the result in a loop, `**options` at the jit site (it may donate).
 """
@@ -351,6 +353,18 @@ jax >= 0.8.1 (no fix is offered on older jax).
                     drift.append(distance(before, state))  # the old state, read after the call
                 return state, drift
         """, title="a step shardlint cannot follow whose caller still reads the old value"),
+        example("""
+            import jax
+            from trainers import make_step  # a package shardlint does not read
+
+            def train(state, batches, config, state_shardings):
+                # placed where `state_shardings` says: maybe not where the state is now (a
+                # reshard cannot reuse the input buffer)
+                step = jax.jit(make_step(config), out_shardings=(state_shardings, None))
+                for batch in batches:
+                    state, metrics = step(state, batch)
+                return state
+        """, title="a step shardlint cannot follow whose outputs are placed by out_shardings"),
         example("""
             import jax
             from flax import linen as ln
@@ -708,6 +722,22 @@ jax >= 0.8.1 (no fix is offered on older jax).
                     state, metrics = step(state, batch)
                 return state
         """, title="a step shardlint cannot follow, rebound from its result in a loop"),
+        example("""
+            import jax
+            from jax.experimental import pjit
+            from trainers import make_step  # a package shardlint does not read
+
+            def train(state, batches, config):
+                step = pjit.pjit(  # expect: SHL401
+                    fun=make_step(config),
+                    # the shardings the state has now: no reshard between the old and new state
+                    out_shardings=(jax.tree_util.tree_map(lambda x: x.sharding, state), None))
+                step = step.lower(state, next(iter(batches))).compile()
+                for batch in batches:
+                    state, metrics = step(state, batch)
+                return state
+        """, title="out_shardings that keep the state's own shardings, a step compiled ahead "
+                   "of time"),
         example("""
             import dataclasses
             import jax
@@ -1225,7 +1255,8 @@ jax >= 0.8.1 (no fix is offered on older jax).
         self._passed_as: dict[str, str] = {}  # "#i" -> what the calls pass there, as written
         # A rebind alone is weaker evidence: not for jits that place their outputs elsewhere
         # (a reshard cannot reuse the input buffer: the donation would be unusable).
-        rebind_counts = "out_shardings" not in (jit_keywords(facts, site) or {})
+        out = (jit_keywords(facts, site) or {}).get("out_shardings")
+        rebind_counts = out is None or self._keeps_shardings(out, site)
         flow = rebind_facts(self.project, target, facts) if rebind_counts else None
         if unknown and rebind_counts and sig is None:
             # What the callable does is not known, but its callers are: "not known" does not
@@ -1337,6 +1368,32 @@ jax >= 0.8.1 (no fix is offered on older jax).
                     f"cannot follow `{name}`: where it returns {{0}} updated, in the same shape)",
                     f"{self.text(c.stmt.targets[0])} = {self.text(c.node.func)}(...)", ())
                 self._passed_as[f"#{i}"] = self.text(arg)
+
+    _TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"})
+
+    def _keeps_shardings(self, out: ast.expr, site: JitSite) -> bool:
+        """``out_shardings`` that only keep what the arguments came in with: each item
+        ``jax.tree.map(lambda x: x.sharding, state)`` (the sharding the value has now) or
+        ``None`` (the compiler's choice), one of them the former. A rebind then says what it
+        says without out_shardings: no reshard stands between the two buffers."""
+        items = out.elts if isinstance(out, (ast.Tuple, ast.List)) else [out]
+        kept = False
+        for item in items:
+            if isinstance(item, ast.Constant) and item.value is None:
+                continue
+            if not (isinstance(item, ast.Call) and isinstance(item.func, (ast.Name, ast.Attribute))
+                    and self.facts.qualify(item.func) in self._TREE_MAPS and len(item.args) == 2
+                    and not item.keywords):
+                return False
+            fn = item.args[0]
+            if not (isinstance(fn, ast.Lambda) and len(fn.args.args) == 1
+                    and not fn.args.vararg and not fn.args.kwarg
+                    and isinstance(fn.body, ast.Attribute) and fn.body.attr == "sharding"
+                    and isinstance(fn.body.value, ast.Name)
+                    and fn.body.value.id == fn.args.args[0].arg):
+                return False
+            kept = True
+        return kept
 
     def _unknown_kept(self, calls: list[CallSite], evidence: dict[str, Evidence]) -> set[str]:
         """The positions (``"#i"``) with evidence that some call still reads after it, passes
