@@ -124,9 +124,9 @@ is such a lowering); a step every caller of which in the file passes state that 
 under 1 MiB (arrays of literal shapes, through names: a second copy costs nothing); a
 loop rebind alone when the function returns the argument unchanged, returns it visibly
 reshaped (`x = resize(x, size)`, an index, a reduction: new data the old buffer could not
-hold) or the jit sets `out_shardings` (a reshard cannot reuse the buffer; not counted: items
-that keep the shardings the arguments have now, `jax.tree.map(lambda x: x.sharding, state)`,
-or `None`). What keeps it
+hold) or the jit's `out_shardings` places the part of the result rebound (a reshard cannot
+reuse the buffer; not counted: `None` there, the compiler's choice, or the shardings the
+argument has now, `jax.tree.map(lambda x: x.sharding, state)`). What keeps it
 silent: an update made by a function outside the project (unknown, never assumed) with no
 caller that rebinds the result in a loop, `**options` at the jit site (it may donate).
 """
@@ -365,6 +365,20 @@ jax >= 0.8.1 (no fix is offered on older jax).
                     state, metrics = step(state, batch)
                 return state
         """, title="a step shardlint cannot follow whose outputs are placed by out_shardings"),
+        example("""
+            import functools
+            import jax
+            from trainers import train_one_step  # a package shardlint does not read
+
+            def run(state, batches, state_shardings):
+                @functools.partial(jax.jit, out_shardings=(None, state_shardings, None))
+                def step(state, batch):
+                    return train_one_step(state=state, batch=batch)
+
+                for batch in batches:
+                    loss, state, logs = step(state, batch)  # (the state placed anew)
+                return state
+        """, title="out_shardings that place the rebound state itself"),
         example("""
             import jax
             from flax import linen as ln
@@ -738,6 +752,24 @@ jax >= 0.8.1 (no fix is offered on older jax).
                 return state
         """, title="out_shardings that keep the state's own shardings, a step compiled ahead "
                    "of time"),
+        example("""
+            import functools
+            import jax
+            from jax.sharding import NamedSharding, PartitionSpec as P
+            from trainers import train_one_step  # a package shardlint does not read
+
+            def run(state, batches, mesh):
+                @functools.partial(jax.jit, out_shardings=(  # expect: SHL401
+                    None,  # the loss
+                    None,  # the state: where the compiler keeps it
+                    NamedSharding(mesh, P())))  # the logs, replicated
+                def step(state, batch):
+                    return train_one_step(state=state, batch=batch)
+
+                for batch in batches:
+                    loss, state, logs = step(state, batch)
+                return state
+        """, title="out_shardings that place only the other results"),
         example("""
             import dataclasses
             import jax
@@ -1255,15 +1287,16 @@ jax >= 0.8.1 (no fix is offered on older jax).
         self._passed_as: dict[str, str] = {}  # "#i" -> what the calls pass there, as written
         # A rebind alone is weaker evidence: not for jits that place their outputs elsewhere
         # (a reshard cannot reuse the input buffer: the donation would be unusable).
+        # (asked of the part of the result rebound: `out_shardings=(None, state_sh)` places
+        # only the second)
         out = (jit_keywords(facts, site) or {}).get("out_shardings")
-        rebind_counts = out is None or self._keeps_shardings(out, site)
-        flow = rebind_facts(self.project, target, facts) if rebind_counts else None
-        if unknown and rebind_counts and sig is None:
+        flow = rebind_facts(self.project, target, facts)
+        if unknown and sig is None:
             # What the callable does is not known, but its callers are: "not known" does not
             # veto what a loop that rebinds the argument from the result shows. Only a proven
             # non-update keeps it quiet (the old value read afterwards, every call passing
             # `None`, a call inside another trace).
-            self._unknown_rebinds(site, calls, evidence)
+            self._unknown_rebinds(site, calls, evidence, out)
         if unknown and not evidence:
             return None  # (no loop rebind says more without the function or its summary)
         if sig is not None:
@@ -1279,7 +1312,8 @@ jax >= 0.8.1 (no fix is offered on older jax).
                         at = _rebinds(c, arg)
                         # (a result of another shape, `x = resize(x, shape)`, is new data the
                         # old buffer could not hold: the rebind says nothing of an update)
-                        if at is not None and flow.computed(name) and not flow.reshaped(at):
+                        if at is not None and self._placed_as_is(out, at) \
+                                and flow.computed(name) and not flow.reshaped(at):
                             evidence[name] = Evidence(
                                 "is called as `{1}` in a loop, rebinding what it passes as {0}",
                                 f"{self.text(arg)} = {self.text(c.node.func)}(...)", ())
@@ -1351,7 +1385,7 @@ jax >= 0.8.1 (no fix is offered on older jax).
                                   for n, scope in refs)
 
     def _unknown_rebinds(self, site: JitSite, calls: list[CallSite],
-                         evidence: dict[str, Evidence]) -> None:
+                         evidence: dict[str, Evidence], out: ast.expr | None) -> None:
         """Loop rebinds of a callable shardlint cannot follow, as evidence by position
         (``"#i"``): a call in a loop binds the name it passes at ``i`` from the result."""
         name = self.text(site.target) if site.target is not None else "the step"
@@ -1361,7 +1395,9 @@ jax >= 0.8.1 (no fix is offered on older jax).
             for i, arg in enumerate(c.node.args):
                 if isinstance(arg, ast.Starred):
                     break
-                if f"#{i}" in evidence or _is_none(arg) or _rebinds(c, arg) is None:
+                at = _rebinds(c, arg) if f"#{i}" not in evidence and not _is_none(arg) \
+                    else None
+                if at is None or not self._placed_as_is(out, at):
                     continue
                 evidence[f"#{i}"] = Evidence(
                     "is called as `{1}` in a loop, rebinding what it passes as {0} (shardlint "
@@ -1371,29 +1407,33 @@ jax >= 0.8.1 (no fix is offered on older jax).
 
     _TREE_MAPS = frozenset({"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"})
 
-    def _keeps_shardings(self, out: ast.expr, site: JitSite) -> bool:
-        """``out_shardings`` that only keep what the arguments came in with: each item
-        ``jax.tree.map(lambda x: x.sharding, state)`` (the sharding the value has now) or
-        ``None`` (the compiler's choice), one of them the former. A rebind then says what it
-        says without out_shardings: no reshard stands between the two buffers."""
-        items = out.elts if isinstance(out, (ast.Tuple, ast.List)) else [out]
-        kept = False
-        for item in items:
-            if isinstance(item, ast.Constant) and item.value is None:
-                continue
-            if not (isinstance(item, ast.Call) and isinstance(item.func, (ast.Name, ast.Attribute))
-                    and self.facts.qualify(item.func) in self._TREE_MAPS and len(item.args) == 2
-                    and not item.keywords):
+    def _placed_as_is(self, out: ast.expr | None, at: tuple[int, ...]) -> bool:
+        """Whether ``out_shardings`` leaves the part of the result at ``at`` where the argument
+        is (a reshard cannot reuse the input buffer: a donation would be unusable): no
+        out_shardings; or, for that part, ``None`` (the compiler's choice) or
+        ``jax.tree.map(lambda x: x.sharding, state)`` (the shardings it has now)."""
+        if out is None:
+            return True
+        for k in at:
+            if not isinstance(out, (ast.Tuple, ast.List)):
+                break
+            if k >= len(out.elts) or any(isinstance(e, ast.Starred) for e in out.elts):
                 return False
-            fn = item.args[0]
-            if not (isinstance(fn, ast.Lambda) and len(fn.args.args) == 1
-                    and not fn.args.vararg and not fn.args.kwarg
-                    and isinstance(fn.body, ast.Attribute) and fn.body.attr == "sharding"
-                    and isinstance(fn.body.value, ast.Name)
-                    and fn.body.value.id == fn.args.args[0].arg):
-                return False
-            kept = True
-        return kept
+            out = out.elts[k]
+        if isinstance(out, (ast.Tuple, ast.List)):
+            return all(self._placed_as_is(e, ()) for e in out.elts) \
+                and not any(isinstance(e, ast.Starred) for e in out.elts)
+        if isinstance(out, ast.Constant) and out.value is None:
+            return True
+        if not (isinstance(out, ast.Call) and isinstance(out.func, (ast.Name, ast.Attribute))
+                and self.facts.qualify(out.func) in self._TREE_MAPS and len(out.args) == 2
+                and not out.keywords):
+            return False
+        fn = out.args[0]
+        return isinstance(fn, ast.Lambda) and len(fn.args.args) == 1 \
+            and not fn.args.vararg and not fn.args.kwarg \
+            and isinstance(fn.body, ast.Attribute) and fn.body.attr == "sharding" \
+            and isinstance(fn.body.value, ast.Name) and fn.body.value.id == fn.args.args[0].arg
 
     def _unknown_kept(self, calls: list[CallSite], evidence: dict[str, Evidence]) -> set[str]:
         """The positions (``"#i"``) with evidence that some call still reads after it, passes
