@@ -375,6 +375,35 @@ A name that should stay replicated gets an explicit `("name", None)` rule.
     versions = "All Flax versions with logical partitioning (Linen) and NNX `out_sharding` metadata."
     VALID = [
         example({
+            "config.py": """
+                class Config:
+                    logical_axis_rules = ()
+
+                def make_config(rules):
+                    cfg = Config()
+                    cfg.logical_axis_rules = rules
+                    return cfg
+            """,
+            "train.py": """
+                import jax
+                import flax.linen as nn
+                from config import make_config
+                from rules_store import load_rules  # a package shardlint does not read
+
+                class Block(nn.Module):
+                    @nn.compact
+                    def __call__(self, x):
+                        x = nn.Dense(8)(x)
+                        return nn.with_logical_constraint(x, ("batch", "hidden"))
+
+                def main(x):
+                    cfg = make_config(load_rules())  # (which names it maps is not known)
+                    with jax.set_mesh(jax.make_mesh((1,), ("data",))), \\
+                            nn.logical_axis_rules(cfg.logical_axis_rules):
+                        return Block().init(jax.random.key(0), x)
+            """,
+        }, title="a config builder handed a rules table shardlint cannot read"),
+        example({
             "partitioning.py": _PARTITIONER,
             "model.py": """
                 import flax.linen as nn
@@ -702,6 +731,36 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
         }, title="a constructor default no construction uses: every one passes its own names"),
     ]
     INVALID = [
+        example({
+            "config.py": """
+                class Config:
+                    logical_axis_rules = ()
+
+                def make_config(rules):
+                    cfg = Config()
+                    cfg.logical_axis_rules = rules  # (a parameter: what its callers hand it)
+                    return cfg
+            """,
+            "train.py": """
+                import jax
+                import flax.linen as nn
+                from config import make_config
+
+                RULES = (("batch", "data"), ("embed", None))
+
+                class Block(nn.Module):
+                    @nn.compact
+                    def __call__(self, x):
+                        x = nn.Dense(8)(x)
+                        return nn.with_logical_constraint(x, ("batch", "hidden"))  # expect: SHL201
+
+                def main(x):
+                    cfg = make_config(RULES)
+                    with jax.set_mesh(jax.make_mesh((1,), ("data",))), \\
+                            nn.logical_axis_rules(cfg.logical_axis_rules):
+                        return Block().init(jax.random.key(0), x)
+            """,
+        }, title="a config builder that writes the rules table its callers hand it"),
         example({
             "partitioning.py": _PARTITIONER,
             "model.py": _PARTITIONED_BLOCK % "expert",

@@ -283,7 +283,13 @@ def _add(out: list[dict], key: str, value, node: ast.AST, written: ast.expr | No
     elif written is not None and "rules" in key.lower() and not (
             isinstance(written, ast.Constant) or (isinstance(value, (list, tuple)) and not value)
             or _from_rules(written, scope)):
-        out.append({"key": key, "line": line, "unknown": True})
+        if isinstance(written, ast.Name) and scope is not None and scope.kind == "function" \
+                and written.id in scope.params and not scope.assigned.get(written.id):
+            # (a parameter handed on, `self.logical_axis_rules = logical_axis_rules`: what the
+            # callers pass, which the project index asks the value flow for)
+            out.append({"key": key, "line": line, "param": written.id, "fn": scope.qualname})
+        else:
+            out.append({"key": key, "line": line, "unknown": True})
 
 
 def _from_rules(node: ast.expr, scope=None) -> bool:

@@ -93,6 +93,7 @@ class ProjectIndex:
     _inner: dict[str, set[str]] | None = field(default=None, repr=False)  # (_resolve_sibling's)
     _memo: dict[tuple, object] = field(default_factory=dict, repr=False)
     _edges: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    _config_asked: set[str] = field(default_factory=set, repr=False)  # see config_tables
     _flows: FlowIndex | None = field(default=None, repr=False)
 
     # ---- building ----------------------------------------------------------------------------
@@ -786,7 +787,7 @@ class ProjectIndex:
         ``key``, in module order (a key that stands for another, ``{"rules_for_train":
         config.logical_axis_rules}``, gives that key's tables); entries None where what is
         written there is no literal (``config.logical_axis_rules = build_rules()``)."""
-        out: list[tuple[str, int, list]] = []
+        out: list[tuple[str, int, list | None]] = []
         for _, s in sorted(self.summaries.items()):
             for t in s.config_tables:
                 if t["key"] != key:
@@ -796,7 +797,31 @@ class ProjectIndex:
                         out.extend(self.config_tables(t["alias"], hops + 1))
                 elif "entries" in t or "unknown" in t:
                     out.append((s.path, t["line"], t.get("entries")))
+                elif "param" in t:
+                    out.extend(self._handed_config_tables(key, s, t))
         return out
+
+    def _handed_config_tables(self, key: str, s: ModuleSummary, t: dict
+                              ) -> list[tuple[str, int, list | None]]:
+        """A parameter written under ``key`` (``self.logical_axis_rules = logical_axis_rules``):
+        the tables every caller hands it. A caller handing on the same key's value
+        (``logical_axis_rules=config.logical_axis_rules``) adds no table that is not already
+        among the key's; one handing on what shardlint cannot read leaves the key unknown."""
+        if key in self._config_asked:
+            return []
+        self._config_asked.add(key)
+        try:
+            tables, complete = self.flows.param_tables(f"{s.module}:{t['fn']}", t["param"])
+        finally:
+            self._config_asked.discard(key)
+        if not complete:
+            return [(s.path, t["line"], None)]
+        return [(s.path, t["line"], entries) for entries, _ in tables]
+
+    def config_asked(self, key: str) -> bool:
+        """Whether ``key``'s tables are being worked out (a parameter written under it is
+        handed the same key's value: nothing new)."""
+        return key in self._config_asked
 
     @project_cached
     def config_axes(self, key: str) -> list[list[str]]:

@@ -69,6 +69,8 @@ class ProjectIndex(Protocol):
 
     def config_tables(self, key: str, hops: int = 0) -> list: ...
 
+    def config_asked(self, key: str) -> bool: ...
+
 MAX_DEPTH = 10
 # A rules table travels further than a mesh: a partitioner's attribute, handed to a wrapper
 # class, set from a constructor parameter a subclass forwards, defaulting to a builder that
@@ -1312,6 +1314,8 @@ class FlowIndex:
                 out.append((t[1], None))
             elif what == "key" and t[1] in held:
                 continue  # (`self._rules`, set from what the class is handed: not a config key)
+            elif what == "key" and self.project.config_asked(t[1]):
+                continue  # (the key being worked out: its tables are the ones asked for)
             elif what == "key":
                 found = self.project.config_tables(t[1])
                 if not found or any(entries is None for _, _, entries in found):
@@ -1355,6 +1359,10 @@ class FlowIndex:
             else:
                 complete = False
         return out, complete
+
+    def param_tables(self, fn: str, param: str) -> tuple[list[tuple[list, tuple | None]], bool]:
+        """The tables every caller of ``fn`` hands it as ``param``, and whether that is all."""
+        return self._param_tables(fn, param, 0)
 
     def _param_tables(self, fn: str, param: str, depth: int):
         """The tables every caller of ``fn`` hands it as ``param`` (its default where a call
