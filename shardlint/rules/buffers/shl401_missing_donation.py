@@ -98,6 +98,12 @@ and through the item, dict entry or record field of a result the step picks
   out_shardings=(state_sh, None)`), which is how large projects spell "this is updated";
 * a parameter whose fields or items the function writes where they are and then returns
   (`cache.k[i] = new; return cache`), or rebinds to a record rebuilt from its own fields;
+* at the call of a jit wrapper of the project that compiles its first argument and forwards
+  its own `donate_argnums`/`donate_argnames` (`def partition(self, fn, ..., donate_argnums=())`
+  ... `pjit(fn, ..., donate_argnums=donate_argnums)`), also as a method of an object of a class
+  shardlint cannot name where every project method of that name is such a wrapper
+  (`self._partitioner.partition(train_step, ...)`; abstract stubs aside), the donation added
+  to that call;
 * callers that rebind the name they pass in a loop (`x = smooth(x, k)`), wherever the
   function lives -- also where shardlint cannot follow what is compiled (a step from a
   package it does not read, one rebound in a branch to a wrapper of itself): "not known" does
@@ -379,6 +385,65 @@ jax >= 0.8.1 (no fix is offered on older jax).
                     loss, state, logs = step(state, batch)  # (the state placed anew)
                 return state
         """, title="out_shardings that place the rebound state itself"),
+        example({
+            "partitioning.py": """
+                from jax.experimental.pjit import pjit
+
+                class BasePartitioner:
+                    def partition(self, fn, in_shardings, out_shardings, donate_argnums=()):
+                        \"\"\"Compiles `fn` for the mesh.\"\"\"
+                        raise NotImplementedError
+
+                class PjitPartitioner(BasePartitioner):
+                    def partition(self, fn, in_shardings, out_shardings, donate_argnums=()):
+                        return pjit(fn, in_shardings=in_shardings, out_shardings=out_shardings,
+                                    donate_argnums=donate_argnums)
+            """,
+            "trainer.py": """
+                import jax
+                from partitioning import BasePartitioner
+
+                class Trainer:
+                    def __init__(self, partitioner: BasePartitioner, axes):
+                        self._partitioner = partitioner
+                        self._axes = axes
+
+                    def metric_names(self, keys):
+                        # `str.partition`: handed no function, not a partitioner's method
+                        names = []
+                        for key in keys:
+                            key, _, rest = key.partition("/")
+                            names.append(key)
+                        return names
+
+                    def partitioned_eval_step(self, eval_step):
+                        # donation chosen where `eval_step` is defined: not known here
+                        return self._partitioner.partition(
+                            eval_step, (self._axes, None), None)
+            """,
+        }, title="`str.partition` in a project whose partitioners forward donation"),
+        example("""
+            import jax
+            import optax
+            from signatures import functional_signature  # a package shardlint does not read
+
+            tx = optax.adam(1e-3)
+
+            def train_step(state, batch):
+                grads = jax.grad(lambda p: (p * batch).sum())(state["params"])
+                updates, opt = tx.update(grads, state["opt"], state["params"])
+                return {"params": optax.apply_updates(state["params"], updates), "opt": opt}
+
+            def jit_and_compile(func, args, in_shardings, out_shardings, donate_argnums):
+                jitted = jax.jit(func, in_shardings=in_shardings, out_shardings=out_shardings,
+                                 donate_argnums=donate_argnums)
+                return jitted.lower(*args).compile()
+
+            def compile_train(state, batch):
+                in_sh, out_sh, donate = functional_signature(state)
+                # (the wrapper's donation, handed on by position)
+                return jit_and_compile(train_step, (state, batch), in_sh, out_sh, donate)
+        """, title="a jit wrapper handed its donation by position"),
         example("""
             import jax
             from flax import linen as ln
@@ -770,6 +835,49 @@ jax >= 0.8.1 (no fix is offered on older jax).
                     loss, state, logs = step(state, batch)
                 return state
         """, title="out_shardings that place only the other results"),
+        example({
+            "partitioning.py": """
+                from jax.experimental.pjit import pjit
+
+                class BasePartitioner:
+                    def partition(self, fn, in_shardings, out_shardings, donate_argnums=()):
+                        \"\"\"Compiles `fn` for the mesh.\"\"\"
+                        raise NotImplementedError
+
+                class PjitPartitioner(BasePartitioner):
+                    def partition(self, fn, in_shardings, out_shardings, donate_argnums=()):
+                        return pjit(fn, in_shardings=in_shardings, out_shardings=out_shardings,
+                                    donate_argnums=donate_argnums)
+            """,
+            "trainer.py": """
+                import jax
+                import optax
+                from partitioning import BasePartitioner
+
+                tx = optax.adam(1e-3)
+
+                def train_with_lr(state, batch, lr):
+                    grads = jax.grad(lambda p: (p * batch).sum())(state["params"])
+                    updates, opt = tx.update(grads, state["opt"], state["params"])
+                    return {"params": optax.apply_updates(state["params"], updates),
+                            "opt": opt}, {}
+
+                class Trainer:
+                    def __init__(self, partitioner: BasePartitioner, axes):
+                        self._partitioner = partitioner
+                        self._axes = axes
+
+                    def partitioned_train_step(self):
+                        def train_step(train_state, batch):
+                            return train_with_lr(train_state, batch, lr=0.1)
+
+                        # every project `partition` compiles its first argument and forwards
+                        # `donate_argnums`: the call is where donation is chosen
+                        return self._partitioner.partition(  # expect: SHL401
+                            train_step, (self._axes, None), (self._axes, None))
+            """,
+        }, title="a partitioner method that compiles the step and forwards `donate_argnums`, on "
+                 "an object of a class shardlint cannot name"),
         example("""
             import dataclasses
             import jax

@@ -65,6 +65,12 @@ def jit_keywords(facts: FileFacts, site: JitSite) -> dict[str, ast.expr] | None:
             if kw.arg is None:
                 return None
             out[kw.arg] = kw.value
+    if site.keywords.keys() - out.keys():
+        # (a wrapper's call passing its donation by position: compiled.wrapper_sites)
+        if "**" in site.keywords:
+            return None
+        for k, v in site.keywords.items():
+            out.setdefault(k, v)
     return out
 
 

@@ -343,18 +343,70 @@ def wrapper_sites(facts: FileFacts, project: ProjectIndex) -> list[JitSite]:
     """Calls and decorators of in-house jit wrappers in this file (see the module docstring)."""
     found = facts.derived.get("wrapper_sites")
     if found is None:
-        found = facts.derived["wrapper_sites"] = jit_wrapper_sites(
-            facts, wrapper_names(project),
-            lambda func, scope: _is_wrapper(facts, project, func, scope))
+        found = facts.derived["wrapper_sites"] = [
+            _with_forwarded(facts, project, site) for site in jit_wrapper_sites(
+                facts, wrapper_names(project),
+                lambda func, scope: _is_wrapper(facts, project, func, scope))
+            if not _on_a_local(site) or _callable(facts, project, site.target, site.scope, 0)
+            is not None]
     return found  # type: ignore[return-value]
+
+
+def _with_forwarded(facts: FileFacts, project: ProjectIndex, site: JitSite) -> JitSite:
+    """A wrapper site whose call passes the wrapper's donation parameter by position
+    (``jit_and_compile(f, args, ..., donate_argnums, ...)``): that argument is its
+    ``donate_argnums`` (which of jit's two keywords matters not: something is donated)."""
+    call = site.node if isinstance(site.node, ast.Call) else None
+    if call is None or any(k in site.keywords for k in ("donate_argnums", "donate_argnames")):
+        return site
+    positions = _forwarded_positions(facts, project, call, site.scope)
+    for i in sorted(positions):
+        if any(isinstance(a, ast.Starred) for a in call.args[:i + 1]):
+            return replace(site, keywords={**site.keywords, "**": call.args[i]})
+        if i < len(call.args):
+            return replace(site, keywords={**site.keywords, "donate_argnums": call.args[i]})
+    return site
+
+
+def _forwarded_positions(facts: FileFacts, project: ProjectIndex, call: ast.Call,
+                         scope: Scope) -> frozenset[int]:
+    """Where the callers of the wrapper ``call`` calls pass its donation parameters."""
+    func = call.func
+    ref = reference(facts, func, scope) if isinstance(func, (ast.Name, ast.Attribute)) else None
+    target = project.flows.function(ref, facts.module) if ref is not None else None
+    if target is not None:
+        flow = target[1]
+        params = flow.get("params", [])
+        offset = flow.get("method", 0) if isinstance(func, ast.Attribute) else 0
+        return frozenset(params.index(p) - offset for p in flow.get("jfwd", ())
+                         if p in params and params.index(p) >= offset)
+    last = func.attr if isinstance(func, ast.Attribute) else None
+    return forwarding_names(project).get(last, frozenset()) if last else frozenset()
+
+
+def _on_a_local(site: JitSite) -> bool:
+    """A wrapper called as a method of a local value (``self._partitioner.partition(...)``):
+    taken for one only when what it is handed is a function shardlint can follow (`str.partition`
+    is not one)."""
+    func = site.node.func if isinstance(site.node, ast.Call) else None
+    parts = dotted(func) if func is not None else None
+    if parts is None or len(parts) < 2:
+        return False
+    found = site.scope.lookup(parts[0])
+    return found is not None and found[0].kind != "module"
 
 
 def may_call_a_wrapper(facts: FileFacts, project: ProjectIndex) -> bool:
     """Whether the file names a jit wrapper at all (a cheap test before :func:`wrapper_sites`):
     an imported callee or a function of its own named like one or like a project wrapper."""
     names = wrapper_names(project)
-    return any(_wrapper_like(q.rsplit(".", 1)[-1], names) for q in facts.called_names()) \
-        or any(_wrapper_like(s.name, names) for s in facts.function_scopes())
+    if any(_wrapper_like(q.rsplit(".", 1)[-1], names) for q in facts.called_names()) \
+            or any(_wrapper_like(s.name, names) for s in facts.function_scopes()):
+        return True
+    forwarding = forwarding_names(project)  # (`self._partitioner.partition(...)`)
+    return bool(forwarding) and any(
+        isinstance(c.node.func, ast.Attribute) and c.node.func.attr in forwarding
+        for c in facts.calls if c.api is None)
 
 
 def _wrapper_like(last: str, names: frozenset[str]) -> bool:
@@ -363,14 +415,42 @@ def _wrapper_like(last: str, names: frozenset[str]) -> bool:
 
 @project_cached
 def wrapper_names(project: ProjectIndex) -> frozenset[str]:
-    """The names of the project's functions that return ``jax.jit`` of their first parameter."""
+    """The names of the project's functions that return ``jax.jit`` of their first parameter,
+    or compile it forwarding their own donation keyword (``partitioner.partition(fn, ...,
+    donate_argnums=...)``)."""
     out = set()
     for summary in project.summaries.values():
         for qual, sym in summary.symbols.items():
             kind = sym.flow.get("fn", {}).get("") if sym.flow else None
-            if kind is not None and kind[0] == "jit":
+            if kind is not None and kind[0] == "jit" or sym.flow and "jfwd" in sym.flow:
                 out.add(qual.rsplit(".", 1)[-1])
     return frozenset(out)
+
+
+@project_cached
+def forwarding_names(project: ProjectIndex) -> dict[str, frozenset[int]]:
+    """Method names every project method of that name is a donation-forwarding jit wrapper
+    of (abstract stubs aside), with the positions its callers pass the donation at:
+    ``x.partition(fn, donate_argnums=...)`` on an object of a class shardlint cannot name is
+    one of them, whichever it is."""
+    forwards: dict[str, set[int]] = {}
+    other: set[str] = set()
+    for summary in project.summaries.values():
+        symbols = summary.symbols
+        for qual, sym in symbols.items():
+            owner = symbols.get(qual.rpartition(".")[0]) if "." in qual else None
+            if sym.kind != "function" or owner is None or owner.kind != "class":
+                continue  # (methods only: a function nested in a test is no partitioner's)
+            flow = sym.flow or {}
+            last = qual.rsplit(".", 1)[-1]
+            if "jfwd" in flow:
+                params, offset = flow.get("params", []), flow.get("method", 0)
+                forwards.setdefault(last, set()).update(
+                    params.index(p) - offset for p in flow["jfwd"]
+                    if p in params and params.index(p) >= offset)
+            elif not flow.get("stub"):
+                other.add(last)
+    return {name: frozenset(at) for name, at in forwards.items() if name not in other}
 
 
 def _is_wrapper(facts: FileFacts, project: ProjectIndex, func: ast.expr, scope: Scope) -> bool:
@@ -379,13 +459,17 @@ def _is_wrapper(facts: FileFacts, project: ProjectIndex, func: ast.expr, scope: 
         return False
     found = scope.lookup(parts[0])
     if found is not None and found[0].kind != "module":
-        return False  # a local value
+        # a local value; a method of it every project method of that name is a donation-
+        # forwarding wrapper (`self._partitioner.partition(step, donate_argnums=...)`)
+        return len(parts) > 1 and parts[-1] in forwarding_names(project)
     ref = reference(facts, func, scope)
     target = project.flows.function(ref, facts.module) if ref is not None else None
     if target is None:
         return jit_name(parts[-1])
     # Defined in the project: a wrapper when it returns `jax.jit` of its first parameter.
     _, flow = target
+    if "jfwd" in flow:
+        return True
     kind = flow.get("fn", {}).get("")
     params = flow.get("params", [])
     first = flow.get("method", 0)

@@ -248,6 +248,11 @@ def function_flow(facts: FileFacts, scope: Scope, ref: RefFn,
     meshp = mesh_params(facts, scope, mesh_calls)
     if meshp:
         out["meshp"] = meshp
+    forwarded = _forwarded_donation(facts, scope, params[method:], kwonly)
+    if forwarded:
+        out["jfwd"] = forwarded
+    elif _stub(fn):
+        out["stub"] = 1
     if not (scope.returns or scope.expr_calls or calls or scope.stores):
         return out  # (its parameters, for what its callers pass)
     flow = LocalFlow(facts, scope, callee=Resolver(facts, scope, ref))
@@ -289,6 +294,49 @@ def function_flow(facts: FileFacts, scope: Scope, ref: RefFn,
     if kinds:
         out["kind"] = kinds
     return out
+
+
+_DONATE = ("donate_argnums", "donate_argnames")
+
+
+def _forwarded_donation(facts: FileFacts, scope: Scope, params: list[str],
+                        kwonly: list[str]) -> list[str]:
+    """The parameters a jit wrapper hands on as its donation: this function compiles its first
+    parameter (``jax.jit``, ``pjit``, ``pmap``) with ``donate_argnums=<its own parameter>``
+    (``def partition(self, fn, ..., donate_argnums=()): pjitted = pjit(fn, ...,
+    donate_argnums=donate_argnums)``): its callers choose what is donated, by keyword or by
+    position."""
+    if not params:
+        return []
+    own = {*params, *kwonly}
+    out: set[str] = set()
+    for site in facts.jit_sites:
+        if site.scope is not scope or site.form != "call" \
+                or not (isinstance(site.target, ast.Name) and site.target.id == params[0]):
+            continue
+        for kw in _DONATE:
+            v = site.keywords.get(kw)
+            if isinstance(v, ast.Name) and v.id in own:
+                out.add(v.id)
+    return sorted(out)
+
+
+def _stub(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A body that only documents or refuses (an abstract method): ``raise
+    NotImplementedError``, ``...``, ``pass``, after a docstring."""
+    body = fn.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]
+    for stmt in body:
+        if isinstance(stmt, ast.Pass) or isinstance(stmt, ast.Expr) and isinstance(
+                stmt.value, ast.Constant) and stmt.value.value is Ellipsis:
+            continue
+        if isinstance(stmt, ast.Raise) and stmt.exc is not None and "NotImplementedError" in \
+                ast.unparse(stmt.exc):
+            continue
+        return False
+    return True
 
 
 # ---- what kind of value: meshes -----------------------------------------------------------------
