@@ -96,6 +96,11 @@ and through the item, dict entry or record field of a result the step picks
   (`acc: Accumulator` ... `acc.add(grads)`, where `add` sets `self.total`);
 * the same sharding for an argument and an output (`in_shardings=(state_sh, batch_sh),
   out_shardings=(state_sh, None)`), which is how large projects spell "this is updated";
+* an update made by a method of a `typing.Protocol` the state parameter is annotated with
+  (`train_state: TrainState` ... `train_state.apply_gradient(g)`, a stub there): what every
+  project class that implements the Protocol (its methods, one member aside) does in that
+  method, where they agree (`return self.replace(...)`); a method of the same name on another
+  kind of object says nothing;
 * a parameter whose fields or items the function writes where they are and then returns
   (`cache.k[i] = new; return cache`), or rebinds to a record rebuilt from its own fields;
 * at the call of a jit wrapper of the project that compiles its first argument and forwards
@@ -422,6 +427,36 @@ jax >= 0.8.1 (no fix is offered on older jax).
                             eval_step, (self._axes, None), None)
             """,
         }, title="`str.partition` in a project whose partitioners forward donation"),
+        example({
+            "train_state.py": """
+                import typing
+                import jax
+
+                class TrainState(typing.Protocol):
+                    def apply_gradient(self, grads, learning_rate) -> "TrainState":
+                        ...  # applies the gradient, returns the updated state
+
+                    def state_dict(self) -> dict:
+                        ...
+
+                    def replace_params(self, params) -> "TrainState":
+                        ...
+
+                class Optimizer:  # (an `apply_gradient` of another kind of object)
+                    def apply_gradient(self, grads, learning_rate):
+                        return self.replace(step=self.step + 1)
+            """,
+            "trainer.py": """
+                import jax
+                from train_state import TrainState
+
+                def train_step(train_state: TrainState, grads):
+                    return train_state.apply_gradient(grads, learning_rate=0.1)
+
+                step = jax.jit(train_step)
+            """,
+        }, title="a `typing.Protocol` method no project class implements (a method of the same "
+                 "name on another kind of object says nothing)"),
         example("""
             import jax
             import optax
@@ -878,6 +913,51 @@ jax >= 0.8.1 (no fix is offered on older jax).
             """,
         }, title="a partitioner method that compiles the step and forwards `donate_argnums`, on "
                  "an object of a class shardlint cannot name"),
+        example({
+            "train_state.py": """
+                import typing
+                import flax
+
+                class TrainState(typing.Protocol):
+                    def apply_gradient(self, grads, learning_rate) -> "TrainState":
+                        ...  # applies the gradient, returns the updated state
+
+                    def state_dict(self) -> dict:
+                        ...
+
+                    def replace_params(self, params) -> "TrainState":
+                        ...
+
+                class FlaxTrainState(flax.struct.PyTreeNode):
+                    params: dict
+                    step: int
+
+                    def apply_gradient(self, grads, learning_rate):
+                        params = {k: p - learning_rate * grads[k] for k, p in self.params.items()}
+                        return self.replace(params=params, step=self.step + 1)
+
+                    def state_dict(self):
+                        return {"params": self.params, "step": self.step}
+
+                    def replace_params(self, params):
+                        return self.replace(params=params)
+            """,
+            "trainer.py": """
+                import jax
+                from train_state import TrainState
+
+                def apply_grads(train_state: TrainState, grads, lr):
+                    return train_state.apply_gradient(grads, learning_rate=lr)
+
+                def train_step(train_state: TrainState, batch):
+                    grads = jax.grad(lambda p: sum((v * batch).sum() for v in p.values()))(
+                        train_state.params)
+                    return apply_grads(train_state, grads, 0.1)
+
+                step = jax.jit(train_step)  # expect: SHL401
+            """,
+        }, title="the update made by a method of a `typing.Protocol` the state is annotated "
+                 "with, in the class that implements it"),
         example("""
             import dataclasses
             import jax

@@ -1122,6 +1122,7 @@ class FlowIndex:
     def __init__(self, project: ProjectIndex):
         self.project = project
         self._returns: dict[tuple[str, tuple[int, ...]], dict[str, Flowing]] = {}
+        self._impls: dict[str, list[str]] | None = None  # method name -> implementations
         self._mutates: dict[str, dict[str, Flowing]] = {}
         self._kinds: dict[tuple, bool] = {}
         self._table_memo: dict[tuple, tuple[list, bool]] = {}
@@ -1179,9 +1180,73 @@ class FlowIndex:
         def compute() -> dict[str, Flowing]:
             sym = self.project.symbol(key)
             flow = sym.flow if sym is not None else None
+            if flow and flow.get("stub"):
+                return self._implemented(key, flow, index, depth)
             return self._returned(flow.get("ret", {}), index, key.partition(":")[0],
                                   self.path_of(key), depth) if flow else {}
         return self._memoised(self._returns, (key, index), depth > MAX_DEPTH, compute, {})
+
+    def _implemented(self, key: str, flow: dict, index: tuple[int, ...], depth: int
+                     ) -> dict[str, Flowing]:
+        """A method of a ``typing.Protocol`` that only documents itself (``def
+        apply_gradient(self, grads) -> "TrainState": ...``): what every project class that
+        implements a method of that name does with the arguments at the same positions
+        (``return self.replace(...)``), where they all agree; implementations that refuse
+        (``raise NotImplementedError``) aside. Any other class's stub says nothing."""
+        module, _, qual = key.partition(":")
+        owner = self.project.symbol(f"{module}:{qual.rpartition('.')[0]}") if "." in qual \
+            else None
+        if owner is None or owner.kind != "class" \
+                or not any(b.rsplit(".", 1)[-1] == "Protocol" for b in owner.bases):
+            return {}
+        params = flow.get("params", [])
+        protocol = f"{module}:{qual.rpartition('.')[0]}"
+        wanted = self._methods_of(protocol)
+        found: list[dict[str, Flowing]] = []
+        for impl in self._implementations(qual.rpartition(".")[2]):
+            cls = impl.rpartition(".")[0]
+            missing = wanted - {m for c in self.project.class_chain(cls)
+                                for m in self._methods_of(c)}
+            if impl == key or len(missing) > max(1, len(wanted) // 5):
+                # (a class that does not implement the Protocol: another kind of object; one
+                # member may be a field where the Protocol has a property)
+                continue
+            impl_params = (self.project.symbol(impl).flow or {}).get("params", [])
+            if len(impl_params) != len(params):
+                return {}  # (another signature: not known to be the same method)
+            below = self.returns(impl, index, depth + 1)
+            found.append({params[impl_params.index(p)]: f for p, f in below.items()
+                          if p in impl_params})
+        if not found:
+            return {}
+        out: dict[str, Flowing] = {}
+        for p, f in found[0].items():
+            if all(p in other and other[p].kind == f.kind for other in found[1:]):
+                out[p] = f
+        return out
+
+    def _methods_of(self, cls: str) -> frozenset[str]:
+        """The names of the methods a project class defines itself."""
+        module, _, qual = cls.partition(":")
+        s = self.project.summaries.get(module)
+        prefix = qual + "."
+        return frozenset(q[len(prefix):] for q, sym in (s.symbols.items() if s else ())
+                         if sym.kind == "function" and q.startswith(prefix)
+                         and "." not in q[len(prefix):])
+
+    def _implementations(self, name: str) -> list[str]:
+        """The project's methods called ``name`` that do something (not stubs), by key."""
+        table = self._impls
+        if table is None:
+            table = self._impls = {}
+            for mod, s in self.project.summaries.items():
+                for q, sym in s.symbols.items():
+                    if sym.kind != "function" or "." not in q or (sym.flow or {}).get("stub"):
+                        continue
+                    owner = s.symbols.get(q.rpartition(".")[0])
+                    if owner is not None and owner.kind == "class":
+                        table.setdefault(q.rpartition(".")[2], []).append(f"{mod}:{q}")
+        return table.get(name, [])
 
     def _returned(self, ret: dict[str, list], index: tuple[int, ...], module: str, path: str,
                   depth: int) -> dict[str, Flowing]:
