@@ -59,6 +59,33 @@ class Candidate:
     evidence: Evidence
 
 
+# Example code shared by two examples each: a partitioner whose `partition` compiles its first
+# argument and forwards `donate_argnums`, and a train-state Protocol.
+_PARTITIONERS = """
+                from jax.experimental.pjit import pjit
+
+                class BasePartitioner:
+                    def partition(self, fn, in_shardings, out_shardings, donate_argnums=()):
+                        \"\"\"Compiles `fn` for the mesh.\"\"\"
+                        raise NotImplementedError
+
+                class PjitPartitioner(BasePartitioner):
+                    def partition(self, fn, in_shardings, out_shardings, donate_argnums=()):
+                        return pjit(fn, in_shardings=in_shardings, out_shardings=out_shardings,
+                                    donate_argnums=donate_argnums)
+"""
+_PROTOCOL = """                class TrainState(typing.Protocol):
+                    def apply_gradient(self, grads, learning_rate) -> "TrainState":
+                        ...  # applies the gradient, returns the updated state
+
+                    def state_dict(self) -> dict:
+                        ...
+
+                    def replace_params(self, params) -> "TrainState":
+                        ...
+"""
+
+
 @register
 class MissingDonation(Rule):
     code = "SHL401"
@@ -391,19 +418,7 @@ jax >= 0.8.1 (no fix is offered on older jax).
                 return state
         """, title="out_shardings that place the rebound state itself"),
         example({
-            "partitioning.py": """
-                from jax.experimental.pjit import pjit
-
-                class BasePartitioner:
-                    def partition(self, fn, in_shardings, out_shardings, donate_argnums=()):
-                        \"\"\"Compiles `fn` for the mesh.\"\"\"
-                        raise NotImplementedError
-
-                class PjitPartitioner(BasePartitioner):
-                    def partition(self, fn, in_shardings, out_shardings, donate_argnums=()):
-                        return pjit(fn, in_shardings=in_shardings, out_shardings=out_shardings,
-                                    donate_argnums=donate_argnums)
-            """,
+            "partitioning.py": _PARTITIONERS,
             "trainer.py": """
                 import jax
                 from partitioning import BasePartitioner
@@ -432,16 +447,7 @@ jax >= 0.8.1 (no fix is offered on older jax).
                 import typing
                 import jax
 
-                class TrainState(typing.Protocol):
-                    def apply_gradient(self, grads, learning_rate) -> "TrainState":
-                        ...  # applies the gradient, returns the updated state
-
-                    def state_dict(self) -> dict:
-                        ...
-
-                    def replace_params(self, params) -> "TrainState":
-                        ...
-
+""" + _PROTOCOL + """
                 class Optimizer:  # (an `apply_gradient` of another kind of object)
                     def apply_gradient(self, grads, learning_rate):
                         return self.replace(step=self.step + 1)
@@ -871,19 +877,7 @@ jax >= 0.8.1 (no fix is offered on older jax).
                 return state
         """, title="out_shardings that place only the other results"),
         example({
-            "partitioning.py": """
-                from jax.experimental.pjit import pjit
-
-                class BasePartitioner:
-                    def partition(self, fn, in_shardings, out_shardings, donate_argnums=()):
-                        \"\"\"Compiles `fn` for the mesh.\"\"\"
-                        raise NotImplementedError
-
-                class PjitPartitioner(BasePartitioner):
-                    def partition(self, fn, in_shardings, out_shardings, donate_argnums=()):
-                        return pjit(fn, in_shardings=in_shardings, out_shardings=out_shardings,
-                                    donate_argnums=donate_argnums)
-            """,
+            "partitioning.py": _PARTITIONERS,
             "trainer.py": """
                 import jax
                 import optax
@@ -918,16 +912,7 @@ jax >= 0.8.1 (no fix is offered on older jax).
                 import typing
                 import flax
 
-                class TrainState(typing.Protocol):
-                    def apply_gradient(self, grads, learning_rate) -> "TrainState":
-                        ...  # applies the gradient, returns the updated state
-
-                    def state_dict(self) -> dict:
-                        ...
-
-                    def replace_params(self, params) -> "TrainState":
-                        ...
-
+""" + _PROTOCOL + """
                 class FlaxTrainState(flax.struct.PyTreeNode):
                     params: dict
                     step: int

@@ -71,6 +71,18 @@ _ATTENTION_LIBRARY = {
 }
 
 
+# A config builder that writes the rules table its callers hand it (two examples).
+_CONFIG_BUILDER = """
+    class Config:
+        logical_axis_rules = ()
+
+    def make_config(rules):
+        cfg = Config()
+        cfg.logical_axis_rules = rules  # (a parameter: what its callers hand it)
+        return cfg
+"""
+
+
 @project_cached
 def _names_handed(project: ProjectIndex) -> bool:
     """Some function or class of the project hands a parameter on as axis names."""
@@ -375,15 +387,7 @@ A name that should stay replicated gets an explicit `("name", None)` rule.
     versions = "All Flax versions with logical partitioning (Linen) and NNX `out_sharding` metadata."
     VALID = [
         example({
-            "config.py": """
-                class Config:
-                    logical_axis_rules = ()
-
-                def make_config(rules):
-                    cfg = Config()
-                    cfg.logical_axis_rules = rules
-                    return cfg
-            """,
+            "config.py": _CONFIG_BUILDER,
             "train.py": """
                 import jax
                 import flax.linen as nn
@@ -732,15 +736,7 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
     ]
     INVALID = [
         example({
-            "config.py": """
-                class Config:
-                    logical_axis_rules = ()
-
-                def make_config(rules):
-                    cfg = Config()
-                    cfg.logical_axis_rules = rules  # (a parameter: what its callers hand it)
-                    return cfg
-            """,
+            "config.py": _CONFIG_BUILDER,
             "train.py": """
                 import jax
                 import flax.linen as nn
