@@ -1450,7 +1450,11 @@ jax >= 0.8.1 (no fix is offered on older jax).
                 evidence.setdefault(f"#{i}", Evidence(
                     "returns {0} with the sharding it came in with (`{1}`)", what, ()))
         unknown = target is None or target.scope is None and target.key is None
+        if unknown and not evidence and sig is not None:
+            return None  # (a lambda: no loop rebind says more than its body)
         all_calls = calls_of(facts, site)
+        if unknown and not evidence and not any(c.in_loop is not None for c in all_calls):
+            return None  # (no loop calls it: nothing can say it is updated)
         calls = [c for c in all_calls if not execution.is_traced(c)]
         if not calls and (all_calls or self._handed_on_traced(site, execution)):
             # only called inside other traces, or only handed to them (`lax.while_loop(c,

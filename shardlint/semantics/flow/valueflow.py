@@ -306,12 +306,19 @@ def _forwarded_donation(facts: FileFacts, scope: Scope, params: list[str],
     (``def partition(self, fn, ..., donate_argnums=()): pjitted = pjit(fn, ...,
     donate_argnums=donate_argnums)``): its callers choose what is donated, by keyword or by
     position."""
-    if not params:
+    if not params or not facts.jit_sites:
         return []
+    by_scope = facts.derived.get("jit_sites_by_scope")
+    if by_scope is None:  # (asked for every function: the file's sites grouped once)
+        by_scope = {}
+        for site in facts.jit_sites:
+            by_scope.setdefault(site.scope, []).append(site)
+        if facts.complete:
+            facts.derived["jit_sites_by_scope"] = by_scope
     own = {*params, *kwonly}
     out: set[str] = set()
-    for site in facts.jit_sites:
-        if site.scope is not scope or site.form != "call" \
+    for site in by_scope.get(scope, ()):  # type: ignore[union-attr]
+        if site.form != "call" \
                 or not (isinstance(site.target, ast.Name) and site.target.id == params[0]):
             continue
         for kw in _DONATE:
