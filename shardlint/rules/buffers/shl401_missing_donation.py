@@ -720,6 +720,29 @@ jax >= 0.8.1 (no fix is offered on older jax).
             """,
         }, title="a factory's step whose caller in another module reads the old state after "
                  "the call"),
+        example({
+            "naming.py": """
+                import functools
+                import jax
+
+                def named_partial_fn(fn, name, **kwargs):
+                    fn = functools.partial(fn, **kwargs)
+                    fn.__name__ = name
+                    return fn
+            """,
+            "main.py": """
+                import jax
+                from naming import named_partial_fn
+
+                def apply_updates(state, grads):
+                    return jax.tree.map(lambda p, g: p - 0.1 * g, state, grads)
+
+                def run(initial, batches):
+                    step = jax.jit(named_partial_fn(apply_updates, "step", state=initial))
+                    return [step(grads=g) for g in batches]
+            """,
+        }, title="a helper's partial binds the updated argument through its `**kwargs`: "
+                 "callers cannot pass it"),
     ]
 
     INVALID = [
@@ -1405,6 +1428,46 @@ jax >= 0.8.1 (no fix is offered on older jax).
                         state = self._step(state, params)   # eager: each call copies the state
                         yield state.tokens[state.pos - 1]
         """, title="a loop body inside a jit, and also called eagerly in a streaming loop"),
+        example({
+            "naming.py": """
+                import functools
+                import jax
+
+                def named_partial_fn(fn, name, **kwargs):
+                    fn = functools.partial(fn, **kwargs)
+                    fn.__name__ = name
+                    return fn
+            """,
+            "sampler.py": """
+                import dataclasses
+                import jax
+                from naming import named_partial_fn
+
+                @dataclasses.dataclass
+                class DecodeState:
+                    tokens: jax.Array
+                    cache: jax.Array
+
+                def continue_decode(apply_fn, params, state, temperature=1.0):
+                    def body(s):
+                        logits = apply_fn(params, s.tokens) / temperature
+                        return dataclasses.replace(s, cache=s.cache + logits, tokens=logits)
+                    return jax.lax.while_loop(lambda s: True, body, state)
+
+                class Sampler:
+                    def __init__(self, model, params):
+                        self.params = params
+                        self.decode_fn = jax.jit(  # expect: SHL401
+                            named_partial_fn(continue_decode, "decode_fn", apply_fn=model.apply),
+                            static_argnames=("temperature",))
+
+                    def generate(self, state, steps):
+                        for _ in range(steps):
+                            state = self.decode_fn(params=self.params, state=state)
+                        return state
+            """,
+        }, title="a helper that rebinds its parameter to a partial of it, binding its "
+                 "`**kwargs` (`fn = functools.partial(fn, **kwargs)`)"),
     ]
 
     @classmethod

@@ -290,6 +290,11 @@ def _returned(facts: FileFacts, project: ProjectIndex, call: ast.Call, index: tu
     if kind is None or (index and len(index) > 1):
         return None
     what, name, bound, keywords = kind[0], kind[1], kind[2], kind[3] if len(kind) > 3 else []
+    if "**" in keywords:
+        # `partial(fn, **kwargs)` of its own `**kwargs`: the keywords our call passes there
+        named = {*flow.get("params", ()), *flow.get("kwonly", ())}
+        keywords = sorted({*keywords, *(k.arg for k in call.keywords
+                                         if k.arg is not None and k.arg not in named)} - {"**"})
     if what == "fn":
         inner_target = project.flows.function(name, key.partition(":")[0])
         inner = _remote(project, *inner_target) if inner_target is not None else None

@@ -1037,18 +1037,24 @@ def _callables(facts: FileFacts, scope: Scope, flow: LocalFlow, ref: RefFn) -> d
 
 
 def callable_of(facts: FileFacts, scope: Scope, expr: ast.expr, ref: RefFn,
-                flow: LocalFlow | None = None, _depth: int = 0) -> list | None:
+                flow: LocalFlow | None = None, _depth: int = 0,
+                _before: frozenset[str] = frozenset()) -> list | None:
     """What callable ``expr`` is: ``["fn", ref, bound, keywords]`` (a project function, with
     the arguments a ``partial`` bound), ``["param", name, bound, keywords]`` (a parameter of the
     function), ``["jit", callable, keywords, forwards]`` (``jax.jit`` of one: ``forwards`` when
-    it passes ``**kwargs`` on)."""
+    it passes ``**kwargs`` on). A ``"**"`` among the keywords: a ``partial`` also binds what
+    callers pass to the function's own ``**kwargs`` (``partial(fn, **kwargs)``).
+
+    ``_before``: parameters read as they came in, inside the one assignment that rebinds them
+    (``fn = functools.partial(fn, **kwargs)``)."""
     if _depth > 4:
         return None
     if isinstance(expr, ast.Name) and flow is not None:
         values = flow.assigned.get(expr.id)
-        if values:
+        if values and expr.id not in _before:
             if len(values) == 1 and values[0].value is not None and not values[0].index:
-                return callable_of(facts, scope, values[0].value, ref, flow, _depth + 1)
+                before = _before | {expr.id} if expr.id in flow.all_params else _before
+                return callable_of(facts, scope, values[0].value, ref, flow, _depth + 1, before)
             return None
         if expr.id in flow.all_params:
             return ["param", expr.id, 0, []]
@@ -1062,11 +1068,19 @@ def callable_of(facts: FileFacts, scope: Scope, expr: ast.expr, ref: RefFn,
             else None
         if known is None:
             return None
-        inner = callable_of(facts, scope, expr.args[0], ref, flow, _depth + 1)
+        inner = callable_of(facts, scope, expr.args[0], ref, flow, _depth + 1, _before)
         if inner is None:
             return None
         keywords = sorted(k.arg for k in expr.keywords if k.arg is not None)
         if known.role == Role.PARTIAL:
+            spread = [k.value for k in expr.keywords if k.arg is None]
+            if spread:
+                # `partial(fn, **kwargs)` of the function's own `**kwargs`: its callers' keywords
+                own = scope.node.args.kwarg if isinstance(
+                    scope.node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+                if len(spread) == 1 and own is not None and \
+                        isinstance(spread[0], ast.Name) and spread[0].id == own.arg:
+                    keywords.append("**")
             return [inner[0], inner[1], inner[2] + len(expr.args) - 1,
                     sorted({*inner[3], *keywords})] if inner[0] != "jit" else None
         if known.role == Role.JIT and known.name == "jax.jit" and len(expr.args) == 1:
