@@ -743,6 +743,69 @@ jax >= 0.8.1 (no fix is offered on older jax).
             """,
         }, title="a helper's partial binds the updated argument through its `**kwargs`: "
                  "callers cannot pass it"),
+        example("""
+            import dataclasses
+            import jax
+
+            @jax.tree_util.register_dataclass
+            @dataclasses.dataclass(frozen=True)
+            class Stats:
+                count: jax.Array
+                total: jax.Array
+
+            @jax.tree_util.register_dataclass
+            @dataclasses.dataclass(frozen=True)
+            class DecodeState:
+                tokens: jax.Array
+                pages: jax.Array
+
+                def stats(self):
+                    return Stats(count=self.tokens.size, total=self.tokens.sum())
+
+                def summary(self):
+                    stats = self.stats()
+                    return dataclasses.replace(stats, total=stats.total / stats.count)
+
+            class Server:
+                def __init__(self):
+                    self.report = jax.jit(self.report_fn)
+
+                def report_fn(self, state: DecodeState):
+                    return state.summary()
+        """, title="a method of the state's class that updates a new record another of its "
+                   "methods builds, not the state"),
+        example("""
+            import dataclasses
+            import jax
+            import jax.numpy as jnp
+
+            @jax.tree_util.register_dataclass
+            @dataclasses.dataclass(frozen=True)
+            class _Carry:
+                step: jax.Array
+                state: "DecodeState"
+
+            @jax.tree_util.register_dataclass
+            @dataclasses.dataclass(frozen=True)
+            class DecodeState:
+                tokens: jax.Array
+                pages: jax.Array
+
+                def steps_left(self, budget):
+                    final = jax.lax.while_loop(
+                        lambda c: (c.step < budget) & (c.state.tokens[c.step] != 0),
+                        lambda c: _Carry(c.step + 1, c.state),
+                        _Carry(step=jnp.array(0), state=self))
+                    return final.step
+
+            class Server:
+                def __init__(self):
+                    self.count = jax.jit(self.count_fn, static_argnames=("budget",))
+
+                def count_fn(self, state: DecodeState, budget):
+                    return state.steps_left(budget)
+        """, title="a `while_loop` that carries the state in a record but returns only its "
+                   "counter field"),
     ]
 
     INVALID = [
@@ -1468,6 +1531,94 @@ jax >= 0.8.1 (no fix is offered on older jax).
             """,
         }, title="a helper that rebinds its parameter to a partial of it, binding its "
                  "`**kwargs` (`fn = functools.partial(fn, **kwargs)`)"),
+        example("""
+            import dataclasses
+            import jax
+
+            @jax.tree_util.register_dataclass
+            @dataclasses.dataclass(frozen=True)
+            class DecodeState:
+                tokens: jax.Array
+                pages: jax.Array
+
+                def with_output(self, out):
+                    return dataclasses.replace(self, tokens=self.tokens + out)
+
+                def step(self, forward_fn, params):
+                    logits, pages = forward_fn(params, self.tokens, self.pages)
+                    state = self.with_output(logits.argmax(-1))
+                    return dataclasses.replace(state, pages=pages)
+
+            class Server:
+                def __init__(self, model):
+                    self.model = model
+                    self.prefill = jax.jit(self.prefill_fn)  # expect: SHL401
+
+                def prefill_fn(self, state: DecodeState, params):
+                    return state.step(self.model.apply, params)
+        """, title="a method of the state's own class that updates the result of another of "
+                   "its methods (`dataclasses.replace(self.with_output(...), pages=...)`)"),
+        example("""
+            import dataclasses
+            import jax
+
+            @jax.tree_util.register_dataclass
+            @dataclasses.dataclass(frozen=True)
+            class DecodeState:
+                tokens: jax.Array
+                pages: jax.Array
+
+                def validated(self):
+                    assert self.tokens.ndim == 2
+                    return self
+
+                def resume(self, pages):
+                    state = self.validated()
+                    return dataclasses.replace(state, pages=pages)
+
+            class Server:
+                def __init__(self):
+                    self.resume = jax.jit(self.resume_fn)  # expect: SHL401
+
+                def resume_fn(self, state: DecodeState, pages):
+                    return state.resume(pages)
+        """, title="the same, where the other method hands the state back as it came"),
+        example("""
+            import dataclasses
+            import jax
+            import jax.numpy as jnp
+
+            @jax.tree_util.register_dataclass
+            @dataclasses.dataclass(frozen=True)
+            class _Carry:
+                step: jax.Array
+                state: "DecodeState"
+
+            @jax.tree_util.register_dataclass
+            @dataclasses.dataclass(frozen=True)
+            class DecodeState:
+                tokens: jax.Array
+                pages: jax.Array
+
+                def decode(self, forward_fn, params, steps):
+                    def body(c):
+                        logits, pages = forward_fn(params, c.state.tokens, c.state.pages)
+                        new = DecodeState(tokens=logits.argmax(-1), pages=pages)
+                        return _Carry(c.step + 1, new)
+                    final = jax.lax.while_loop(lambda c: c.step < steps, body,
+                                               _Carry(step=jnp.array(0), state=self))
+                    return final.state
+
+            class Server:
+                def __init__(self, model):
+                    self.model = model
+                    self.decode = jax.jit(self.decode_fn,  # expect: SHL401
+                                          static_argnames=("steps",))
+
+                def decode_fn(self, state: DecodeState, params, steps):
+                    return state.decode(self.model.apply, params, steps)
+        """, title="the state carried through a `while_loop` inside a record, and read back "
+                   "from its field (`while_loop(..., _Carry(step=0, state=self)).state`)"),
     ]
 
     @classmethod

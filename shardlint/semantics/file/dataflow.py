@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from shardlint.semantics.catalog.names import EXTERNAL_PACKAGES, dotted
 from shardlint.semantics.file.facts import Assigned, FileFacts, Scope
@@ -148,6 +148,10 @@ class CallTerm:
     node: ast.Call
     # arguments that are themselves results of project calls (`unbox(step(state)[0])`)
     nested: list[tuple[int | str, list[CallTerm]]] = field(default_factory=list)
+    # the update this result goes through before it is returned
+    # (`dataclasses.replace(self.update_with(out), ...)`): what it hands back as it came is
+    # updated there
+    updated: ast.AST | None = None
 
 
 @dataclass
@@ -437,6 +441,13 @@ class LocalFlow:
         def origins(e: ast.expr) -> dict[str, Origin]:
             return self.trace_terms(e, (), seen).origins
 
+        def updated(e: ast.expr) -> Terms:
+            # an update of `e`: of the parameters it holds, and of what the project calls it
+            # is the result of hand back
+            traced = self.trace_terms(e, (), seen)
+            return Terms(_updated(traced.origins, call),
+                         [replace(c, updated=call) for c in traced.calls])
+
         q = self.facts.qualify(func) if isinstance(func, (ast.Name, ast.Attribute)) else None
         if index and type(index[0]) is str and (q == "dict" or q is None and _constructor(func)):
             # a field of a record built here: `Out(state=new, loss=l).state`, `dict(state=new)`,
@@ -448,7 +459,7 @@ class LocalFlow:
         if isinstance(func, ast.Attribute) and q is None:
             attr = func.attr
             if attr in ("apply_gradients", "replace", "_replace") and not index:
-                return Terms(_updated(origins(func.value), call))
+                return updated(func.value)
             if attr == "update" and index[:1] == (1,) and len(call.args) >= 2:
                 # optax: `updates, new_opt_state = tx.update(grads, opt_state, params)`
                 return Terms(_updated(origins(call.args[1]), call))
@@ -459,20 +470,22 @@ class LocalFlow:
         if q is None:
             return self._project_call(call, index, seen)
         if q in APPLY_UPDATES and call.args and not index:
-            return Terms(_updated(origins(call.args[0]), call))
+            return updated(call.args[0])
         if q in UPDATE_SLICE and call.args and not index:
-            return Terms(_updated(origins(call.args[0]), call))
+            return updated(call.args[0])
         if q in DATACLASS_REPLACE and call.args and not index:
-            return Terms(_updated(origins(call.args[0]), call))
+            return updated(call.args[0])
         carry = LOOP_CARRY.get(q)
-        if carry is not None and (not index or (q == SCAN and index[:1] == (0,))):
-            # The loop's carry has the structure and shapes of its initial value.
+        if carry is not None and (q != SCAN or not index or index[:1] == (0,)):
+            # The loop's carry has the structure and shapes of its initial value: an item of
+            # the result is that item of it (`while_loop(c, body, Carry(step=0, state=s)).state`).
             position, keyword = carry
             init = next((k.value for k in call.keywords if k.arg == keyword), None)
             if init is None and len(call.args) > position:
                 init = call.args[position]
-            return Terms(_updated(origins(init), call, items=False)) if init is not None \
-                else _EMPTY
+            part = index[1:] if q == SCAN and index else index
+            return Terms(_updated(self.trace_terms(init, part, seen).origins, call, items=False)) \
+                if init is not None else _EMPTY
         if q in PASS_THROUGH and call.args:
             return self.trace_terms(call.args[0], index, seen)
         if q in BRANCHES:
@@ -619,9 +632,10 @@ class LocalFlow:
         receiver = call.func.value if callee.via_attr and isinstance(call.func, ast.Attribute) \
             else None
         if type(receiver) is ast.Name and receiver.id in self.all_params and \
-                receiver.id not in ("self", "cls"):
-            # (`state.apply_gradients_and_norms(g)` on a parameter of a known class: the
-            # method's `self` is `state`)
+                receiver.id != "cls":
+            # (`state.apply_gradients_and_norms(g)` on a parameter of a known class, or
+            # `self.update_with(out)` in a method of the state's own class: the method's `self`
+            # is `state`, or this method's `self`)
             given.append(("self", receiver))
         for key, a in given:
             if isinstance(a, ast.Starred):
@@ -923,7 +937,7 @@ def _constructor(func: ast.expr) -> bool:
     """``DecodeState(...)``, ``TrainState.create(...)``: a call that builds a record."""
     name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) \
         else ""
-    return name[:1].isupper() or name == "create"
+    return name.lstrip("_")[:1].isupper() or name == "create"  # (`_StepState(...)` too)
 
 
 def _at_subscript(node: ast.expr) -> bool:

@@ -21,7 +21,10 @@ Terms are JSON lists:
   index) at ``pos``; ``args`` are ``[key, param, kind, pos, text]``: the call passes our
   ``param`` (or an update of it) as its positional argument ``key`` (an int, counted after the
   ``bound`` arguments of a ``functools.partial``) or as keyword ``key``; ``via_attr``: called
-  as ``self.method(...)``, so the callee's ``self`` is not among the positions.
+  as ``self.method(...)``, so the callee's ``self`` is not among the positions. A ninth
+  element ``[pos, text]``: the result goes through an update there before it is returned
+  (``dataclasses.replace(self.update_with(out), ...)``), so what the callee hands back as it
+  came is updated.
 
 :class:`FlowIndex` joins them across the project, lazily, with a depth bound and cycles cut:
 "which parameters of this function does its result (at this position) hold an updated version
@@ -133,6 +136,8 @@ def terms_json(terms: Terms) -> list[list]:
         if args:
             out.append(["c", c.callee.ref, c.callee.bound, c.callee.via_attr, list(c.index), args,
                         _pos(c.node), _text(c.node)])
+            if c.updated is not None:
+                out[-1].append([_pos(c.updated), _text(c.updated)])
     return out
 
 
@@ -1104,6 +1109,8 @@ def map_positions(flow: dict, fn: Callable[[list[int]], list[int] | None]) -> di
             return [t[0], t[1], t[2], pos(t[3]), t[4]]
         args = [[a[0], a[1], [move(x) for x in a[2]]] if a[1] == "#call"
                 else [a[0], a[1], a[2], pos(a[3]), a[4]] for a in t[5]]
+        if len(t) > 8:
+            return [*t[:5], args, pos(t[6]), t[7], [pos(t[8][0]), t[8][1]]]
         return [*t[:5], args, pos(t[6]), t[7]]
 
     out = dict(flow)
@@ -1289,7 +1296,7 @@ class FlowIndex:
                 chain = (_link(path, t[3], t[4]),) if t[2] == UPDATED else ()
                 _add(out, t[1], Flowing(t[2], chain))
                 continue
-            _, ref, bound, via_attr, idx, args, pos, text = t
+            _, ref, bound, via_attr, idx, args, pos, text = t[:8]
             target = self.function(ref, module)
             if target is None:
                 continue  # outside the project, or not a function: unknown
@@ -1298,12 +1305,16 @@ class FlowIndex:
             if not below:
                 continue
             here = _link(path, pos, text)
+            after = _link(path, t[8][0], t[8][1]) if len(t) > 8 and not rest else None
             for a in args:
                 if a[1] == "#call":  # handed another call's result: what that one holds
                     self._through_call(out, a, below, callee_flow, bound, via_attr, module,
                                        path, depth, here)
             for p, kind, ev, flowing in _bind(callee_flow, below, args, bound, via_attr):
-                if kind in (SAME, MAPPED):
+                if kind in (SAME, MAPPED) and after is not None:
+                    # handed back as it came, then updated here (`replace(self.f(x), ...)`)
+                    _add(out, p, Flowing(UPDATED, (here, after)))
+                elif kind in (SAME, MAPPED):
                     _add(out, p, Flowing(kind))
                 elif ev is None:
                     _add(out, p, Flowing(UPDATED, (here, *flowing.chain)))
@@ -1993,7 +2004,7 @@ class FlowIndex:
             if t[0] == "p":
                 _add(out, t[1], Flowing(UPDATED, (_link(path, t[3], t[4]),)))
                 continue
-            _, ref, bound, via_attr, _idx, args, pos, text = t
+            _, ref, bound, via_attr, _idx, args, pos, text = t[:8]
             target = self.function(ref, module)
             if target is None:
                 continue
