@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import csv
 import random
+import re
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -79,6 +80,18 @@ def quiet_in_tests(label: dict) -> bool:
     config = Config(root=corpus_dir() / label["repo"])
     path = str(corpus_dir() / label["repo"] / label["path"])
     return config.is_test_file(path) and not config.is_selected(label["code"], True, path)
+
+
+_NEEDS_PYTHON = re.compile(r"needs Python >= (\d+)\.(\d+) .*shardlint runs on \d+\.\d+")
+
+
+def parsed_here(label: dict) -> bool:
+    """A notice that shardlint's own Python could not parse a file the code's newer Python
+    can (``SHL000 needs Python >= 3.12 ...; shardlint runs on 3.11``): on a Python that has
+    the grammar the file is analysed instead, and the notice has nothing to say."""
+    m = _NEEDS_PYTHON.search(label.get("message", ""))
+    return label["code"] == "SHL000" and m is not None and \
+        sys.version_info[:2] >= (int(m.group(1)), int(m.group(2)))
 
 
 def verdict_of(f: dict, own: dict, shared: dict) -> str | None:
@@ -183,6 +196,8 @@ def main() -> int:
                                  f"{rejudged[0]['reason'][:150]}")
                 elif quiet_in_tests(r):
                     outcome["TP quiet in tests"] += 1
+                elif parsed_here(r):
+                    outcome["TP notice of an older Python"] += 1
                 else:
                     outcome[f"{r['verdict']} lost"] += 1
                     notes.append(f"  {r['verdict']} LOST: {where}  {r['reason'][:150]}")
@@ -200,11 +215,13 @@ def main() -> int:
               f"{outcome['OVERCLAIM reworded, relabelled right']} -> {100 * fixed / oc:.0f}%")
     if tp:
         kept = outcome["TP kept"] + outcome["TP-minor kept"]
-        aside = outcome["TP quiet in tests"] + outcome["TP label re-judged wrong"]
+        older = outcome["TP notice of an older Python"]
+        aside = outcome["TP quiet in tests"] + outcome["TP label re-judged wrong"] + older
         print(f"  TP and TP-minor: {tp}, kept {kept} -> {100 * kept / tp:.0f}%; quiet in test code "
               f"by default {outcome['TP quiet in tests']}, label re-judged wrong "
-              f"{outcome['TP label re-judged wrong']}: kept {kept} of {tp - aside} -> "
-              f"{100 * kept / max(1, tp - aside):.0f}%")
+              f"{outcome['TP label re-judged wrong']}, a notice that only an older Python than "
+              f"this one ({sys.version_info[0]}.{sys.version_info[1]}) gives {older}: kept "
+              f"{kept} of {tp - aside} -> {100 * kept / max(1, tp - aside):.0f}%")
     if args.verbose or len(notes) <= 40:
         print("\n".join(notes))
     else:
