@@ -252,3 +252,29 @@ def test_a_python_pin_without_an_upper_end_bounds_nothing(tmp_path, monkeypatch,
      """})
     v = V.detect(root)
     assert v.jax == V.CURRENT["jax"] and "Python" not in v.describe("jax")
+
+
+_REQUIREMENT_SPELLINGS = [
+    "jax", "Flax", "jax==0.4.7", "jax ==0.4.7", "jax===0.4.7", "jax~=0.4", "jax>0.3a",
+    "jax!=0.4.8,>=0.4", "jax>=0.4,", "jax>=0.4.*", "jax==0.4.*", "jax (>=0.4)",
+    "jax[tpu]>=0.4.20,<0.5 ; python_version>'3.9'", "jax[cuda12_pip]==0.4.28",
+    "jaxlib==0.4.7+cuda11.cudnn82", "flax>=0.8; extra == 'x'",
+    "jax @ git+https://github.com/google/jax", "jax @ https://x/jax-0.4.7.tar.gz ; os_name=='nt'",
+    "jax==0.4.7 --hash=sha256:abc", "-r req.txt", "--extra-index-url x", "jax<=0.4.7 # pin",
+    "jax>=", "jax==0.4.7)", "(jax)", "jax[tpu", "",
+]
+
+
+@pytest.mark.parametrize("text", _REQUIREMENT_SPELLINGS)
+def test_requirement_reads_as_packaging_does(text):
+    """The version judgement's own reading of a requirement string agrees with
+    `packaging.requirements` (not imported on the lint path: its start-up cost) on the name and
+    the normalised specifier, and on which strings are not requirements."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        req = Requirement(text)
+        expected = (req.name.lower(), str(req.specifier))
+    except InvalidRequirement:
+        expected = None
+    assert V.requirement(text) == expected
