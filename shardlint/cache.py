@@ -28,6 +28,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
+import marshal
 import os
 import re
 import sys
@@ -42,6 +43,9 @@ from shardlint.warm import DIR
 
 FILE = "index-v4.json"
 SUMMARIES = "summaries-v4.json"
+# The project index's closures (what each symbol needs, the contexts of calls), marshalled:
+# what a run over the same summaries would compute again (see Cache.closures)
+CLOSURES = "closures-v1.bin"
 _UNREAD = object()  # a summary the summaries file holds, not read yet
 
 
@@ -176,6 +180,7 @@ class Cache:
     _inputs: dict[str, str] = field(default_factory=dict, repr=False)
     # rel -> the entry an entry put this run replaced (the version the inputs name)
     _replaced: dict[str, list] = field(default_factory=dict, repr=False)
+    _closures: tuple | None = field(default=None, repr=False)  # (key, ...) to write on save
 
     @property
     def path(self) -> Path:
@@ -460,6 +465,41 @@ class Cache:
         self._on_disk = {rel: d for rel, e in self.summaries.items()
                          if (d := self._digest_of(e)) is not None}
 
+    # ---- the project index's closures ----------------------------------------------------------
+    def summaries_key(self, inputs: dict[str, str]) -> str | None:
+        """A key for what the project index computes from these files' summaries (``inputs``:
+        each file's content digest), exactly: their summary digests, positions included (a
+        comment edited keeps it; a line added changes it). None when a summary is not held."""
+        h = hashlib.sha1(f"{self.key}\0{self.root}\0{sys.version_info[:2]}\n".encode(
+            "utf-8", "surrogatepass"))
+        for rel in sorted(inputs):
+            entry = self.summaries.get(rel)
+            if entry is None or entry[0] != inputs[rel]:
+                return None
+            digest = self._digest_of(entry)
+            if digest is None:
+                return None
+            h.update(f"{rel}\0{digest}\n".encode("utf-8", "surrogatepass"))
+        return h.hexdigest()
+
+    def closures(self, key: str) -> tuple | None:
+        """The closures kept under ``key`` by an earlier run, or None."""
+        if not self.enabled:
+            return None
+        try:
+            data = marshal.loads(self.path.with_name(CLOSURES).read_bytes())
+        except (OSError, EOFError, ValueError, TypeError):
+            return None
+        if not (isinstance(data, tuple) and len(data) > 1 and data[0] == key):
+            return None
+        return data[1:]
+
+    def put_closures(self, key: str, closures: tuple) -> None:
+        """Keep ``closures`` under ``key``; written with the index file."""
+        if self.enabled:
+            self._closures = (key, *closures)
+            self.dirty = True
+
     def save(self) -> None:
         if not self.enabled or not self.dirty:
             return
@@ -474,6 +514,9 @@ class Cache:
                 {"key": self.key, "generation": self._generation, "files": files,
                  "project": self._project or "", "settings": self._settings,
                  "inputs": self._inputs, "findings": self.findings}))
+            if self._closures is not None:
+                write_atomic(self.path.with_name(CLOSURES), marshal.dumps(self._closures))
+                self._closures = None
             self.dirty = False
         except OSError:
             pass  # a read-only checkout still lints, just without a cache

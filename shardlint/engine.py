@@ -980,6 +980,7 @@ class Engine:
                     self.index.add(summary)
         self.build_index(skip={self.resolved(p) for p in texts}, save=False)
         project = self._project_digest()
+        self._closures_kept()
         findings: list[Finding] = []
         for path, text in texts.items():
             rel = self._rel(path)
@@ -999,6 +1000,20 @@ class Engine:
             findings.extend(found)
         self.cache.save()
         return findings
+
+    def _closures_kept(self) -> None:
+        """Let the index take its closures (what each symbol needs, the contexts of calls)
+        from the cache when a run over the same summaries kept them, and keep them there when
+        it computes them: a file edited where its summary does not see (a comment) costs the
+        run its own rules, not the whole project's closures again."""
+        if not self.use_cache:
+            return
+        key = self.cache.summaries_key(self._digests)
+        if key is None:
+            return
+        cache = self.cache
+        self.index.recall_closures = lambda: cache.closures(key)
+        self.index.keep_closures = lambda closures: cache.put_closures(key, closures)
 
     def _project_digest(self) -> str:
         """The token this run's findings are kept under: what every file's findings may depend
@@ -1101,15 +1116,19 @@ class Engine:
             if summary is not None:
                 held_summaries[summary.module] = (summary.module, summary)
 
-        def index_here() -> None:
+        def index_here(workers: bool = False) -> None:
             """This process's index (to lint files here, or to start workers with it); else
-            it stays unbuilt, and ``build_index`` makes it from the cache when asked."""
+            it stays unbuilt, and ``build_index`` makes it from the cache when asked. Its
+            closures (what each symbol needs, the contexts of calls) are computed here for
+            workers to start with; for files linted here, when a rule first asks."""
             if held_summaries:
                 for _, value in held_summaries.values():
                     self.index.add(_summary(value))  # type: ignore[arg-type]
                 held_summaries.clear()
                 self._indexed = True
-            self.index._ensure()
+                self._closures_kept()
+            if workers:
+                self.index._ensure()
 
         # 2. Rules against the finished index, for the files the cache holds no findings of.
         project = self._project_digest() if self.use_cache else ""
@@ -1124,7 +1143,7 @@ class Engine:
                 todo.append((str(path), rel, digest))
         plan = None
         if todo and not workers and len(todo) >= _MIN_FILES_PER_JOB * 2:
-            index_here()  # (once here: the workers start with it)
+            index_here(workers=True)  # (once here: the workers start with it)
             workers = batch.workers = self._start_workers(jobs)
         elif todo and workers:
             # What a worker of the first step needs to build this index: its order, the other

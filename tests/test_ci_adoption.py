@@ -197,6 +197,59 @@ def test_cached_findings_follow_other_files(tmp_path, capsys, monkeypatch):
     assert codes() == []
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_the_index_closures_are_kept_for_the_same_summaries(tmp_path, capsys, monkeypatch, jobs):
+    """What the project index computes across files (what each symbol needs, the contexts of
+    calls) is kept in the cache and taken back by a run over the same summaries (a comment
+    edited), with the same findings; a summary that changed (a line added, a constraint gone)
+    has them computed again."""
+    from shardlint.semantics.flow.project import ProjectIndex
+
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 't'\n")
+    model = tmp_path / "model.py"
+    model.write_text(
+        "import flax.linen as nn\n\nclass MLP(nn.Module):\n    @nn.compact\n"
+        "    def __call__(self, x):\n        return nn.with_logical_constraint(x, ('batch',))\n")
+    train = tmp_path / "train.py"
+    train.write_text(
+        "import jax\nfrom model import MLP\n\nwith jax.set_mesh(jax.make_mesh((1,), ('data',))):\n"
+        "    jax.jit(MLP().init)(jax.random.key(0), jax.numpy.ones((2,)))\n")
+    for i in range(20 if jobs == "2" else 0):  # (enough files for the parallel path)
+        (tmp_path / f"m{i}.py").write_text("import jax\nx = 1\n")
+    monkeypatch.chdir(tmp_path)
+    computed: list[str] = []
+    real = ProjectIndex._compute_needs
+
+    def counting(self):
+        computed.append("needs")
+        return real(self)
+
+    monkeypatch.setattr(ProjectIndex, "_compute_needs", counting)
+
+    def run() -> list[tuple[str, str, int, str]]:
+        main(["check", ".", "--format", "json", "--jobs", jobs, "--select", "SHL102"])
+        return [(i["code"], i["path"], i["line"], i["message"])
+                for i in json.loads(capsys.readouterr()[0])]
+
+    cold = run()  # (with --jobs 2 the rules run in the workers, which keep no closures)
+    assert [c[:3] for c in cold] == [("SHL102", "train.py", 5)]
+    with open(train, "a") as fh:
+        fh.write("# a comment at the end\n")
+    assert run() == cold  # (one file to lint: here, whatever the jobs)
+    assert (tmp_path / cache_mod.DIR / cache_mod.CLOSURES).is_file()
+    with open(train, "a") as fh:
+        fh.write("# another comment\n")
+    computed.clear()
+    assert run() == cold and computed == []  # the same summaries: the closures of the last run
+    model.write_text("# a line above\n" + model.read_text())
+    computed.clear()
+    moved = run()
+    assert computed == ["needs"] and [c[:3] for c in moved] == [("SHL102", "train.py", 5)]
+    model.write_text(model.read_text().replace("nn.with_logical_constraint(x, ('batch',))", "x"))
+    computed.clear()
+    assert run() == [] and computed == ["needs"]
+
+
 def test_a_parallel_warm_run_reuses_the_cache(tmp_path, capsys, monkeypatch):
     """``--jobs 2`` reads and writes the findings cache as ``--jobs 1`` does: a second run lints
     nothing again, and after an edit its summary does not see (a comment) only that file."""

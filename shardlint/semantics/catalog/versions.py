@@ -197,8 +197,11 @@ def _is_pin_file(name: str, folder: str) -> bool:
 
 def _walk(root: Path):
     """(folder, sub-folders, files) below ``root``, skipping environments and hidden folders."""
+    top = str(root)
+    prefix = os.path.join(top, "")
     for dirpath, dirnames, filenames in os.walk(root):
-        depth = len(Path(dirpath).relative_to(root).parts)
+        # (as `len(relative_to(root).parts)`, without pathlib)
+        depth = 0 if dirpath == top else dirpath[len(prefix):].count(os.sep) + 1
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIP and not d.startswith(".")
                              and depth < MAX_DEPTH)
         yield Path(dirpath), dirnames, filenames

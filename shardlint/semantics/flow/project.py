@@ -95,6 +95,12 @@ class ProjectIndex:
     _edges: dict[str, list[str]] = field(default_factory=dict, repr=False)
     _config_asked: set[str] = field(default_factory=set, repr=False)  # see config_tables
     _flows: FlowIndex | None = field(default=None, repr=False)
+    # The closures (what each symbol needs, its edges, the callers and contexts of functions)
+    # as a run over exactly these summaries computed them, kept by the engine's cache: a
+    # callable giving them (or None), asked once when they are first needed; and one given
+    # them when they are computed here instead. Both are dropped when a summary changes.
+    recall_closures: Callable[[], tuple | None] | None = field(default=None, repr=False)
+    keep_closures: Callable[[tuple], None] | None = field(default=None, repr=False)
 
     # ---- building ----------------------------------------------------------------------------
     def add(self, summary: ModuleSummary) -> None:
@@ -105,6 +111,7 @@ class ProjectIndex:
         self._memo.clear()
         self._flows = None
         self._ctx_done = False
+        self.recall_closures = self.keep_closures = None
         if old is None or not _same_symbols(old, summary):
             self._done = False
             self._resolved.clear()
@@ -116,6 +123,7 @@ class ProjectIndex:
     def remove(self, module: str) -> None:
         self.summaries.pop(module, None)
         self._done = self._ctx_done = False
+        self.recall_closures = self.keep_closures = None
         self._resolved.clear()
         self._dotted.clear()
         self._tops = self._inner = None
@@ -130,12 +138,25 @@ class ProjectIndex:
         return self._flows
 
     def _ensure(self) -> None:
+        if self._done and self._ctx_done:
+            return
+        whole = not self._done and not self._ctx_done
+        if whole and self.recall_closures is not None:
+            kept, self.recall_closures = self.recall_closures(), None
+            if kept is not None:
+                self._needs, self._edges, self._callers, self._ctx = kept
+                self._done = self._ctx_done = True
+                self.keep_closures = None
+                return
         if not self._done:
             self._compute_needs()
             self._done = True
         if not self._ctx_done:
             self._compute_contexts()
             self._ctx_done = True
+        if whole and self.keep_closures is not None:
+            keep, self.keep_closures = self.keep_closures, None
+            keep((self._needs, self._edges, self._callers, self._ctx))
 
     # ---- references ----------------------------------------------------------------------------
     def resolve(self, ref: str, from_module: str | None = None) -> str | None:
@@ -928,6 +949,8 @@ class ProjectIndex:
         An entry inside a function nobody in the project calls has an unknown context and is
         only reported when no code in the project provides that context at all.
         """
+        if not self.entries(module):
+            return []  # (most files: no model initialised or applied, nothing to compute)
         self._ensure()
         out: list[MissingContext] = []
         absent = ALL & ~self.provided_in(module)
