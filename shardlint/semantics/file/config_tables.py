@@ -356,10 +356,6 @@ def table_key(node: ast.expr | None) -> str | None:
 #
 # and, beside them, the rules tables and mesh axis name lists bound under a parameter name, in
 # the shape YAML's tables have (``config_tables``).
-try:  # (a declared dependency; a gin file is then simply not read)
-    from gin import config_parser as _parser
-except ImportError:  # pragma: no cover
-    _parser = None
 
 
 class _Ref:
@@ -381,23 +377,39 @@ class _Macro:
         self.name = name
 
 
-if _parser is not None:
-    class _Delegate(_parser.ParserDelegate):
-        """Keeps references and macros as markers: nothing is looked up."""
+_GIN: list = []  # [gin's config_parser module, the delegate class], once a gin file is read
 
-        def configurable_reference(self, scoped_name, evaluate):
-            return _Ref(scoped_name, evaluate)
 
-        def macro(self, macro_name):
-            return _Macro(macro_name)
+def _gin_parser():
+    """gin's parser and a delegate that keeps references and macros as markers (nothing is
+    looked up); imported when the first gin file is read (gin's import costs every run 8 ms),
+    None without gin (a declared dependency: a gin file is then simply not read)."""
+    if not _GIN:
+        try:
+            from gin import config_parser
+        except ImportError:  # pragma: no cover
+            _GIN.extend([None, None])
+            return None
+
+        class Delegate(config_parser.ParserDelegate):
+            def configurable_reference(self, scoped_name, evaluate):
+                return _Ref(scoped_name, evaluate)
+
+            def macro(self, macro_name):
+                return _Macro(macro_name)
+
+        _GIN.extend([config_parser, Delegate])
+    return None if _GIN[0] is None else _GIN
 
 
 def read_gin(text: str) -> tuple[dict, list[dict]] | None:
     """(``gin`` summary data, tables) of a gin file's text; None when it does not parse."""
-    if _parser is None:
+    gin = _gin_parser()
+    if gin is None:
         return None
+    parser, delegate = gin
     try:
-        statements = list(_parser.ConfigParser(text, _Delegate()))
+        statements = list(parser.ConfigParser(text, delegate()))
     except Exception:  # noqa: BLE001 - any error of the parser on any text: the file is unread
         return None
     imports: dict[str, str | None] = {}
