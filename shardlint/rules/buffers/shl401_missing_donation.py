@@ -806,6 +806,18 @@ jax >= 0.8.1 (no fix is offered on older jax).
                     return state.steps_left(budget)
         """, title="a `while_loop` that carries the state in a record but returns only its "
                    "counter field"),
+        example("""
+            import jax
+
+            import functools
+
+            @functools.partial(jax.jit, static_argnums=(2,))
+            def init_or_keep(state, fresh, keep):
+                def _pick(f, s):
+                    return s if keep else f
+                return jax.tree.map(_pick, fresh, state)
+        """, title="a two-tree map whose leaf function hands back either tree: a choice, "
+                   "not an update of one"),
     ]
 
     INVALID = [
@@ -1583,6 +1595,37 @@ jax >= 0.8.1 (no fix is offered on older jax).
                 def resume_fn(self, state: DecodeState, pages):
                     return state.resume(pages)
         """, title="the same, where the other method hands the state back as it came"),
+        example({
+            "sharding_utils.py": """
+                import jax
+
+                class _ShardingAPI:
+                    def with_sharding_constraint(self, x, shardings):
+                        def _merge(s, x_):
+                            if s is None:
+                                return x_
+                            return jax.lax.with_sharding_constraint(x_, s)
+                        return jax.tree.map(_merge, shardings, x, is_leaf=lambda v: v is None)
+
+                sharding = _ShardingAPI()
+            """,
+            "train.py": """
+                import functools
+                import jax
+                from sharding_utils import sharding as sharding_lib
+
+                class Trainer:
+                    def __init__(self, tx, shardings):
+                        self.tx, self.shardings = tx, shardings
+
+                    @functools.partial(jax.jit, static_argnames="self")  # expect: SHL401
+                    def init_optimizer(self, state):
+                        state = state.replace(opt_state=self.tx.init(state.params))
+                        return sharding_lib.with_sharding_constraint(state, self.shardings)
+            """,
+        }, title="the update handed back through a method of a module-level object "
+                 "(`sharding = _ShardingAPI()`) that maps its tree leaf by leaf "
+                 "(`jax.tree.map(_merge, shardings, x)`, `_merge` handing `x_` back)"),
         example("""
             import dataclasses
             import jax

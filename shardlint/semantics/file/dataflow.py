@@ -502,6 +502,13 @@ class LocalFlow:
                 return Terms({p: o if o.kind == UPDATED else Origin(p, MAPPED)
                               for p, o in origins(call.args[1]).items()
                               if o.kind in (SAME, UPDATED, MAPPED)})
+            kept = self._leaf_handed_back(f, len(call.args) - 1)
+            if kept is not None:
+                # `jax.tree.map(_merge, shardings, x)` where `_merge(s, x_)` hands `x_` back
+                # (as it came, or constrained): a map of that tree
+                return Terms({p: o if o.kind == UPDATED else Origin(p, MAPPED)
+                              for p, o in origins(call.args[1 + kept]).items()
+                              if o.kind in (SAME, UPDATED, MAPPED)})
             return Terms()
         if q in NNX_STATE and call.args:
             if q.endswith("split") and index[:1] == (0,):
@@ -595,6 +602,19 @@ class LocalFlow:
                 name not in flow.all_params for _, traced in c.args for name in traced)]
             out.merge(Terms(origins, calls))
         return out
+
+    def _leaf_handed_back(self, fn: ast.expr, trees: int) -> int | None:
+        """Which of its first ``trees`` parameters a leaf function of this body (a lambda, a
+        function nested here) hands back, as it came or through a pass-through, when it hands
+        back exactly one of them and nothing of its own making: ``def _merge(s, x): return x
+        if s is None else jax.lax.with_sharding_constraint(x, s)``."""
+        flow = self._branch(fn)
+        if flow is None or not flow.returns:
+            return None
+        params = flow.params[:trees]
+        found = {p for p, o in flow.returned_terms().origins.items()
+                 if p in params and o.kind in (SAME, MAPPED)}
+        return params.index(found.pop()) if len(found) == 1 else None
 
     def _branch(self, fn: ast.expr) -> LocalFlow | None:
         """The flow of a branch function: a lambda, or a function nested in this one."""

@@ -180,7 +180,7 @@ class ProjectIndex:
                 target = max((r for r in sym.refs if r.startswith("ext:")), key=len, default=None)
                 if target is not None:
                     return self.resolve(f"{target}.{rest}", mod)
-            return None
+            return self._method_of_instance(sym, rest, mod)
         key = (ref, from_module)
         found = self._resolved.get(key, _UNSEEN)
         if found is _UNSEEN:
@@ -221,6 +221,10 @@ class ProjectIndex:
             qual = ".".join(parts[i:])
             if qual in s.symbols:
                 return f"{mod}:{qual}"
+            if len(parts) == i + 2:  # (`sharding.with_sharding_constraint` of a module object)
+                found = self._method_of_instance(s.symbols.get(parts[i]), parts[i + 1], mod)
+                if found is not None:
+                    return found
             # A name the module imports from another one (`from .training_utils import
             # update_state`; a package's `__init__` re-exporting its submodules' names).
             target = s.imports.get(parts[i])
@@ -228,6 +232,20 @@ class ProjectIndex:
                 return self._resolve_dotted(".".join([target, *parts[i + 1:]]), hops + 1)
             return None
         return None
+
+    def _method_of_instance(self, sym, name: str, module: str) -> str | None:
+        """The method ``name`` of the project class a module-level object was built from
+        (``sharding = _ShardingAPI()``: ``sharding.with_sharding_constraint``), defined in the
+        class itself; None for anything else."""
+        made = (sym.flow or {}).get("instance") if sym is not None and sym.kind == "value" \
+            else None
+        if made is None or "." in name:
+            return None
+        cls = self.resolve(made, module)
+        if cls is None or (c := self.symbol(cls)) is None or c.kind != "class":
+            return None
+        method = f"{cls}.{name}"
+        return method if (m := self.symbol(method)) is not None and m.kind == "function" else None
 
     def _resolve_sibling(self, dotted: str) -> str | None:
         """A package of a sibling sub-project (``from modelpkg.layers import Dense`` in

@@ -523,7 +523,8 @@ class _Summariser:
                    and isinstance(values[0], (ast.Call, ast.Name, ast.Attribute))]
         for name, v in aliases:
             kind, refs = self._alias(name, v)
-            out.symbols[name] = Symbol(kind, refs=refs, line=getattr(v, "lineno", 0))
+            out.symbols[name] = Symbol(kind, refs=refs, line=getattr(v, "lineno", 0),
+                                       flow=self._instance(v) if kind == "value" else None)
         self._jit_entries()
         self._providers(provides, unknown)
         out.donating = exported_donations(f)
@@ -836,6 +837,17 @@ class _Summariser:
         found = scope.lookup(name)
         return found is not None and bool(found[1]) and isinstance(
             found[1][-1], (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+
+    def _instance(self, value: ast.expr) -> dict | None:
+        """``{"instance": ref}`` for a module-level object built by a call of a project class
+        (``sharding = _ShardingAPI()``), whose methods a call ``sharding.m(x)`` in another
+        module runs (valueflow: its ``self`` is the object); None for any other value."""
+        if not isinstance(value, ast.Call) or not isinstance(value.func, (ast.Name, ast.Attribute)) \
+                or self.f.resolve(value.func) is not None:
+            return None
+        ref = self.ref(value.func, self.f.module_scope)
+        last = ref.rpartition(":")[2].rpartition(".")[2] if ref else ""
+        return {"instance": ref} if last.lstrip("_")[:1].isupper() else None
 
     def _alias_kind(self, value: ast.expr) -> str:
         if isinstance(value, (ast.Name, ast.Attribute)):

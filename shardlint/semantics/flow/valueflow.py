@@ -1198,6 +1198,17 @@ class FlowIndex:
             key = self.project.resolve(sym.refs[0], key.partition(":")[0])
         return None
 
+    def _on_an_object(self, ref: str, module: str, flow: dict) -> bool:
+        """Whether ``ref`` names a method through a module-level object built from its class
+        (``sharding.with_sharding_constraint``, ``sharding = _ShardingAPI()``): the call passes
+        the method's ``self`` implicitly."""
+        body = ref[4:] if ref.startswith("ext:") else ref.partition(":")[2]
+        if not flow.get("method") or "." not in body:
+            return False
+        head = self.project.resolve(ref.rpartition(".")[0], module)
+        sym = self.project.symbol(head) if head is not None else None
+        return sym is not None and sym.kind == "value" and "instance" in (sym.flow or {})
+
     def path_of(self, key: str) -> str:
         s = self.project.summaries.get(key.partition(":")[0])
         return s.path if s is not None else ""
@@ -1301,6 +1312,7 @@ class FlowIndex:
             if target is None:
                 continue  # outside the project, or not a function: unknown
             callee, callee_flow = target
+            via_attr = via_attr or self._on_an_object(ref, module, callee_flow)
             below = self.returns(callee, (*idx, *rest), depth + 1)
             if not below:
                 continue
@@ -2009,6 +2021,7 @@ class FlowIndex:
             if target is None:
                 continue
             callee, callee_flow = target
+            via_attr = via_attr or self._on_an_object(ref, module, callee_flow)
             below = self.mutates(callee, depth + 1)
             if not below:
                 continue
