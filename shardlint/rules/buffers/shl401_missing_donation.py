@@ -1595,6 +1595,28 @@ jax >= 0.8.1 (no fix is offered on older jax).
                 def resume_fn(self, state: DecodeState, pages):
                     return state.resume(pages)
         """, title="the same, where the other method hands the state back as it came"),
+        example("""
+            import functools
+            import jax
+            from optim_ext import clipped_update  # a package shardlint does not read
+
+            SPEC = jax.sharding.PartitionSpec()
+
+            def apply_update(state, grads):
+                return state.apply_gradients(grads=grads)
+
+            def constrain(tree):
+                return jax.lax.with_sharding_constraint(tree, SPEC)
+
+            @functools.partial(jax.jit, static_argnames=("clip",))  # expect: SHL401
+            def train_step(state, grads, clip):
+                if clip:
+                    state = clipped_update(state, grads)
+                else:
+                    state = apply_update(state, grads)
+                return constrain(state)
+        """, title="the state rebound in both branches, one of them to a project helper's "
+                   "update, then handed back through another helper"),
         example({
             "sharding_utils.py": """
                 import jax

@@ -663,7 +663,7 @@ class LocalFlow:
             traced = self.trace_terms(a, (), seen)
             if traced.origins:
                 args.append((key, traced.origins))
-            elif traced.calls:
+            if traced.calls:  # (as well: a name rebound in a branch to a project call's result)
                 nested.append((key, traced.calls))
         if args or nested:
             out.calls.append(CallTerm(callee, index, args, call, nested))
