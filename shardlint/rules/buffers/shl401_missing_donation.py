@@ -74,6 +74,42 @@ _PARTITIONERS = """
                         return pjit(fn, in_shardings=in_shardings, out_shardings=out_shardings,
                                     donate_argnums=donate_argnums)
 """
+# A helper that names a partial of its function, binding its own `**kwargs` (two examples).
+_NAMING = """
+                import functools
+                import jax
+
+                def named_partial_fn(fn, name, **kwargs):
+                    fn = functools.partial(fn, **kwargs)
+                    fn.__name__ = name
+                    return fn
+"""
+# A decoding state record, alone and with the loop carry that holds it (four examples and two).
+_DECODE_STATE = """
+            import dataclasses
+            import jax
+
+            @jax.tree_util.register_dataclass
+            @dataclasses.dataclass(frozen=True)
+            class DecodeState:
+                tokens: jax.Array
+                pages: jax.Array"""
+_DECODE_CARRY = """
+            import dataclasses
+            import jax
+            import jax.numpy as jnp
+
+            @jax.tree_util.register_dataclass
+            @dataclasses.dataclass(frozen=True)
+            class _Carry:
+                step: jax.Array
+                state: "DecodeState"
+
+            @jax.tree_util.register_dataclass
+            @dataclasses.dataclass(frozen=True)
+            class DecodeState:
+                tokens: jax.Array
+                pages: jax.Array"""
 _PROTOCOL = """                class TrainState(typing.Protocol):
                     def apply_gradient(self, grads, learning_rate) -> "TrainState":
                         ...  # applies the gradient, returns the updated state
@@ -721,15 +757,7 @@ jax >= 0.8.1 (no fix is offered on older jax).
         }, title="a factory's step whose caller in another module reads the old state after "
                  "the call"),
         example({
-            "naming.py": """
-                import functools
-                import jax
-
-                def named_partial_fn(fn, name, **kwargs):
-                    fn = functools.partial(fn, **kwargs)
-                    fn.__name__ = name
-                    return fn
-            """,
+            "naming.py": _NAMING,
             "main.py": """
                 import jax
                 from naming import named_partial_fn
@@ -774,22 +802,7 @@ jax >= 0.8.1 (no fix is offered on older jax).
                     return state.summary()
         """, title="a method of the state's class that updates a new record another of its "
                    "methods builds, not the state"),
-        example("""
-            import dataclasses
-            import jax
-            import jax.numpy as jnp
-
-            @jax.tree_util.register_dataclass
-            @dataclasses.dataclass(frozen=True)
-            class _Carry:
-                step: jax.Array
-                state: "DecodeState"
-
-            @jax.tree_util.register_dataclass
-            @dataclasses.dataclass(frozen=True)
-            class DecodeState:
-                tokens: jax.Array
-                pages: jax.Array
+        example(_DECODE_CARRY + """
 
                 def steps_left(self, budget):
                     final = jax.lax.while_loop(
@@ -1504,15 +1517,7 @@ jax >= 0.8.1 (no fix is offered on older jax).
                         yield state.tokens[state.pos - 1]
         """, title="a loop body inside a jit, and also called eagerly in a streaming loop"),
         example({
-            "naming.py": """
-                import functools
-                import jax
-
-                def named_partial_fn(fn, name, **kwargs):
-                    fn = functools.partial(fn, **kwargs)
-                    fn.__name__ = name
-                    return fn
-            """,
+            "naming.py": _NAMING,
             "sampler.py": """
                 import dataclasses
                 import jax
@@ -1543,15 +1548,7 @@ jax >= 0.8.1 (no fix is offered on older jax).
             """,
         }, title="a helper that rebinds its parameter to a partial of it, binding its "
                  "`**kwargs` (`fn = functools.partial(fn, **kwargs)`)"),
-        example("""
-            import dataclasses
-            import jax
-
-            @jax.tree_util.register_dataclass
-            @dataclasses.dataclass(frozen=True)
-            class DecodeState:
-                tokens: jax.Array
-                pages: jax.Array
+        example(_DECODE_STATE + """
 
                 def with_output(self, out):
                     return dataclasses.replace(self, tokens=self.tokens + out)
@@ -1570,15 +1567,7 @@ jax >= 0.8.1 (no fix is offered on older jax).
                     return state.step(self.model.apply, params)
         """, title="a method of the state's own class that updates the result of another of "
                    "its methods (`dataclasses.replace(self.with_output(...), pages=...)`)"),
-        example("""
-            import dataclasses
-            import jax
-
-            @jax.tree_util.register_dataclass
-            @dataclasses.dataclass(frozen=True)
-            class DecodeState:
-                tokens: jax.Array
-                pages: jax.Array
+        example(_DECODE_STATE + """
 
                 def validated(self):
                     assert self.tokens.ndim == 2
@@ -1648,22 +1637,7 @@ jax >= 0.8.1 (no fix is offered on older jax).
         }, title="the update handed back through a method of a module-level object "
                  "(`sharding = _ShardingAPI()`) that maps its tree leaf by leaf "
                  "(`jax.tree.map(_merge, shardings, x)`, `_merge` handing `x_` back)"),
-        example("""
-            import dataclasses
-            import jax
-            import jax.numpy as jnp
-
-            @jax.tree_util.register_dataclass
-            @dataclasses.dataclass(frozen=True)
-            class _Carry:
-                step: jax.Array
-                state: "DecodeState"
-
-            @jax.tree_util.register_dataclass
-            @dataclasses.dataclass(frozen=True)
-            class DecodeState:
-                tokens: jax.Array
-                pages: jax.Array
+        example(_DECODE_CARRY + """
 
                 def decode(self, forward_fn, params, steps):
                     def body(c):
