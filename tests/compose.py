@@ -140,6 +140,85 @@ class Container(Hop):
         return "", self.unpack
 
 
+class ObjectMethod(Hop):
+    """A method of a module-level object of another module (``updater = _Updater()``,
+    ``updater_lib.apply(state, grads)``): its ``self`` is the object."""
+
+    def place(self, project, update, step_module):
+        path = f"{PKG}/updaters.py"
+        project.add(path, "import jax\n" + update.imports + "\n" + textwrap.dedent(f"""
+            class _Updater:
+                def apply(self, state, grads):
+                    return {update.expr}
+
+            updater = _Updater()
+        """))
+        for pkg in _packages(path):
+            project.files.setdefault(pkg, "")
+        return f"from {PKG}.updaters import updater as updater_lib", "updater_lib.apply(state, grads)"
+
+
+class LeafMap(Hop):
+    """The new state handed back through a two-tree map whose leaf function gives its second
+    leaf back, constrained or as it came."""
+
+    def place(self, project, update, step_module):
+        project.add(step_module, "import jax\n" + update.imports + "\n" + textwrap.dedent(f"""
+            SPECS = None
+
+            def apply_update(state, grads):
+                new_state = {update.expr}
+
+                def _keep(spec, leaf):
+                    return leaf if spec is None else jax.lax.with_sharding_constraint(leaf, spec)
+                return jax.tree.map(_keep, SPECS, new_state, is_leaf=lambda s: s is None)
+        """))
+        return "", "apply_update(state, grads)"
+
+
+class Branch(Hop):
+    """The state rebound in both branches of an if (one to a function of a package the analysis
+    does not read), then handed back through a pass-through helper."""
+
+    def place(self, project, update, step_module):
+        project.add(step_module, "import jax\n" + update.imports + "\n" + textwrap.dedent(f"""
+            from optim_ext import clipped_update
+
+            def _apply(state, grads):
+                return {update.expr}
+
+            def _constrain(tree):
+                return jax.lax.with_sharding_constraint(tree, jax.sharding.PartitionSpec())
+
+            def apply_update(state, grads, clip=False):
+                if clip:
+                    state = clipped_update(state, grads)
+                else:
+                    state = _apply(state, grads)
+                return _constrain(state)
+        """))
+        return "", "apply_update(state, grads)"
+
+
+class LoopCarry(Hop):
+    """The update made in a loop whose carry is a record holding the state, read back from
+    its field (``fori_loop(..., Carry(step=0, state=state)).state``)."""
+
+    def place(self, project, update, step_module):
+        project.add(step_module, "import collections\nimport jax\n" + update.imports + "\n"
+                    + textwrap.dedent(f"""
+            Carry = collections.namedtuple("Carry", ["step", "state"])
+
+            def apply_update(state, grads):
+                def body(i, c):
+                    state = c.state
+                    return Carry(c.step + 1, {update.expr})
+                out = jax.lax.fori_loop(0, 1, body, Carry(step=0, state=state))
+                return out.state
+        """))
+        return "", "apply_update(state, grads)"
+
+
 def _packages(path: str) -> list[str]:
     parts = path.split("/")[:-1]
     return [f"{'/'.join(parts[:i])}/__init__.py" for i in range(1, len(parts) + 1)
@@ -159,6 +238,10 @@ HOPS: list[Hop] = [
     Container("dict", '{"state": new_state, "loss": loss}', 'apply_update(state, grads)["state"]'),
     Container("record", "Out(new_state, loss)", "apply_update(state, grads).state",
               "import collections\nOut = collections.namedtuple('Out', ['state', 'loss'])"),
+    ObjectMethod("object_method"),
+    LeafMap("leaf_map"),
+    Branch("branch"),
+    LoopCarry("loop_carry"),
 ]
 
 
