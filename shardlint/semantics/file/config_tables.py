@@ -26,6 +26,7 @@ built from ``config.mesh_axes`` has one of the name lists written under that key
 from __future__ import annotations
 
 import ast
+import functools
 
 from shardlint.semantics.catalog.names import dotted, literal
 from shardlint.semantics.file.facts import FileFacts
@@ -377,29 +378,25 @@ class _Macro:
         self.name = name
 
 
-_GIN: list = []  # [gin's config_parser module, the delegate class], once a gin file is read
+@functools.cache
+def _gin_parser() -> tuple | None:
+    """(gin's config_parser module, a delegate class that keeps references and macros as
+    markers: nothing is looked up), imported when the first gin file is read (gin's import
+    costs every run 8 ms); None without gin (a declared dependency: a gin file is then simply
+    not read)."""
+    try:
+        from gin import config_parser
+    except ImportError:  # pragma: no cover
+        return None
 
+    class Delegate(config_parser.ParserDelegate):
+        def configurable_reference(self, scoped_name, evaluate):
+            return _Ref(scoped_name, evaluate)
 
-def _gin_parser():
-    """gin's parser and a delegate that keeps references and macros as markers (nothing is
-    looked up); imported when the first gin file is read (gin's import costs every run 8 ms),
-    None without gin (a declared dependency: a gin file is then simply not read)."""
-    if not _GIN:
-        try:
-            from gin import config_parser
-        except ImportError:  # pragma: no cover
-            _GIN.extend([None, None])
-            return None
+        def macro(self, macro_name):
+            return _Macro(macro_name)
 
-        class Delegate(config_parser.ParserDelegate):
-            def configurable_reference(self, scoped_name, evaluate):
-                return _Ref(scoped_name, evaluate)
-
-            def macro(self, macro_name):
-                return _Macro(macro_name)
-
-        _GIN.extend([config_parser, Delegate])
-    return None if _GIN[0] is None else _GIN
+    return config_parser, Delegate
 
 
 def read_gin(text: str) -> tuple[dict, list[dict]] | None:
