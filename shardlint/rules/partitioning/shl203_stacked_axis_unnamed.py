@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from shardlint.rules.base import Edit, Finding, Fix, Related, Rule, example, register
 from shardlint.semantics.catalog.api import NNX_MODULE, Role
 from shardlint.semantics.file.facts import Opaque, Scope
+from shardlint.semantics.flow.project import ProjectIndex, project_cached
 from shardlint.semantics.flow.summary import reference
 from shardlint.semantics.flow.valueflow import kind_terms
 from shardlint.semantics.sharding.lifts import (
@@ -178,6 +179,32 @@ class Plain(nn.Module):
         return nn.Dense(16)(x), None
 """
 
+# A pipeline that vmaps a function whose first argument is the stage module, handed in as a
+# field nobody in the project sets (the shape of maxtext's pipeline_deprecated.py), and wraps
+# that vmap in another one; `{metadata}` is where the partition name goes.
+_HANDED_STAGE_LINEN = """
+import flax.linen as nn
+
+
+class Pipeline(nn.Module):
+    stage: nn.Module
+    repeats: int = 2
+
+    def stage_vmap(self):
+        def run_stage(stage, x):
+            return stage(x)
+
+        return nn.vmap(run_stage, in_axes=0, variable_axes={{"params": 0}},  # {mark}
+                       split_rngs={{"params": True}}{metadata})
+
+    @nn.compact
+    def __call__(self, x):
+        stages = self.stage_vmap()
+        repeated = nn.vmap(stages, in_axes=0, variable_axes={{"params": 0}},  # {outer}
+                           split_rngs={{"params": True}}{metadata})
+        return repeated(self.stage, x)
+"""
+
 # A scanned wrapper chosen by if/else: the class, or `nn.remat` of it (maxdiffusion's flux).
 _CHOSEN = """
 import flax.linen as nn
@@ -223,6 +250,11 @@ partition names, without saying how the new leading axis is named:
   callers hand in, which the value-flow layer follows through lists, loops and `nn.remat`
   (the first boxing class, by name, is reported; a warning, not an error, where some of the
   classes it may be box no params).
+  Where the module cannot be named -- the first argument of a lifted function or lambda
+  (`nn.vmap(fn)` with `fn(module, ...)`: whatever the caller passes), another lift a method
+  returns, a class parameter no caller of the project passes -- "not known" does not make it
+  quiet: in a project that boxes Linen params anywhere, a warning says that init raises if that
+  module's params are boxed.
 * NNX `nnx.vmap` / `nnx.scan`, as a decorator or a call, whose function constructs and returns
   an `nnx.Module` of the project annotated with `nnx.with_partitioning` or `out_sharding=` (or an
   `nnx` layer given such an initializer), with no `transform_metadata={nnx.PARTITION_NAME: ...}`.
@@ -241,9 +273,10 @@ every annotation names only None (`(None, None)`: the stacked variable's spec is
 every dimension, the new one included; reproduced on flax 0.12: `P(None, None)` on a
 stacked `(3, 4, 4)` kernel), NNX classes of this file whose every annotated variable is made in
 their `__init__` under `if flag:` on a parameter that defaults to False or None, built by the
-lifted function without that flag (no annotated variable is created), and targets shardlint cannot resolve (lambdas over Linen modules,
-classes from other packages, a handed-in class or factory none of whose callers' values leads to
-an annotated project class). Linen raises whatever the names, so all-None boxes still count;
+lifted function without that flag (no annotated variable is created), Linen targets that
+are classes of other packages, a handed-in class or factory whose callers' values lead to no
+annotated project class, and a Linen module shardlint cannot name in a project that boxes no
+Linen params. Linen raises whatever the names, so all-None boxes still count;
 but only boxes on the traced path do: a Linen class's `setup` and `__call__` (or the methods a
 literal `methods=` names) and what they call, not a method the transform never runs.
 """
@@ -419,6 +452,34 @@ def forward(block, x):   # runs the stacked blocks, creates nothing
                       "classes its callers pick boxes its params"),
         example(_CHOSEN.format(axis="None if self.remat else 0", mark="may be None"),
                 title="a params axis that is None on one path: not known to stack"),
+        example({"layers.py": _LINEN_LAYERS,
+                 "pipeline.py": _HANDED_STAGE_LINEN.format(
+                     mark="named", outer="named",
+                     metadata=', metadata_params={nn.PARTITION_NAME: "stages"}')},
+                title="a stage module handed to the vmapped function, the stacked axis named"),
+        example({"layers.py": _LINEN_LAYERS.replace(
+                     'init = nn.with_logical_partitioning(nn.initializers.lecun_normal(), '
+                     '("embed", "mlp"))\n        return nn.Dense(16, kernel_init=init)',
+                     "return nn.Dense(16)"),
+                 "pipeline.py": _HANDED_STAGE_LINEN.format(mark="no box in the project",
+                                                          outer="same", metadata="")},
+                title="a stage module handed in, in a project that boxes no Linen params"),
+        example(_LINEN_LAYERS + """
+
+Ensemble = nn.vmap(Dense, variable_axes={"params": 0}, split_rngs={"params": True},
+                   in_axes=0)
+
+
+class Decoder(nn.Module):
+    @functools.partial(nn.scan, variable_axes={"params": 0}, split_rngs={"params": True},
+                       length=4)
+    @nn.compact
+    def __call__(self, x, _):
+        return Plain()(x, None)
+""".replace("import flax.linen as nn",
+            "import functools\nimport flax.linen as nn\nfrom flax.linen import Dense"),
+                title="in a project that boxes params: a class of another package, and a "
+                      "scanned method whose class boxes nothing"),
     ]
     INVALID = [
         example("""
@@ -536,7 +597,7 @@ def adapt(cls):
 
 
 BoxedAdapted = adapt(Boxed)
-""", "decoder.py": _HANDED_LINEN.format(layer="Plain", mark="no box").replace(
+""", "decoder.py": _HANDED_LINEN.format(layer="Plain", mark="expect: SHL203").replace(
             "layers = self.with_remat(self.layer_classes())\n        y, _ = self.scan_layers(layers[0], 4)(x, None)",
             "layer = self.with_remat([BoxedAdapted])[0]\n"
             "        y, _ = nn.scan(layer, variable_axes={'params': 0},  # expect: SHL203\n"
@@ -544,6 +605,20 @@ BoxedAdapted = adapt(Boxed)
             "from layers import Plain", "from layers import BoxedAdapted, Plain")},
                 title="a class made at import by a project function, handed in a list to a "
                       "method that remats each class it is given"),
+        example({"layers.py": _LINEN_LAYERS,
+                 "pipeline.py": _HANDED_STAGE_LINEN.format(
+                     mark="expect: SHL203", outer="expect: SHL203", metadata="")},
+                title="a function whose first argument is the stage module (handed in at the "
+                      "call, not known here), and a vmap of that vmap, in a project that boxes "
+                      "Linen params"),
+        example({"layers.py": _LINEN_LAYERS, "ensemble.py": """
+            import flax.linen as nn
+
+            def ensemble(module, x):
+                run = nn.vmap(lambda m, y: m(y, None), in_axes=0,  # expect: SHL203
+                              variable_axes={"params": 0}, split_rngs={"params": True})
+                return run(module, x)
+        """}, title="a lambda over the module it is handed"),
     ]
 
     @classmethod
@@ -573,7 +648,7 @@ BoxedAdapted = adapt(Boxed)
             return None
         boxed = self._boxed_target(lift)
         if boxed is None:
-            return None
+            return self._linen_handed(lift, stacked)
         ref, how, others, certain = boxed
         name = self._display(ref)
         spelled = self._spelling(lift)
@@ -591,6 +666,65 @@ BoxedAdapted = adapt(Boxed)
         fix = self._fix(lift, "metadata_params", f"{nn}.PARTITION_NAME", '"layers"')
         return self.finding(lift.node, msg, severity="error" if certain else "warning",
                             related=self._box_sites(ref, LINEN_BOXES), fix=fix)
+
+    def _linen_handed(self, lift: Lift, stacked: str) -> Finding | None:
+        """A lift of a module shardlint cannot name (a function whose first argument is the
+        module, the result of another call), in a project that boxes Linen params: "not known"
+        does not veto, the warning says what it depends on."""
+        handed = self._handed_module(lift)
+        boxes = _linen_box_count(self.project)
+        if handed is None or not boxes:
+            return None
+        spelled = self._spelling(lift)
+        nn = self._prefix(lift, "flax.linen", "nn")
+        msg = (f"`{spelled}` stacks the params of {handed} along a new axis ({stacked}) but no "
+               f"`metadata_params={{{nn}.PARTITION_NAME: ...}}` names it; shardlint cannot tell "
+               f"which module that is, and this project boxes Linen params with partition names "
+               f"({boxes} place{'s' if boxes != 1 else ''}): if that module's are boxed, init "
+               f"raises `PartitioningUnspecifiedError`. Add `metadata_params={{{nn}."
+               f"PARTITION_NAME: \"layers\"}}` (a logical name with a rule, or None to keep the "
+               f"stacked axis replicated)")
+        return self.finding(lift.node, msg, severity="warning",
+                            fix=self._fix(lift, "metadata_params", f"{nn}.PARTITION_NAME",
+                                          '"layers"'))
+
+    def _handed_module(self, lift: Lift) -> str | None:
+        """How a Linen lift's module reaches it where shardlint cannot name the module: the
+        first argument of a lifted function or lambda (``nn.vmap(fn)`` with ``fn(module,
+        ...)``: what the caller passes), or a local whose value it cannot follow (another
+        lift a method returns). None where the target is known: a project class or alias (its
+        boxes are judged above), a class of another package."""
+        if lift.function is not None:
+            return None  # (a decorated method: the module is its class)
+        ref = lifted_ref(self.facts, lift)
+        key = self.project.resolve(ref, self.facts.module) if ref else None
+        sym = self.project.symbol(key) if key else None
+        if sym is not None:
+            if sym.kind != "function":
+                return None
+            scope = self.facts.scopes.get(key.partition(":")[2]) \
+                if key.partition(":")[0] == self.facts.module else None
+            first = scope.params[0] if scope is not None and scope.params else None
+            return f"the module handed to `{self._display(ref).rpartition('.')[2]}`" + \
+                (f" as `{first}`" if first else " as its first argument")
+        if ref is not None and key is None:
+            return None  # (another package's class or function)
+        target = unwrapped(self.facts, lift.target)
+        if isinstance(target, ast.Lambda):
+            params = target.args.posonlyargs + target.args.args
+            return f"the module handed to the lambda as `{params[0].arg}`" if params else None
+        if not isinstance(target, ast.Name):
+            return None
+        if local_classes(self.facts, self.project, target, lift.scope):
+            return None  # (known classes, none of them boxing)
+        terms = kind_terms(self.facts, lift.scope, target,
+                           lambda n, s: reference(self.facts, n, s), None,
+                           assigned=lift.scope.assigned if lift.scope.kind == "function"
+                           else None)
+        if terms and self.project.flows.classes(terms, f"{self.facts.module}:"
+                                                        f"{lift.scope.qualname}"):
+            return None  # (the classes the callers hand in, none of them boxing)
+        return f"`{target.id}`"
 
     def _boxed_target(self, lift: Lift) -> tuple[str, str | None, int, bool] | None:
         """The lifted class whose traced code boxes its params; how the target names it when
@@ -941,6 +1075,14 @@ BoxedAdapted = adapt(Boxed)
     @staticmethod
     def _display(ref: str) -> str:
         return ref.partition(":")[2] or ref
+
+
+@project_cached
+def _linen_box_count(project: ProjectIndex) -> int:
+    """How many places of the project box Linen params (``nn.with_logical_partitioning``,
+    ``nn.with_partitioning``, ``nn.Partitioned``...)."""
+    return sum(1 for s in project.summaries.values() for sym in s.symbols.values()
+               for site in sym.sites if site.api in LINEN_BOXES)
 
 
 def _guard(fn: ast.AST, line: int, flags: set[str]) -> str | None:
