@@ -464,7 +464,7 @@ def forward(block, x):   # runs the stacked blocks, creates nothing
                  "pipeline.py": _HANDED_STAGE_LINEN.format(mark="no box in the project",
                                                           outer="same", metadata="")},
                 title="a stage module handed in, in a project that boxes no Linen params"),
-        example(_LINEN_LAYERS + """
+        example((_LINEN_LAYERS + """
 
 Ensemble = nn.vmap(Dense, variable_axes={"params": 0}, split_rngs={"params": True},
                    in_axes=0)
@@ -476,8 +476,8 @@ class Decoder(nn.Module):
     @nn.compact
     def __call__(self, x, _):
         return Plain()(x, None)
-""".replace("import flax.linen as nn",
-            "import functools\nimport flax.linen as nn\nfrom flax.linen import Dense"),
+""").replace("import flax.linen as nn",
+             "import functools\nimport flax.linen as nn\nfrom flax.linen import Dense"),
                 title="in a project that boxes params: a class of another package, and a "
                       "scanned method whose class boxes nothing"),
     ]
@@ -707,16 +707,15 @@ BoxedAdapted = adapt(Boxed)
             first = scope.params[0] if scope is not None and scope.params else None
             return f"the module handed to `{self._display(ref).rpartition('.')[2]}`" + \
                 (f" as `{first}`" if first else " as its first argument")
-        if ref is not None and key is None:
-            return None  # (another package's class or function)
         target = unwrapped(self.facts, lift.target)
         if isinstance(target, ast.Lambda):
             params = target.args.posonlyargs + target.args.args
             return f"the module handed to the lambda as `{params[0].arg}`" if params else None
         if not isinstance(target, ast.Name):
             return None
-        if local_classes(self.facts, self.project, target, lift.scope):
-            return None  # (known classes, none of them boxing)
+        q = self.facts.qualify(target)
+        if q is not None and self.project.resolve(f"ext:{q}", self.facts.module) is None:
+            return None  # (imported from another package)
         terms = kind_terms(self.facts, lift.scope, target,
                            lambda n, s: reference(self.facts, n, s), None,
                            assigned=lift.scope.assigned if lift.scope.kind == "function"
