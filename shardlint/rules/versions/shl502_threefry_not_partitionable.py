@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from shardlint.rules.base import Edit, Fix, Rule, example, register
+import ast
+
+from shardlint.rules.base import Edit, Fix, Related, Rule, example, register
 from shardlint.semantics.file.config_flags import UNKNOWN, flag_settings
 from shardlint.semantics.file.facts import CallSite
+from shardlint.semantics.file.jit_sites import SHARDING_KEYWORDS, jit_keywords, sharded_jit_calls
 from shardlint.semantics.flow.models import project_uses_mesh
 from shardlint.semantics.flow.project import ProjectIndex, project_cached
+from shardlint.source import Span
 
 FLAG = "jax_threefry_partitionable"
 DEFAULT_TRUE = "0.5.0"  # jax release that made the flag default to True
@@ -19,9 +23,22 @@ def _flag_set_true_somewhere(project: ProjectIndex) -> bool:
                for s in project.summaries.values() for v in s.flags.get(FLAG, []))
 
 
-# `jax.random` functions that make or split keys: they draw no random bits of an array's size.
-KEY_ONLY = frozenset({"PRNGKey", "key", "split", "fold_in", "key_data", "wrap_key_data", "clone",
-                      "key_impl", "default_prng_impl"})
+# A helper module whose function compiles an initialiser with `out_shardings` (JAXSeq's
+# shard_model.py shape): the key its callers pass is drawn from under a sharded jit.
+_SHARD = """
+import jax
+from jax.experimental.pjit import pjit
+
+
+def init_weights(model, rng):
+    return model.init(rng, jax.numpy.ones((1, 16)))
+
+
+def shard_params(model, rng, shardings):
+    def init_fn(rng):
+        return init_weights(model, rng)
+    return pjit(init_fn, out_shardings=shardings)(rng)
+"""
 
 
 @register
@@ -35,16 +52,23 @@ In a project that builds or enters a mesh, flags:
 
 * `jax.config.update("jax_threefry_partitionable", False)` (also through
   `from jax import config`), at the value;
-* in preview only (`--preview`, `preview = true`: on the real-code corpus it was wrong 5 times of
-  7 -- a stale pin, pmap-only or one-device programs, draws outside jit or inside `shard_map`):
-  on jax < 0.5.0 (the versions of the folder the file belongs to: the nearest pins above it),
-  where `False` is the default, the first `jax.random` call of each file that draws random
-  bits (`normal`, `uniform`, `bernoulli`, an initializer, ...) when no file of the project sets
-  the flag to `True`.
+* on jax < 0.5.0 (the versions of the folder the file belongs to: the nearest pins above it),
+  where `False` is the default, when no file of the project sets the flag to `True`: the first
+  `jax.random` call of each file whose numbers are generated under a jit given `in_shardings`
+  or `out_shardings` (pjit's `in_axis_resources`/`out_axis_resources` too). That is a call
+  inside the function such a jit compiles (written in this file), or the call that makes a key
+  (`PRNGKey`, `key`, `split`, ... bound to a name, an item of a split, either branch of a
+  conditional) handed to a call of such a jit, or to a parameter of a project function that
+  hands it on there (any depth, across modules: `train.py`'s key passed to `load_state(rng=...)`
+  that passes it to `shard_params(rng)` that calls `pjit(init_fn, out_shardings=s)(rng)`).
+  The related location is the jit.
 
 Not flagged: the flag set to `True` (or to a value computed at run time); other flags
-(`jax_enable_x64`, `jax_default_prng_impl`); making or splitting keys (`PRNGKey`, `key`,
-`split`, `fold_in`), which draws no array of bits; single-device projects (no mesh anywhere),
+(`jax_enable_x64`, `jax_default_prng_impl`); random numbers not known to be generated under a
+jit with shardings (an eager `jax.random.permutation` of data indices, a key only split or
+placed, a draw in a function no such jit is known to trace: on the real-code corpus the
+version case flagged at the first random call of each file was wrong 5 times of 7, at eager
+draws, pmap-only or one-device programs); single-device projects (no mesh anywhere),
 where the flag changes the random stream but not the memory; test files, by the default of
 `test-ignore` (they pin the random stream on purpose and run on one device).
 """
@@ -125,6 +149,36 @@ applies to projects on older jax. The explicit `False` is reported on every vers
                     self.key, sub = jax.random.split(self.key)
                     return sub
         """, title="old jax, keys made and split only: no array of bits drawn", jax="0.4.33"),
+        example("""
+            import jax
+            mesh = jax.make_mesh((8,), ("data",))
+
+            def dropout(key, x, rate):
+                key, sub = jax.random.split(key)
+                keep = jax.random.bernoulli(sub, 1.0 - rate, x.shape)
+                return jax.numpy.where(keep, x / (1.0 - rate), 0.0)
+
+            def shuffled(key, n):
+                return jax.random.permutation(key, n).tolist()
+
+            order = shuffled(jax.random.PRNGKey(0), 1000)
+        """, title="old jax: draws not known to run under a jit with shardings (a helper, an "
+                   "eager permutation of data indices)", jax="0.4.28"),
+        example({
+            "shard.py": _SHARD,
+            "train.py": """
+                import jax
+                import numpy as np
+                from jax.sharding import Mesh
+                from shard import init_weights
+
+                mesh = Mesh(np.array(jax.devices()), ("fsdp",))
+                step = jax.jit(lambda k, x: jax.random.normal(k, x.shape) + x)
+                params = init_weights(None, jax.random.PRNGKey(0))
+                y = step(jax.random.PRNGKey(1), np.ones((4, 4)))
+            """,
+        }, title="old jax: keys handed to a function that runs no jit with shardings and to a "
+                 "jit without them", jax="0.4.7"),
     ]
     INVALID = [
         example("""
@@ -147,15 +201,6 @@ applies to projects on older jax. The explicit `False` is reported on every vers
             init = jax.jit(lambda k: jax.random.normal(k, (8192, 4096)),  # expect: SHL502
                            out_shardings=NamedSharding(mesh, P("model")))
         """, title="jax < 0.5.0 defaults to False", jax="0.4.30"),
-        example("""
-            import jax
-            mesh = jax.make_mesh((8,), ("data",))
-
-            def dropout(key, x, rate):
-                key, sub = jax.random.split(key)
-                keep = jax.random.bernoulli(sub, 1.0 - rate, x.shape)  # expect: SHL502
-                return jax.numpy.where(keep, x / (1.0 - rate), 0.0)
-        """, title="old jax: the first call that draws bits, after a key split", jax="0.4.28"),
         example({
             "main.py": """
                 import jax
@@ -167,6 +212,55 @@ applies to projects on older jax. The explicit `False` is reported on every vers
                 jax.config.update("jax_threefry_partitionable", OFF)  # expect: SHL502
             """,
         }, title="the mesh lives in another file"),
+        example({
+            "shard.py": _SHARD,
+            "load.py": """
+                import jax
+                from shard import shard_params
+
+                def load_state(model, mesh, shardings, prng_key: jax.Array | None = None):
+                    return shard_params(model, prng_key, shardings)
+            """,
+            "train.py": """
+                import jax
+                import numpy as np
+                from jax.sharding import Mesh
+                from load import load_state
+
+                mesh = Mesh(np.array(jax.devices()), ("fsdp",))
+
+                def main(model, shardings, seed=None):
+                    model_key = seed if seed is not None else jax.random.PRNGKey(2)  # expect: SHL502
+                    return load_state(model, mesh, shardings, prng_key=model_key)
+            """,
+        }, title="old jax: a key handed through two modules' parameters to "
+                 "`pjit(init_fn, out_shardings=...)`", jax="0.4.7"),
+        example("""
+            import functools
+            import jax
+            from jax.sharding import NamedSharding, PartitionSpec as P
+            mesh = jax.make_mesh((8,), ("model",))
+
+            @functools.partial(jax.jit, out_shardings=NamedSharding(mesh, P("model")))
+            def init(key):
+                key, sub = jax.random.split(key)  # expect: SHL502
+                return jax.random.normal(sub, (8192, 4096))
+
+            def restart(key=None):
+                key = key if key is not None else jax.random.PRNGKey(0)
+                return init(key)
+        """, title="old jax: inside a decorated jit with shardings (the first random call of "
+                   "the file)", jax="0.4.30"),
+        example("""
+            import jax
+            from jax.sharding import NamedSharding, PartitionSpec as P
+            from model import make_params
+            mesh = jax.make_mesh((8,), ("model",))
+            init = jax.jit(make_params, out_shardings=NamedSharding(mesh, P("model")))
+            keys = jax.random.split(jax.random.PRNGKey(0))  # expect: SHL502
+            params = init(keys[0])
+        """, title="old jax: an item of a split handed to a jit with shardings of a function "
+                   "written elsewhere", jax="0.4.30"),
     ]
 
     @classmethod
@@ -191,23 +285,116 @@ applies to projects on older jax. The explicit `False` is reported on every vers
                 f"since jax {DEFAULT_TRUE}",
                 fix=Fix(f"Replace `{text}` with `True` (changes the random streams)", "unsafe",
                         (Edit(self.span(s.value_node), "True"),)))
-        # (preview: the version case -- the default left off on jax < 0.5.0 -- was wrong 5 times
-        # of 7 on the real-code corpus: stale pins, pmap-only or one-device programs, draws
-        # outside jit or inside shard_map)
-        if switched_off or not self.ctx.preview or self.ctx.versions.at_least("jax", DEFAULT_TRUE) \
+        if switched_off or self.ctx.versions.at_least("jax", DEFAULT_TRUE) \
                 or _flag_set_true_somewhere(self.project):
             return
-        first = self._first_random_call()
-        if first is not None:
-            yield self.finding(
-                first.node,
-                f"jax {self.ctx.versions.jax} defaults `{FLAG}` to False: random numbers "
-                f"generated under jit for a sharded array are computed in full on every device; "
-                f"opt in once at start-up with `jax.config.update(\"{FLAG}\", True)` (the "
-                f"default since jax {DEFAULT_TRUE})")
+        first = self._first_reaching()
+        if first is None:
+            return
+        node, how, related = first
+        yield self.finding(
+            node,
+            f"jax {self.ctx.versions.jax} defaults `{FLAG}` to False: {how}, where the random "
+            f"numbers generated for a sharded array are computed in full on every device; opt "
+            f"in once at start-up with `jax.config.update(\"{FLAG}\", True)` (the default since "
+            f"jax {DEFAULT_TRUE})", related=related)
 
-    def _first_random_call(self) -> CallSite | None:
-        calls = [c for c in self.facts.calls
-                 if c.qualified is not None and c.qualified.startswith("jax.random.")
-                 and c.qualified.rpartition(".")[2] not in KEY_ONLY]
-        return min(calls, key=lambda c: (c.node.lineno, c.node.col_offset)) if calls else None
+    # ---- the version case: random numbers that reach a jit with shardings -----------------------
+    def _first_reaching(self) -> tuple[ast.Call, str, list[Related]] | None:
+        """The first `jax.random` call of the file (by place) whose numbers are generated
+        under a jit with in/out shardings: inside the function such a jit of this file
+        compiles, or a key handed to a call of one, or to a project function's parameter
+        that reaches one (``FlowIndex.sharded_jit_params``)."""
+        found: list[tuple[ast.Call, str, list[Related]]] = []
+        for site in self.facts.jit_sites:
+            if not any(k in (jit_keywords(self.facts, site) or site.keywords)
+                       for k in SHARDING_KEYWORDS):
+                continue
+            body = site.function.node if site.function is not None else site.target
+            inner = self._random_calls_in(body) if isinstance(
+                body, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) else []
+            if inner:
+                found.append((inner[0], "this random call runs under a jit with in/out "
+                              "shardings", [self.related(site.node, "the jit")]))
+        for site, c in sharded_jit_calls(self.facts):
+            for a in [*c.node.args, *(k.value for k in c.node.keywords)]:
+                key = self._key_made(a, c.scope)
+                if key is not None:
+                    found.append((key, "this key is handed to a jit with in/out shardings",
+                                  [self.related(site.node, "the jit")]))
+        summary = self.project.summaries.get(self.facts.module)
+        if summary is not None and summary.calls:
+            found += self._keys_handed_on(summary)
+        return min(found, key=lambda f: (f[0].lineno, f[0].col_offset)) if found else None
+
+    def _keys_handed_on(self, summary) -> list[tuple[ast.Call, str, list[Related]]]:
+        """Keys made here and handed to a project function's parameter that reaches a jit
+        with shardings."""
+        flows = self.project.flows
+        reach = flows.sharded_jit_params()
+        if not reach:
+            return []
+        edges = {(e.line, e.col): e for e in summary.calls}
+        out = []
+        for c in self.facts.calls:
+            e = edges.get((c.node.lineno, c.node.col_offset))
+            target = flows.function(e.target, self.facts.module) if e is not None else None
+            if target is None:
+                continue
+            key, flow = target
+            params = flow.get("params") or []
+            offset = flow.get("method", 0) if "self" in (e.args or {}) else 0
+            handed = [(params[i + offset] if i + offset < len(params) else None, a)
+                      for i, a in enumerate(c.node.args) if not isinstance(a, ast.Starred)]
+            handed += [(k.arg, k.value) for k in c.node.keywords if k.arg]
+            for name, a in handed:
+                at = reach.get((key, name)) if name is not None else None
+                made = self._key_made(a, c.scope) if at is not None else None
+                if made is None:
+                    continue
+                module, line, col, end_line, end_col = at
+                other = self.project.summaries.get(module)
+                related = [Related(other.path, Span(line, col, end_line, end_col),
+                                   "the jit with in/out shardings it reaches")] \
+                    if other is not None else []
+                out.append((made, f"this key reaches a jit with in/out shardings through "
+                                  f"`{key.partition(':')[2]}({name}=...)`", related))
+        return out
+
+    def _key_made(self, node: ast.expr, scope) -> ast.Call | None:
+        """The `jax.random` call that makes the key an argument is: written there, or bound
+        to the name in this scope (either branch of a conditional, an item of a split)."""
+        todo = [node]
+        seen = 0
+        while todo and seen < 8:
+            seen += 1
+            n = todo.pop()
+            if isinstance(n, ast.Subscript):
+                todo.append(n.value)
+            elif isinstance(n, ast.IfExp):
+                todo += [n.body, n.orelse]
+            elif isinstance(n, ast.Call):
+                c = self._calls_by_node().get(id(n))
+                if c is not None and c.qualified is not None \
+                        and c.qualified.startswith("jax.random."):
+                    return n
+            elif isinstance(n, ast.Name):
+                found = scope.lookup(n.id)
+                if found is not None:
+                    todo += [v for v in found[1] if isinstance(v, ast.expr)]
+        return None
+
+    def _random_calls_in(self, fn: ast.AST) -> list[ast.Call]:
+        """The `jax.random` calls inside a function (or lambda), by place."""
+        start = (fn.lineno, fn.col_offset)
+        end = (fn.end_lineno or fn.lineno, fn.end_col_offset or 0)
+        return sorted((c.node for c in self.facts.calls
+                       if c.qualified is not None and c.qualified.startswith("jax.random.")
+                       and start < (c.node.lineno, c.node.col_offset) < end),
+                      key=lambda n: (n.lineno, n.col_offset))
+
+    def _calls_by_node(self) -> dict[int, CallSite]:
+        held = self.facts.derived.get("calls_by_node")
+        if held is None:
+            held = self.facts.derived["calls_by_node"] = {id(c.node): c for c in self.facts.calls}
+        return held  # type: ignore[return-value]

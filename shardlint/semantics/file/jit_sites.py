@@ -606,3 +606,39 @@ def exported_jitted(facts: FileFacts) -> list[str]:
         if name is not None and len(facts.module_scope.bindings.get(name, [])) == 1:
             out.add(name)
     return sorted(out)
+
+
+# ---- jits that place their values on a mesh --------------------------------------------------------
+# Keywords that shard a compiled function's inputs or outputs (pjit's older spellings too).
+SHARDING_KEYWORDS = ("in_shardings", "out_shardings", "in_axis_resources", "out_axis_resources")
+
+
+def sharded_jit_calls(facts: FileFacts) -> list[tuple[JitSite, CallSite]]:
+    """The calls, in this file, of a jit given ``in_shardings``/``out_shardings`` (or pjit's
+    ``*_axis_resources``): what they are handed is traced for arrays placed on a mesh."""
+    found = facts.derived.get("sharded_jit_calls")
+    if found is None:
+        found = facts.derived["sharded_jit_calls"] = [
+            (site, c) for site in facts.jit_sites
+            if any(k in (jit_keywords(facts, site) or site.keywords) for k in SHARDING_KEYWORDS)
+            for c in calls_of(facts, site)]
+    return found  # type: ignore[return-value]
+
+
+def sharded_jit_params(facts: FileFacts) -> list[list]:
+    """``[function key, parameter, line, col, end_line, end_col]`` (the jit's place) for each
+    parameter a function hands, as it came, to a call of a jit with shardings
+    (``pjit(init_fn, out_shardings=s)(prng_key)``): what the function's callers pass there is
+    traced for a sharded program (the summary keeps it; ``FlowIndex.sharded_jit_params``
+    follows it to the callers')."""
+    out: list[list] = []
+    for site, c in sharded_jit_calls(facts):
+        params = c.scope.params if c.scope.kind == "function" else ()
+        for a in [*c.node.args, *(k.value for k in c.node.keywords)]:
+            if isinstance(a, ast.Name) and a.id in params:
+                n = site.node
+                entry = [f"{facts.module}:{c.scope.qualname}", a.id, n.lineno, n.col_offset,
+                         n.end_lineno or n.lineno, n.end_col_offset or 0]
+                if entry not in out:
+                    out.append(entry)
+    return out

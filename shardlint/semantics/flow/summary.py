@@ -19,7 +19,12 @@ from shardlint.semantics.file.axis_names import exported_name_params
 from shardlint.semantics.file.config_flags import exported_flags
 from shardlint.semantics.file.config_tables import python_tables, table_key
 from shardlint.semantics.file.facts import ALL, MESH, RULES, CallSite, FileFacts, Scope
-from shardlint.semantics.file.jit_sites import bound_once, exported_donations, exported_jitted
+from shardlint.semantics.file.jit_sites import (
+    bound_once,
+    exported_donations,
+    exported_jitted,
+    sharded_jit_params,
+)
 from shardlint.semantics.file.meshes import axis_kind
 from shardlint.semantics.file.reuse import Chunk, each_statement
 from shardlint.semantics.flow.liveness import shared_parts, use_after
@@ -168,6 +173,10 @@ class ModuleSummary:
     # `CallEdge.args`]: the arguments every later call of the partial passes (valueflow's
     # "every caller passes a mesh"; not a call: it says nothing of the contexts f runs under)
     partials: list[list] = field(default_factory=list)
+    # [function key, parameter, line, col, end line, end col of the jit]: a parameter handed
+    # as it came to a call of a jit with in/out shardings (jit_sites.sharded_jit_params; SHL502
+    # follows keys there)
+    sharded_jit_params: list[list] = field(default_factory=list)
 
     def to_json(self) -> dict:
         """The summary as JSON data (what ``from_json`` reads back): fields left at their
@@ -245,6 +254,8 @@ def without_positions(data: dict) -> dict:
     if "config_tables" in data:
         out["config_tables"] = [{**t, "line": 0} if "line" in t else t
                                 for t in data["config_tables"]]
+    if "sharded_jit_params" in data:
+        out["sharded_jit_params"] = [[*p[:2], 0, 0, 0, 0] for p in data["sharded_jit_params"]]
     out.pop("path", None)
     return out
 
@@ -1171,6 +1182,8 @@ class _Summariser:
                 out.mesh_axis_keys.append(m.axis_key)
             else:
                 out.mesh_axes.append(None)
+        if f.jit_sites:
+            out.sharded_jit_params = sharded_jit_params(f)
         for kind in unknown:  # a mesh or rules call shardlint cannot read (see _provides)
             (out.mesh_axes if kind == "mesh" else out.rule_tables).append(None)
         consts = f.module_constants()

@@ -1161,6 +1161,7 @@ class FlowIndex:
         self._gin_names: dict[str, list[str]] | None = None
         self._after: dict[str, set[str]] | None = None
         self._subclasses: dict[str, list[str]] | None = None
+        self._sharded: dict[tuple[str, str], list] | None = None
         self._active: set = set()
 
     def _memoised(self, store: dict, memo: tuple, too_deep: bool, compute: Callable[[], Any],
@@ -1181,6 +1182,52 @@ class FlowIndex:
         return found
 
     # ---- lookup -------------------------------------------------------------------------------
+    def sharded_jit_params(self) -> dict[tuple[str, str], list]:
+        """``(function key, parameter)`` -> ``[module, line, col, end_line, end_col]`` of the
+        call of a jit with in/out shardings that what its callers pass there reaches: handed
+        to it by the function itself (``summary.sharded_jit_params``), or to a project
+        function's parameter that reaches one (any depth, across modules; the first found
+        stands for them all)."""
+        if self._sharded is not None:
+            return self._sharded
+        found: dict[tuple[str, str], list] = {}
+        for mod, s in self.project.summaries.items():
+            for fn, param, *at in s.sharded_jit_params:
+                found.setdefault((fn, param), [mod, *at])
+        if found:
+            # (callee, its parameter) -> the (caller, its own parameter) pairs handed on there
+            back: dict[tuple[str, str], list[tuple[str, str]]] = {}
+            for mod, s in self.project.summaries.items():
+                for e in s.calls:
+                    if not e.args:
+                        continue
+                    target = self.function(e.target, mod)
+                    if target is None:
+                        continue
+                    params = target[1].get("params") or []
+                    offset = target[1].get("method", 0) if "self" in e.args else 0
+                    caller = f"{mod}:{e.caller}"
+                    for slot, terms in e.args.items():
+                        if slot[:1] == "#" or slot == "self":
+                            continue
+                        name = slot if not slot.isdigit() else (
+                            params[int(slot) + offset] if int(slot) + offset < len(params)
+                            else None)
+                        for t in terms:
+                            if name is not None and t[0] == "p":
+                                fn = caller if len(t) == 2 else \
+                                    f"{caller.rpartition('.')[0]}.{t[2]}"
+                                back.setdefault((target[0], name), []).append((fn, t[1]))
+            todo = list(found)
+            while todo:
+                pair = todo.pop()
+                for up in back.get(pair, ()):
+                    if up not in found:
+                        found[up] = found[pair]
+                        todo.append(up)
+        self._sharded = found
+        return found
+
     def function(self, ref: str, from_module: str | None = None) -> tuple[str, dict] | None:
         """The resolved ``module:qual`` of a function reference and its summary (``{}`` when
         it has none); an alias (``step = jax.jit(train_step)``) stands for what it wraps."""
