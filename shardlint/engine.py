@@ -30,8 +30,9 @@ from shardlint.incremental import IncrementalParser
 from shardlint.rules.base import Finding, Rule, RuleContext, all_rules
 from shardlint.semantics.catalog.versions import VersionMap, Versions, detect_map
 from shardlint.semantics.catalog.runnable import loads, runnable
-from shardlint.semantics.flow.runs import inherited
+from shardlint.semantics.flow.runs import inherited, oldest_in
 from shardlint.semantics.file.config_tables import might_hold_tables, read_gin, yaml_tables
+from shardlint.semantics.file.moves import newer_calls
 from shardlint.semantics.file.replay import FactsMemo
 from shardlint.semantics.file.visitor import build_facts, rebuild_facts
 from shardlint.semantics.file.wrappers import Wrappers
@@ -480,6 +481,7 @@ class Engine:
     errors: list[InternalError] = field(default_factory=list)
     _indexed: bool = False
     _digests: dict[str, str] = field(default_factory=dict)  # rel -> content hash, this run
+    _scope_of: dict[str, Versions] = field(default_factory=dict)  # summary path -> its pins
 
     def __post_init__(self) -> None:
         if self.versions is None and self.version_map is None:
@@ -791,6 +793,27 @@ class Engine:
             self.cache.put_summary(key, digest, summary)
         return spath, text, source, facts, None
 
+    def _folder_needs(self, versions: Versions):
+        """What the code of the files ``versions`` judges (one folder's pins, the same object
+        for each) needs at least: against an exact pin or a lock, which it may show stale
+        (semantics/catalog/runnable.py). Worked out once per index state and folder."""
+        if not any(s.startswith(("pinned", "locked")) for s in versions.source.values()):
+            return None
+        memo = self.index._memo
+        key = ("folder_needs", id(versions))
+        found = memo.get(key)
+        if found is None:
+            where = self._scope_of
+            members = []
+            for module, s in self.index.summaries.items():
+                scope = where.get(s.path)
+                if scope is None:
+                    scope = where[s.path] = self.version_map.for_path(s.path, self.root)  # type: ignore[union-attr]
+                if scope is versions:
+                    members.append(module)
+            found = memo[key] = oldest_in(self.index, members)
+        return found
+
     def _run_rules(self, spath: str, text: str, source: SourceText, facts, error) -> list[Finding]:
         if facts is None:
             return self._filter([error], text, spath)
@@ -798,7 +821,8 @@ class Engine:
         # (narrowed to the releases the file's imports, and the project modules they load, run
         # at: semantics/catalog/runnable.py)
         versions = runnable(facts.tree, versions, inherited(
-            self.index, loads(facts.tree, facts.imports), facts.module))
+            self.index, loads(facts.tree, facts.imports), facts.module), newer_calls(facts),
+            self._folder_needs(versions))
         ctx = RuleContext(facts, self.index, versions, source, preview=self.config.preview)
         findings: list[Finding] = []
         for cls in self.selected_rules(spath):

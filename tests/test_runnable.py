@@ -4,6 +4,7 @@ the range its folder's pins give is narrowed by them, and every message judges t
 from __future__ import annotations
 
 import ast
+import dataclasses
 import textwrap
 from pathlib import Path
 
@@ -16,6 +17,9 @@ from shardlint.engine import Engine
 from shardlint.semantics.catalog import facts
 from shardlint.semantics.catalog.versions import assume
 from shardlint.semantics.catalog.runnable import runnable
+from shardlint.semantics.file.moves import newer_calls
+from shardlint.semantics.file.visitor import build_facts
+from shardlint.semantics.file.wrappers import Wrappers
 
 ANY = {"jax": "0.3.0..0.12.0.1", "flax": "0.3.0..0.12.12"}  # (no pin: any release)
 
@@ -88,6 +92,66 @@ def test_an_exact_version_is_what_runs():
 def test_imports_the_pins_exclude_narrow_nothing():
     v = narrowed("from flax import optim\n", flax="0.8.0..0.12.12")
     assert v.pinned is None
+
+
+# -- what the code calls: the oldest release it runs at, past a pin older than the code ---------
+def with_calls(source: str, versions):
+    tree = ast.parse(textwrap.dedent(source))
+    facts_ = build_facts("m.py", "m", tree, False, Wrappers())
+    return runnable(tree, versions, (), newer_calls(facts_))
+
+
+SET_MESH = """
+    import jax
+
+    def train(mesh):
+        with jax.set_mesh(mesh):
+            return 1
+"""
+
+
+def test_a_call_of_a_newer_api_raises_the_oldest():
+    v = with_calls(SET_MESH, assume(**ANY))
+    assert (v.jax, v.oldest("jax")) == ("0.12.0.1", facts.first_release("jax.set_mesh"))
+    assert v.allowed_by("jax") == "the pins and what this file imports and calls"
+
+
+@pytest.mark.parametrize("source", [
+    # compatibility code: only the releases that have it run the call
+    "import jax\n\ndef train(mesh):\n    if hasattr(jax, 'set_mesh'):\n"
+    "        return jax.set_mesh(mesh)\n    return mesh\n",
+    "import jax\n\ndef train(mesh):\n    try:\n        return jax.set_mesh(mesh)\n"
+    "    except AttributeError:\n        return mesh\n",
+    # a call every release has, and a moved API SHL501 reports
+    "import jax\nx = jax.tree_util.tree_map(abs, [1])\ny = jax.tree_map(abs, [1])\n",
+])
+def test_calls_that_do_not_raise_the_oldest(source):
+    v = with_calls(source, assume(**ANY))
+    assert v.pinned is None and v.oldest("jax") == "0.3.0"
+
+
+@pytest.mark.parametrize("how,pins", [
+    ("an exact pin", {"jax": "0.4.13", "source": "pinned in `requirements.txt`"}),
+    ("a lock", {"jax": "0.4.13", "source": "locked in `uv.lock`"}),
+    ("a range", {"jax": "0.4.1..0.4.13",
+                 "source": "the newest release that `jax<=0.4.13` (`requirements.txt`) allows"}),
+])
+def test_a_pin_older_than_the_code_is_stale(how, pins):
+    base = assume(jax=pins["jax"], flax="0.12.12")
+    base = dataclasses.replace(base, source={**base.source, "jax": pins["source"]})
+    v = with_calls(SET_MESH, base)
+    assert v.jax == facts.releases("jax")[-1] and v.oldest("jax") == "0.7.1", how
+    assert "is older than the code (line 5 uses `jax.set_mesh`, jax 0.7.1 or newer)" \
+        in v.describe("jax")
+    assert v.allowed_by("jax").startswith("the releases this file's code runs at")
+
+
+@pytest.mark.parametrize("source", ["set in `[tool.shardlint]`",
+                                    "installed in the project's `.venv`"])
+def test_a_version_set_or_installed_is_what_runs_whatever_the_code_calls(source):
+    base = assume(jax="0.4.13", flax="0.12.12")
+    base = dataclasses.replace(base, source={**base.source, "jax": source})
+    assert with_calls(SET_MESH, base).jax == "0.4.13"
 
 
 
@@ -210,3 +274,31 @@ def test_a_project_module_loaded_only_sometimes_bounds_nothing(tmp_path, monkeyp
 ])
 def test_a_from_import_answers_where_the_module_binds_the_name(source, bounded):
     assert (narrowed(source).pinned is not None) is bounded
+
+
+@pytest.mark.parametrize("loads", [True, False])
+def test_a_pin_older_than_what_its_folder_calls_is_stale_for_every_file_of_the_folder(
+        tmp_path, monkeypatch, loads):
+    # flax's examples/lm1b: requirements.txt pins jax 0.4.13, utils.py calls jax.set_mesh (jax
+    # 0.7.1); train.py does `import utils` as a script does (its folder is on sys.path), or not
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    step = """
+        import jax
+        {load}
+
+        def step(params, grads):
+            return jax.tree_map(lambda p, g: p - g, params, grads)
+    """
+    project(tmp_path, {
+        "pyproject.toml": "[project]\nname = 'examples'\n",
+        "examples/lm1b/requirements.txt": "jax==0.4.13\n",
+        "examples/lm1b/utils.py": SET_MESH,
+        "examples/lm1b/train.py": step.format(load="import utils" if loads else ""),
+        # another folder, pinned alike, whose code calls nothing newer: its pin holds
+        "examples/mnist/requirements.txt": "jax==0.4.13\n",
+        "examples/mnist/train.py": step.format(load=""),
+    })
+    [tree_map] = lint(tmp_path, "examples/lm1b/train.py")
+    assert tree_map.severity == "error" and "removed in jax 0.6.0" in tree_map.message
+    # jax 0.4.13, as pinned: jax.tree_map was deprecated in 0.4.26 only
+    assert lint(tmp_path, "examples/mnist/train.py") == []

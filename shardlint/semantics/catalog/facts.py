@@ -41,12 +41,15 @@ def _table() -> dict:
     return json.loads(TABLE.read_text(encoding="utf-8"))
 
 
-def _runs(text: str) -> list[tuple[int, int]]:
+@functools.cache
+def _runs(text: str) -> tuple[tuple[int, int], ...]:
+    """``"0-12,30"``: the runs of release indexes a table entry stands for (a few hundred
+    distinct entries, each read many times)."""
     out = []
     for part in text.split(","):
         start, _, end = part.partition("-")
         out.append((int(start), int(end or start)))
-    return out
+    return tuple(out)
 
 
 def _in(text: str, index: int) -> bool:
@@ -264,12 +267,40 @@ def _presence(dotted: str) -> list[bool | None]:
     return [_exists_at(dotted, i) for i in range(len(releases(package)))]
 
 
+@functools.lru_cache(maxsize=8192)
 def first_release(dotted: str) -> str | None:
-    """The first release in which the name exists (None: in none the table read)."""
+    """The first release in which the name exists (None: in none the table read). Asked for
+    every jax / flax function a file calls (``file/moves.newer_calls``): the module prefixes
+    are looked up once, and the releases walked from the oldest until one has the name."""
     package = dotted.split(".", 1)[0]
-    for i, present in enumerate(_presence(dotted)):
-        if present:
-            return releases(package)[i]
+    if package not in _head()["releases"]:
+        return None
+    parts = dotted.split(".")
+    modules = _modules(package)
+    prefixes = [(module, runs, parts[i:]) for i in range(len(parts), 0, -1)
+                if (runs := modules.get(module := ".".join(parts[:i]))) is not None]
+    # (where the name first exists, something starts: a run of a module prefix or of the
+    # name in one, or a longer prefix's run ends; only those releases are tested)
+    starts = {0}
+    for module, runs, rest in prefixes:
+        for a, b in _runs(runs):
+            starts.update((a, b + 1))
+        names = _names(package, module) if rest else None
+        if names is not None and rest[0] in names:
+            starts.update(a for a, _ in _runs(names[rest[0]]))
+    count = len(releases(package))
+    for index in sorted(i for i in starts if i < count):
+        # (as _exists_at: the longest module prefix this release has, then the name in it)
+        found = next(((m, rest) for m, runs, rest in prefixes if _in(runs, index)), None)
+        if found is None:
+            continue
+        module, rest = found
+        if not rest:
+            return releases(package)[index]
+        names = _names(package, module)
+        runs = names.get(rest[0]) if names is not None else None
+        if runs is not None and _in(runs, index) and len(rest) == 1:
+            return releases(package)[index]
     return None
 
 

@@ -30,10 +30,14 @@ from dataclasses import replace
 
 from shardlint.semantics.catalog import api, facts
 from shardlint.semantics.catalog.names import EXTERNAL_PACKAGES, ImportMap
-from shardlint.semantics.catalog.versions import PACKAGES, RELEASES, Versions, parse
+from shardlint.semantics.catalog.versions import PACKAGES, RELEASES, STALE_PIN, Versions, parse
 
 # how an exact version is learned (versions.py): that version runs, whatever the file imports
 _EXACT = ("pinned", "locked", "set in", "installed in the project", "fixed")
+# ... but a pin or a lock file can be older than the code it sits beside, and so can a range
+# the requirements write (versions.py's "the newest release that `jax<0.5` (...) allows")
+_STALE = ("pinned", "locked")
+_STALE_RANGE = "the newest release that `"
 
 
 def _imported(tree: ast.Module) -> list[tuple[str, str | None, int]]:
@@ -104,17 +108,29 @@ def _judged(versions: Versions, pkg: str) -> str:
 
 
 def runnable(tree: ast.Module, versions: Versions,
-             inherited: list[tuple[int, str, Inherited, Inherited]] = ()) -> Versions:  # type: ignore[assignment]
+             inherited: list[tuple[int, str, Inherited, Inherited]] = (),  # type: ignore[assignment]
+             calls: list[tuple[str, int, str, str]] = (),  # type: ignore[assignment]
+             folder: Inherited | None = None) -> Versions:
     """``versions`` narrowed to the releases the file's module-level imports exist in: its own
     (``tree``) and those of the project's modules they load (``inherited``: per import line,
-    the module it loads and what that module's imports bound, newest and oldest)."""
+    the module it loads and what that module's imports and calls bound, newest and oldest);
+    and to the releases that have the jax / flax functions it calls outside compatibility code
+    (``calls``: ``file/moves.newer_calls``), the oldest it runs at. A pin or a lock older than
+    what the code imports or calls is stale (the code cannot run there): the range starts
+    where the code can run instead; ``folder``: what the code of every file the same pins judge
+    needs (``flow/runs.oldest_in``), so that a stale pin is stale for all of them."""
     if versions.pinned is not None:
         return versions
     hi: dict[str, tuple[str, str, int]] = {}  # package -> (newest, what, line)
     lo: dict[str, tuple[str, str, int]] = {}  # package -> (oldest, what, line)
+    stale: dict[str, tuple[str, str, int]] = {}  # package -> (oldest, what, line): past the pin
 
     def bound(pkg: str, first: str | None, last: str | None, what: str, line: int) -> None:
         if _exact(versions, pkg):
+            if first and versions.source.get(pkg, "").startswith(_STALE) \
+                    and parse(first) > parse(_judged(versions, pkg)) \
+                    and (pkg not in stale or parse(first) > parse(stale[pkg][0])):
+                stale[pkg] = (first, what, line)
             return
         if last and last != RELEASES[pkg][-1] and (pkg not in hi or parse(last) < parse(
                 hi[pkg][0])):
@@ -125,17 +141,36 @@ def runnable(tree: ast.Module, versions: Versions,
 
     for module, line, first, last in spans(tree):
         bound(module.split(".", 1)[0], first, last, f"`{module}`", line)
+    for name, line, first, _ in calls:
+        bound(name.split(".", 1)[0], first, None, f"`{name}`", line)
+    for pkg, (first, name, module) in (folder or {}).items():
+        if _exact(versions, pkg):  # (a range's lower bound stays the file's own evidence)
+            bound(pkg, first, None, f"`{name}` (in `{module}`)", 0)
     for line, via, newest, oldest in inherited:
         for pkg, (last, module, origin) in newest.items():
             bound(pkg, None, last, _via(module, origin, via), line)
         for pkg, (first, module, origin) in oldest.items():
             bound(pkg, first, None, _via(module, origin, via), line)
-    if not hi and not lo:
+    for pkg, (first, what, line) in lo.items():
+        # (a range of the pins that ends before what the code uses: as stale as an exact pin)
+        if parse(first) > parse(_judged(versions, pkg)) \
+                and versions.source.get(pkg, "").startswith(_STALE_RANGE):
+            stale[pkg] = (first, what, line)
+    if not hi and not lo and not stale:
         return versions
     judged = {pkg: _judged(versions, pkg) for pkg in PACKAGES}
     low = dict(versions.low)
     source = dict(versions.source)
     narrowed: set[str] = set()
+    for pkg, (first, what, line) in stale.items():
+        # (judged as the project states no version: the newest release, from the oldest the
+        # code runs at)
+        uses = f"line {line} uses {what}" if line else f"the folder's code uses {what}"
+        source[pkg] = f"{STALE_PIN}{source[pkg]} is older than the code ({uses}, {pkg} {first} " \
+            "or newer)"
+        judged[pkg] = RELEASES[pkg][-1]
+        low[pkg] = first
+        narrowed.add(pkg)
     for pkg in PACKAGES:
         was_newest = judged[pkg]
         was_oldest = low.get(pkg, was_newest)

@@ -57,6 +57,10 @@ PACKAGES = ("jax", "flax")
 parse = facts.version_key  # "0.4.36.dev2" -> (0, 4, 36)
 
 
+# how runnable.py starts the source of a version whose pin is older than the code
+STALE_PIN = "the newest release: the version "
+
+
 @dataclass(frozen=True)
 class Versions:
     jax: str
@@ -86,12 +90,15 @@ class Versions:
         return self.low.get(package, self.jax if package == "jax" else self.flax)
 
     def allowed_by(self, package: str) -> str:
-        """Who allows the range of ``package``: the project's pins, or (where the file's imports
-        narrowed them) the pins and what the file imports."""
+        """Who allows the range of ``package``: the project's pins, or (where what the file
+        imports and calls narrowed them) the pins and the file's code, or the code alone where
+        the pins are older than it (semantics/catalog/runnable.py)."""
         p = self.pinned
         if p is not None and (p.oldest(package), p.judged(package)) != \
                 (self.oldest(package), self.judged(package)):
-            return "the pins and this file's imports"
+            if self.source.get(package, "").startswith(STALE_PIN):
+                return "the releases this file's code runs at (its pins are older than it)"
+            return "the pins and what this file imports and calls"
         return "the project's pins"
 
     def judged(self, package: str) -> str:

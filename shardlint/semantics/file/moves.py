@@ -40,7 +40,7 @@ import re
 from dataclasses import dataclass
 
 from shardlint.semantics.catalog import api, facts as releases
-from shardlint.semantics.catalog.versions import Versions
+from shardlint.semantics.catalog.versions import RELEASES, Versions
 from shardlint.semantics.file.facts import FileFacts, Scope
 
 
@@ -551,3 +551,40 @@ def guarded_at(guards: list[Guarded], line: int, name: str | None = None,
                 g.exists is None or g.exists is False or (name is not None and g.attr == name)):
             return True
     return False
+
+
+# ---- what the calls of a file need ---------------------------------------------------------------
+def newer_calls(facts: FileFacts) -> list[tuple[str, int, str, str]]:
+    """(API, line, the first release that has it, the newest release) for each jax / flax
+    function the file calls, outside compatibility code, that only later releases have
+    (``jax.set_mesh(mesh)``: jax 0.7.1): the code was written for those releases, whatever a
+    pin says (``semantics/catalog/runnable.py`` takes them as the oldest the file runs at).
+    Deprecated and removed APIs are left out: SHL501 reports them, and what is said of the
+    rest of the file holds once they are migrated. The first call of each API stands for it."""
+    found = facts.derived.get("newer_calls")
+    if found is not None:
+        return found  # type: ignore[return-value]
+    first: dict[str, int] = {}
+    for c in facts.calls:
+        q = c.qualified
+        if q is None or q in first or q.split(".", 1)[0] not in ("jax", "flax"):
+            continue
+        first[q] = c.node.lineno
+    out: list[tuple[str, int, str, str]] = []
+    candidates = []
+    for q, line in first.items():
+        pkg = q.split(".", 1)[0]
+        since = releases.first_release(q)
+        if since is None or since == RELEASES[pkg][0]:
+            continue
+        known = api.lookup(q)
+        if known is not None and (known.removed or known.deprecated):
+            continue
+        candidates.append((q, line, since, RELEASES[pkg][-1]))
+    if candidates:
+        lines = [c[1] for c in candidates]
+        guarded = version_guarded(facts.tree, lines)
+        out = [c for c in candidates
+               if not any(g.first <= c[1] <= g.last for g in guarded)]
+    facts.derived["newer_calls"] = out
+    return out

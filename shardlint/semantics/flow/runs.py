@@ -21,6 +21,18 @@ def _parents(name: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
+def _loaded(project: ProjectIndex, name: str, module: str) -> list[str]:
+    """The project modules ``import name`` in ``module`` loads: ``a.b.c`` loads ``a`` and
+    ``a.b`` first; a script's ``import utils`` loads its sibling ``examples.lm1b.utils``
+    where the project names it so (the sibling first, as ``ProjectIndex.module_imports``)."""
+    pkg = module.split(".")[:-1]
+    for prefix in [".".join(pkg[:i]) + "." for i in range(len(pkg), 0, -1)] + [""]:
+        found = [prefix + p for p in _parents(name) if prefix + p in project.summaries]
+        if found and found[-1] == prefix + name or prefix == "":
+            return found
+    return []
+
+
 @project_cached
 def bounds_of(project: ProjectIndex, module: str) -> tuple[Inherited, Inherited]:
     """What bounds ``module``, through every module of the project it loads: package ->
@@ -44,8 +56,8 @@ def bounds_of(project: ProjectIndex, module: str) -> tuple[Inherited, Inherited]
                                              or parse(first) > parse(oldest[pkg][0])):
                 oldest[pkg] = (first, name, current)
         for loaded in summary.loads:
-            for name in _parents(loaded):
-                if name not in seen and name in project.summaries:
+            for name in _loaded(project, loaded, current):
+                if name not in seen:
                     seen.add(name)
                     todo.append(name)
     return newest, oldest
@@ -58,11 +70,28 @@ def inherited(project: ProjectIndex, loads: list[tuple[str, int]],
     out = []
     done: set[str] = {module}
     for loaded, line in loads:
-        for name in _parents(loaded):
-            if name in done or name not in project.summaries:
+        for name in _loaded(project, loaded, module):
+            if name in done:
                 continue
             done.add(name)
             newest, oldest = bounds_of(project, name)
             if newest or oldest:
                 out.append((line, name, newest, oldest))
     return out
+
+
+def oldest_in(project: ProjectIndex, modules: list[str]) -> Inherited:
+    """What the code of these modules (a folder the same pins judge) needs at least: package ->
+    (the newest first release among what their module-level imports load and their calls use
+    outside compatibility code, that import or call, the module). A pin older than it is stale
+    for the whole folder (``runnable``)."""
+    oldest: Inherited = {}
+    for module in sorted(modules):
+        summary = project.summaries.get(module)
+        for name, first, _ in summary.runs if summary is not None else ():
+            pkg = name.split(".", 1)[0]
+            if first != RELEASES[pkg][0] and (pkg not in oldest
+                                             or parse(first) > parse(oldest[pkg][0])):
+                oldest[pkg] = (first, name, module)
+    return oldest
+

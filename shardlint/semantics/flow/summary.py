@@ -26,6 +26,7 @@ from shardlint.semantics.file.jit_sites import (
     sharded_jit_params,
 )
 from shardlint.semantics.file.meshes import axis_kind
+from shardlint.semantics.file.moves import newer_calls
 from shardlint.semantics.file.reuse import Chunk, each_statement
 from shardlint.semantics.flow.liveness import shared_parts, use_after
 from shardlint.semantics.flow.valueflow import (
@@ -549,7 +550,8 @@ class _Summariser:
         out.legacy_env = Role.LEGACY_ENV in f.roles
         out.imports = {name: q for name, q in f.imports.names.items()
                        if q.partition(".")[0] not in EXTERNAL_PACKAGES}
-        out.runs = [[m, first, last] for m, _, first, last in runnable.spans(f.tree)]
+        out.runs = [[m, first, last] for m, _, first, last in
+                    (*runnable.spans(f.tree), *newer_calls(f))]
         out.loads = sorted({m for m, _ in runnable.loads(f.tree, f.imports)})
         return out
 
