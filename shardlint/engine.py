@@ -807,8 +807,9 @@ class Engine:
             members = []
             for module, s in self.index.summaries.items():
                 scope = where.get(s.path)
-                if scope is None:
-                    scope = where[s.path] = self.version_map.for_path(s.path, self.root)  # type: ignore[union-attr]
+                if scope is None:  # (relative by abspath: no syscalls per summary)
+                    scope = where[s.path] = self.version_map.for_relative(  # type: ignore[union-attr]
+                        self._rel(Path(s.path)))
                 if scope is versions:
                     members.append(module)
             found = memo[key] = oldest_in(self.index, members)

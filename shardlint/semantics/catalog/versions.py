@@ -596,7 +596,10 @@ class VersionMap:
     def for_path(self, path: str | Path, root: Path) -> Versions:
         if not self.scopes:
             return self.default
-        rel = _rel(Path(path), root)
+        return self.for_relative(_rel(Path(path), root))
+
+    def for_relative(self, rel: str) -> Versions:
+        """:meth:`for_path` of a path already relative to the root (posix separators)."""
         for folder, versions in self.scopes:
             if rel.startswith(folder + "/"):
                 return versions
