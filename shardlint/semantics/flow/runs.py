@@ -23,14 +23,16 @@ def _parents(name: str) -> list[str]:
 
 def _loaded(project: ProjectIndex, name: str, module: str) -> list[str]:
     """The project modules ``import name`` in ``module`` loads: ``a.b.c`` loads ``a`` and
-    ``a.b`` first; a script's ``import utils`` loads its sibling ``examples.lm1b.utils``
-    where the project names it so (the sibling first, as ``ProjectIndex.module_imports``)."""
-    pkg = module.split(".")[:-1]
-    for prefix in [".".join(pkg[:i]) + "." for i in range(len(pkg), 0, -1)] + [""]:
-        found = [prefix + p for p in _parents(name) if prefix + p in project.summaries]
-        if found and found[-1] == prefix + name or prefix == "":
-            return found
-    return []
+    ``a.b`` first; where no module of the project has that name, a script's ``import utils``
+    loads its sibling (``examples.lm1b.utils``: the script's folder is on ``sys.path``)."""
+    summaries = project.summaries
+    found = [p for p in _parents(name) if p in summaries]
+    if found and found[-1] == name:
+        return found
+    folder = module.rpartition(".")[0]
+    if folder and f"{folder}.{name}" in summaries:
+        return [f"{folder}.{p}" for p in _parents(name) if f"{folder}.{p}" in summaries]
+    return found
 
 
 @project_cached
