@@ -582,9 +582,15 @@ class Engine:
         return Path(full[len(root.rstrip(os.sep)) + 1:])
 
     def module_name(self, path: Path | str) -> tuple[str, bool]:
-        p = Path(path)
-        rel = self._relative(p) or Path(p.name)
-        parts = list(rel.with_suffix("").parts)
+        # (strings, not pathlib: asked for every file of the project on every run)
+        root = self.__dict__.get("_abs_root")
+        if root is None:
+            root = self.__dict__["_abs_root"] = os.path.abspath(self.root)
+        full = os.path.abspath(path)
+        prefix = root.rstrip(os.sep) + os.sep
+        rel = full[len(prefix):] if full != root and full.startswith(prefix) \
+            else os.path.basename(full)
+        parts = [p for p in os.path.splitext(rel)[0].split(os.sep) if p]
         if parts and parts[0] == "src" and len(parts) > 1:
             parts = parts[1:]
         is_package = bool(parts) and parts[-1] == "__init__"
