@@ -216,3 +216,42 @@ def test_shl501_pins_older_than_any_release_read_count_as_the_oldest_read(tmp_pa
     r = replacement_for("jax.tree_flatten", "jax.tree.flatten", v)
     assert (r.name, r.wanted, r.needs) == ("jax.tree_util.tree_flatten", "jax.tree.flatten",
                                            "0.4.25")
+
+
+@pytest.mark.parametrize("serve_calls,applicability", [
+    ("jax.experimental.pjit.pjit(lambda x: x, in_shardings=P('x'), out_shardings=P('x'))(x)",
+     "unsafe"),
+    ("jax.jit(lambda x: x * 2)(x)", "safe"),
+])
+def test_shl101_fix_is_unsafe_where_the_body_reaches_a_pjit_in_another_module(
+        tmp_path, serve_calls, applicability):
+    """saxml's `load_methods`: `with self._global_mesh:` around a method that, in another
+    module, lowers a pjit given bare PartitionSpecs. Under `jax.set_mesh` alone such a pjit
+    raises (`pjit requires a non-empty mesh in context`): replacing the `with` is no safe fix
+    where project code it calls reaches a module that calls pjit."""
+    files = {
+        "backend.py": f"""
+import jax
+import jax.experimental.pjit
+from jax.sharding import PartitionSpec as P
+
+
+def serve(x):
+    return {serve_calls}
+""",
+        "server.py": """
+import jax
+import numpy as np
+from backend import serve
+
+
+def load(x):
+    mesh = jax.sharding.Mesh(np.array(jax.devices()), ("x",))
+    with mesh:
+        return serve(x)
+""",
+    }
+    found = [f for f in lint_files(tmp_path, files, select=("SHL101",),
+                                   versions={"jax": "0.12.0.1"}) if f.code == "SHL101"]
+    assert len(found) == 1 and found[0].fix is not None, found
+    assert found[0].fix.applicability == applicability

@@ -75,7 +75,9 @@ environment change): `jax.set_mesh(mesh)` sets the concrete and the abstract mes
 program computes the same values with the same shardings (tests/test_safe_fixes_run.py runs
 both). Unsafe where Flax constraints run under it (the error): they start to apply, so where
 values live changes -- the point of the fix, but a change. Unsafe where a call under the `with`
-goes to a package shardlint cannot read, which may read the legacy environment. No fix, and
+goes to a package shardlint cannot read, which may read the legacy environment, or to project
+code that reaches a module calling `pjit` (given bare `PartitionSpec`s, it raises under
+`jax.set_mesh` alone). No fix, and
 the message says what to migrate first, where `pjit` or `with_sharding_constraint` with bare
 `PartitionSpec`s runs under the `with` (with only `jax.set_mesh` they raise `pjit requires a
 non-empty mesh in context`), where a project module reads `pxla.thread_resources` (which
@@ -710,9 +712,31 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
             return None
         # `jax.set_mesh` does not set the legacy environment: code that reads it would lose it
         # (the project's own, or a library called under the `with` that shardlint cannot read).
-        safety = "unsafe" if self._calls_a_library(item) else "safe"
+        safety = "unsafe" if self._calls_a_library(item) or self._reaches_pjit(item) \
+            else "safe"
         return Fix(f"Replace `{text}` with `{call}({text})`", safety,
                    (Edit(self.span(expr), f"{call}({text})"),))
+
+    def _reaches_pjit(self, item) -> bool:
+        """A call under the ``with`` of project code that reaches a module calling ``pjit``
+        (through calls, methods, base classes, any depth): given bare ``PartitionSpec``s there,
+        it reads the legacy environment ``jax.set_mesh`` does not set."""
+        stmt = item.stmt
+        first = stmt.body[0].lineno if stmt.body else stmt.lineno
+        last = stmt.end_lineno or stmt.lineno
+        summaries = self.project.summaries
+        for c in self.facts.calls:
+            if c.scope is not item.scope or not (first <= c.node.lineno <= last) \
+                    or not isinstance(c.node.func, (ast.Name, ast.Attribute)):
+                continue
+            ref = reference(self.facts, c.node.func, c.scope)
+            if ref is None:
+                continue
+            for key in self.project.reachable(ref, self.facts.module):
+                s = summaries.get(key.partition(":")[0])
+                if s is not None and PJIT in s.apis:
+                    return True
+        return False
 
     def _calls_a_library(self, item) -> bool:
         """A call under the ``with`` of a package shardlint cannot read (``es.get_corrected_
