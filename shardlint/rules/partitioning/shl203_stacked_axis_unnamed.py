@@ -661,8 +661,7 @@ BoxedAdapted = adapt(Boxed)
         msg = (f"`{spelled}` stacks the params of {what} along a new axis ({stacked}) but no "
                f"`metadata_params={{{nn}.PARTITION_NAME: ...}}` names it; `{name}` boxes its "
                f"params with partition names, {raises}. "
-               f"Add `metadata_params={{{nn}.PARTITION_NAME: \"layers\"}}` (a logical name with a "
-               f"rule, or None to keep the stacked axis replicated)")
+               f"{_add_partition_name(nn)}")
         fix = self._fix(lift, "metadata_params", f"{nn}.PARTITION_NAME", '"layers"')
         return self.finding(lift.node, msg, severity="error" if certain else "warning",
                             related=self._box_sites(ref, LINEN_BOXES), fix=fix)
@@ -681,9 +680,7 @@ BoxedAdapted = adapt(Boxed)
                f"`metadata_params={{{nn}.PARTITION_NAME: ...}}` names it; shardlint cannot tell "
                f"which module that is, and this project boxes Linen params with partition names "
                f"({boxes} place{'s' if boxes != 1 else ''}): if that module's are boxed, init "
-               f"raises `PartitioningUnspecifiedError`. Add `metadata_params={{{nn}."
-               f"PARTITION_NAME: \"layers\"}}` (a logical name with a rule, or None to keep the "
-               f"stacked axis replicated)")
+               f"raises `PartitioningUnspecifiedError`. {_add_partition_name(nn)}")
         return self.finding(lift.node, msg, severity="warning",
                             fix=self._fix(lift, "metadata_params", f"{nn}.PARTITION_NAME",
                                           '"layers"'))
@@ -1074,6 +1071,12 @@ BoxedAdapted = adapt(Boxed)
     @staticmethod
     def _display(ref: str) -> str:
         return ref.partition(":")[2] or ref
+
+
+def _add_partition_name(nn: str) -> str:
+    """The advice of a Linen finding, in the file's spelling of ``flax.linen``."""
+    return (f"Add `metadata_params={{{nn}.PARTITION_NAME: \"layers\"}}` (a logical name with a "
+            f"rule, or None to keep the stacked axis replicated)")
 
 
 @project_cached
