@@ -302,3 +302,32 @@ def test_a_pin_older_than_what_its_folder_calls_is_stale_for_every_file_of_the_f
     assert tree_map.severity == "error" and "removed in jax 0.6.0" in tree_map.message
     # jax 0.4.13, as pinned: jax.tree_map was deprecated in 0.4.26 only
     assert lint(tmp_path, "examples/mnist/train.py") == []
+
+
+@pytest.mark.parametrize("load", ["import utils", ""])
+def test_a_sibling_module_a_script_imports_bounds_it(tmp_path, monkeypatch, load):
+    # a range the code does not outgrow: what the script's sibling calls raises the script's
+    # oldest jax only where the script loads it (`import utils`, its folder on sys.path)
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    project(tmp_path, {
+        "pyproject.toml": "[project]\nname = 'examples'\n",
+        "examples/lm1b/requirements.txt": "jax>=0.4.1\n",
+        "examples/lm1b/utils.py": SET_MESH,
+        "examples/lm1b/train.py": f"""
+            import jax
+            import numpy as np
+            {load}
+
+            def main():
+                mesh = jax.sharding.Mesh(np.array(jax.devices()), ("x",))
+                with mesh:
+                    return jax.jit(lambda x: x)(1.0)
+        """,
+    })
+    engine = Engine(Config(root=tmp_path), use_cache=False)
+    [found] = [f for f in engine.lint_paths([tmp_path / "examples/lm1b/train.py"])
+               if f.code == "SHL101"]
+    if load:
+        assert "use `with jax.set_mesh(mesh):`" in found.message
+    else:
+        assert "keep it until they require jax >= 0.7.1" in found.message
