@@ -29,7 +29,7 @@ from shardlint.grammar import newer_syntax
 from shardlint.incremental import IncrementalParser
 from shardlint.rules.base import Finding, Rule, RuleContext, all_rules
 from shardlint.semantics.catalog.versions import VersionMap, Versions, detect_map
-from shardlint.semantics.catalog.runnable import loads, runnable
+from shardlint.semantics.catalog.runnable import STALE_SOURCES, loads, runnable
 from shardlint.semantics.flow.runs import inherited, oldest_in
 from shardlint.semantics.file.config_tables import might_hold_tables, read_gin, yaml_tables
 from shardlint.semantics.file.moves import newer_calls
@@ -573,23 +573,22 @@ class Engine:
 
     def _relative(self, path: Path | str) -> Path | None:
         """``path`` relative to the project root (abspath, not resolve: no syscalls per file)."""
+        rel = self._relative_text(path)
+        return Path(rel) if rel is not None else None
+
+    def _relative_text(self, path: Path | str) -> str | None:
+        """:meth:`_relative` as a string (pathlib costs more than the rest of it)."""
         root = self.__dict__.get("_abs_root")
         if root is None:
             root = self.__dict__["_abs_root"] = os.path.abspath(self.root)
         full = os.path.abspath(path)
         if full == root or not full.startswith(root.rstrip(os.sep) + os.sep):
             return None
-        return Path(full[len(root.rstrip(os.sep)) + 1:])
+        return full[len(root.rstrip(os.sep)) + 1:]
 
     def module_name(self, path: Path | str) -> tuple[str, bool]:
         # (strings, not pathlib: asked for every file of the project on every run)
-        root = self.__dict__.get("_abs_root")
-        if root is None:
-            root = self.__dict__["_abs_root"] = os.path.abspath(self.root)
-        full = os.path.abspath(path)
-        prefix = root.rstrip(os.sep) + os.sep
-        rel = full[len(prefix):] if full != root and full.startswith(prefix) \
-            else os.path.basename(full)
+        rel = self._relative_text(path) or os.path.basename(os.path.abspath(path))
         parts = [p for p in os.path.splitext(rel)[0].split(os.sep) if p]
         if parts and parts[0] == "src" and len(parts) > 1:
             parts = parts[1:]
@@ -803,7 +802,7 @@ class Engine:
         """What the code of the files ``versions`` judges (one folder's pins, the same object
         for each) needs at least: against an exact pin or a lock, which it may show stale
         (semantics/catalog/runnable.py). Worked out once per index state and folder."""
-        if not any(s.startswith(("pinned", "locked")) for s in versions.source.values()):
+        if not any(s.startswith(STALE_SOURCES) for s in versions.source.values()):
             return None
         memo = self.index._memo
         key = ("folder_needs", id(versions))

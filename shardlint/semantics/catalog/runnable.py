@@ -36,7 +36,7 @@ from shardlint.semantics.catalog.versions import PACKAGES, RELEASES, STALE_PIN, 
 _EXACT = ("pinned", "locked", "set in", "installed in the project", "fixed")
 # ... but a pin or a lock file can be older than the code it sits beside, and so can a range
 # the requirements write (versions.py's "the newest release that `jax<0.5` (...) allows")
-_STALE = ("pinned", "locked")
+STALE_SOURCES = ("pinned", "locked")
 _STALE_RANGE = "the newest release that `"
 
 
@@ -127,7 +127,7 @@ def runnable(tree: ast.Module, versions: Versions,
 
     def bound(pkg: str, first: str | None, last: str | None, what: str, line: int) -> None:
         if _exact(versions, pkg):
-            if first and versions.source.get(pkg, "").startswith(_STALE) \
+            if first and versions.source.get(pkg, "").startswith(STALE_SOURCES) \
                     and parse(first) > parse(_judged(versions, pkg)) \
                     and (pkg not in stale or parse(first) > parse(stale[pkg][0])):
                 stale[pkg] = (first, what, line)

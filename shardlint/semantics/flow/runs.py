@@ -35,6 +35,13 @@ def _loaded(project: ProjectIndex, name: str, module: str) -> list[str]:
     return found
 
 
+def _raise(oldest: Inherited, pkg: str, first: str, name: str, module: str) -> None:
+    """Keep ``first`` as the oldest release of ``pkg`` where it is newer than what is kept
+    (and not the first release there is, which bounds nothing)."""
+    if first != RELEASES[pkg][0] and (pkg not in oldest or parse(first) > parse(oldest[pkg][0])):
+        oldest[pkg] = (first, name, module)
+
+
 @project_cached
 def bounds_of(project: ProjectIndex, module: str) -> tuple[Inherited, Inherited]:
     """What bounds ``module``, through every module of the project it loads: package ->
@@ -54,9 +61,7 @@ def bounds_of(project: ProjectIndex, module: str) -> tuple[Inherited, Inherited]
             if last != RELEASES[pkg][-1] and (pkg not in newest
                                              or parse(last) < parse(newest[pkg][0])):
                 newest[pkg] = (last, name, current)
-            if first != RELEASES[pkg][0] and (pkg not in oldest
-                                             or parse(first) > parse(oldest[pkg][0])):
-                oldest[pkg] = (first, name, current)
+            _raise(oldest, pkg, first, name, current)
         for loaded in summary.loads:
             for name in _loaded(project, loaded, current):
                 if name not in seen:
@@ -91,9 +96,6 @@ def oldest_in(project: ProjectIndex, modules: list[str]) -> Inherited:
     for module in sorted(modules):
         summary = project.summaries.get(module)
         for name, first, _ in summary.runs if summary is not None else ():
-            pkg = name.split(".", 1)[0]
-            if first != RELEASES[pkg][0] and (pkg not in oldest
-                                             or parse(first) > parse(oldest[pkg][0])):
-                oldest[pkg] = (first, name, module)
+            _raise(oldest, name.split(".", 1)[0], first, name, module)
     return oldest
 
