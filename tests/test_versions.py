@@ -42,6 +42,48 @@ from shardlint.semantics.catalog import versions as V
         name = "jax"
         version = "0.9.2"
      """}, "0.9.2", "locked in `uv.lock`"),
+    # A package others install: its users get what its range allows, not its developers' lock
+    ({"pyproject.toml": """
+        [build-system]
+        requires = ["hatchling"]
+        build-backend = "hatchling.build"
+        [project]
+        name = "x"
+        dependencies = ["jax>=0.9.2"]
+     """, "uv.lock": """
+        version = 1
+        [[package]]
+        name = "jax"
+        version = "0.9.2"
+     """}, V.CURRENT["jax"], "`jax>=0.9.2` (pyproject.toml) allows: what the package's users "
+        "install (`uv.lock` locks 0.9.2 for its own development)"),
+    # ... and the lock still says what the ranges leave unstated
+    ({"pyproject.toml": """
+        [build-system]
+        requires = ["poetry-core"]
+        [tool.poetry]
+        name = "x"
+        [tool.poetry.dependencies]
+        flax = "^0.10"
+     """, "poetry.lock": """
+        [[package]]
+        name = "jax"
+        version = "0.5.3"
+     """}, "0.5.3", "locked in `poetry.lock`"),
+    # Poetry's non-package mode is an application: its lock is what runs
+    ({"pyproject.toml": """
+        [build-system]
+        requires = ["poetry-core"]
+        [tool.poetry]
+        name = "x"
+        package-mode = false
+        [tool.poetry.dependencies]
+        jax = ">=0.4"
+     """, "poetry.lock": """
+        [[package]]
+        name = "jax"
+        version = "0.6.0"
+     """}, "0.6.0", "locked in `poetry.lock`"),
 ])
 def test_pins_read_as_ranges(tmp_path, monkeypatch, files, jax, why):
     monkeypatch.delenv("VIRTUAL_ENV", raising=False)

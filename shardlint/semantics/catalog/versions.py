@@ -6,7 +6,9 @@ In this order (the first that answers wins, per package):
 2. the project's own environment: a ``.venv``/``venv`` in the project root, or the interpreter
    shardlint runs in when that interpreter belongs to the project (its prefix, or the active
    ``VIRTUAL_ENV``, is inside the project root);
-3. a lock file of the project (``uv.lock``, ``poetry.lock``, ``pdm.lock``): the exact version;
+3. a lock file of the project (``uv.lock``, ``poetry.lock``, ``pdm.lock``): the exact version --
+   except beside a ``pyproject.toml`` that builds a package others install, whose users get what
+   its ranges allow: the lock is then only its developers' environment;
 4. the project's requirements, read as ranges, never executed: ``pyproject.toml`` (PEP 621
    dependencies and optional ones, dependency groups, Poetry), ``requirements*.txt`` and
    ``requirements/*.txt`` with the files they include (``-r``, ``-c``), conda's
@@ -364,6 +366,24 @@ def _stated_strings(files: list[Path], root: Path) -> list[tuple[str, str]]:
     return out
 
 
+def _distributed(files: list[Path]) -> bool:
+    """Whether the scope's ``pyproject.toml`` builds a package others install (a
+    ``[build-system]`` beside a ``[project]`` or Poetry name): its users install whatever its
+    ranges allow, and a lock file beside it is only its developers' environment."""
+    for path in files:
+        if path.name != "pyproject.toml":
+            continue
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+            continue
+        poetry = data.get("tool", {}).get("poetry", {})
+        named = bool(data.get("project", {}).get("name") or poetry.get("name"))
+        if "build-system" in data and named and poetry.get("package-mode", True) is not False:
+            return True
+    return False
+
+
 def _locked(files: list[Path]) -> dict[str, tuple[str, str]]:
     out: dict[str, tuple[str, str]] = {}
     for path in files:
@@ -671,8 +691,21 @@ def detect_map(root: Path, overrides: dict[str, str] | None = None) -> VersionMa
     stated: dict[str, Stated] = {}
     for folder, files in scopes.items():
         found = _from_requirements(files, root)
-        # (a lock file's exact version wins over the ranges beside it)
-        found.update({k: (*v, v[0]) for k, v in _locked(files).items()})
+        locked = _locked(files)
+        if locked and _distributed(files):
+            # A package's users install what its ranges allow, not its developers' lock: the
+            # lock judges only what the ranges leave unstated.
+            for pkg, (version, why) in locked.items():
+                if pkg in found and not found[pkg][1].startswith("pinned"):
+                    judged, said, oldest = found[pkg]
+                    found[pkg] = (judged, f"{said}: what the package's users install "
+                                  f"(`{why.split('`')[1]}` locks {version} for its own "
+                                  f"development)", oldest)
+                else:
+                    found[pkg] = (version, why, version)
+        else:
+            # (a lock file's exact version wins over the ranges beside it)
+            found.update({k: (*v, v[0]) for k, v in locked.items()})
         if found:
             stated[folder] = found
     installed = functools.lru_cache(maxsize=None)(_installed)
