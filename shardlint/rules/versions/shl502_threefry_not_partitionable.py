@@ -14,6 +14,9 @@ from shardlint.source import Span
 
 FLAG = "jax_threefry_partitionable"
 DEFAULT_TRUE = "0.5.0"  # jax release that made the flag default to True
+# `jax.random` calls that make, split or convert keys rather than draw the numbers of an array
+KEY_CALLS = frozenset({"PRNGKey", "key", "split", "fold_in", "clone", "key_data",
+                       "wrap_key_data"})
 
 
 @project_cached
@@ -55,13 +58,18 @@ In a project that builds or enters a mesh, flags:
 * on jax < 0.5.0 (the versions of the folder the file belongs to: the nearest pins above it),
   where `False` is the default, when no file of the project sets the flag to `True`: the first
   `jax.random` call of each file whose numbers are generated under a jit given `in_shardings`
-  or `out_shardings` (pjit's `in_axis_resources`/`out_axis_resources` too). That is a call
-  inside the function such a jit compiles (written in this file), or the call that makes a key
-  (`PRNGKey`, `key`, `split`, ... bound to a name, an item of a split, either branch of a
-  conditional) handed to a call of such a jit, or to a parameter of a project function that
-  hands it on there (any depth, across modules: `train.py`'s key passed to `load_state(rng=...)`
-  that passes it to `shard_params(rng)` that calls `pjit(init_fn, out_shardings=s)(rng)`).
-  The related location is the jit.
+  or `out_shardings` (pjit's `in_axis_resources`/`out_axis_resources` too); the first draw
+  (`normal`, `categorical`, ...) where there is one, else the first call that makes keys. That
+  is a call inside the function such a jit compiles, or in a project function that function
+  reaches (at any depth, across modules: a call of it, an object built there, which runs its
+  `__init__` and `__call__`, or a method called on a parameter annotated with a class, such as
+  `model: FlaxPreTrainedModel` and `model.generate(...)`, which is that method of each project
+  class deriving from it); or the call that makes a key (`PRNGKey`, `key`, `split`, ... bound
+  to a name, an item of a split, either branch of a conditional) handed to a call of such a
+  jit, or to a parameter of a project function that hands it on there (any depth, across
+  modules: `train.py`'s key passed to `load_state(rng=...)` that passes it to
+  `shard_params(rng)` that calls `pjit(init_fn, out_shardings=s)(rng)`). The related location
+  is the jit.
 
 Not flagged: the flag set to `True` (or to a value computed at run time); other flags
 (`jax_enable_x64`, `jax_default_prng_impl`); random numbers not known to be generated under a
@@ -243,14 +251,84 @@ applies to projects on older jax. The explicit `False` is reported on every vers
 
             @functools.partial(jax.jit, out_shardings=NamedSharding(mesh, P("model")))
             def init(key):
-                key, sub = jax.random.split(key)  # expect: SHL502
-                return jax.random.normal(sub, (8192, 4096))
+                key, sub = jax.random.split(key)
+                return jax.random.normal(sub, (8192, 4096))  # expect: SHL502
 
             def restart(key=None):
                 key = key if key is not None else jax.random.PRNGKey(0)
                 return init(key)
-        """, title="old jax: inside a decorated jit with shardings (the first random call of "
-                   "the file)", jax="0.4.30"),
+        """, title="old jax: inside a decorated jit with shardings (the file's first draw, "
+                   "before the keys that reach it)", jax="0.4.30"),
+        example({
+            "model.py": """
+                import jax
+                from transformers import FlaxPreTrainedModel
+
+                class Mixin:
+                    def generate(self, params, key, n):
+                        key, sub = jax.random.split(key)
+                        return jax.random.categorical(sub, self.logits(params, n))  # expect: SHL502
+
+                class LM(Mixin, FlaxPreTrainedModel):
+                    @classmethod
+                    def from_seed(cls, seed):
+                        return cls(jax.random.PRNGKey(seed))
+
+                    def init_weights(self, rng, shape):
+                        params_rng, dropout_rng = jax.random.split(rng)
+                        return self.module.init({"params": params_rng, "dropout": dropout_rng},
+                                                jax.numpy.zeros(shape))
+            """,
+            "serve.py": """
+                import functools
+                import jax
+                from jax.experimental.pjit import pjit
+                from jax.sharding import Mesh, PartitionSpec as PS
+                from transformers.modeling_flax_utils import FlaxPreTrainedModel
+
+                def load(model: FlaxPreTrainedModel, devices, specs):
+                    mesh = Mesh(devices, ("fsdp",))
+
+                    @functools.partial(pjit, in_shardings=(specs, PS(), PS()),
+                                       out_shardings=PS())
+                    def sample(params, key, n):
+                        return model.generate(params, key, n)
+                    with mesh:
+                        return sample
+            """,
+        }, title="old jax: a draw in a method of the project's model, called on a parameter "
+                 "annotated with its library base class inside a pjit with shardings",
+           jax="0.4.7"),
+        example({
+            "rng.py": """
+                import jax
+
+                class Rng:
+                    @classmethod
+                    def from_seed(cls, seed):
+                        return cls(jax.random.PRNGKey(seed))
+
+                    def __init__(self, key):
+                        self.key = key
+
+                    def __call__(self):
+                        self.key, sub = jax.random.split(self.key)  # expect: SHL502
+                        return sub
+            """,
+            "train.py": """
+                import jax
+                from jax.sharding import NamedSharding, PartitionSpec as P
+                from rng import Rng
+                mesh = jax.make_mesh((8,), ("data",))
+
+                def step(params, key, batch):
+                    rng = Rng(key)
+                    return params, batch, rng()
+
+                train = jax.jit(step, in_shardings=(None, None, NamedSharding(mesh, P("data"))))
+            """,
+        }, title="old jax: an object built under a jit with shardings runs its `__init__` and "
+                 "`__call__` there, not its other methods", jax="0.4.28"),
         example("""
             import jax
             from jax.sharding import NamedSharding, PartitionSpec as P
@@ -313,9 +391,8 @@ applies to projects on older jax. The explicit `False` is reported on every vers
             body = site.function.node if site.function is not None else site.target
             inner = self._random_calls_in(body) if isinstance(
                 body, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) else []
-            if inner:
-                found.append((inner[0], "this random call runs under a jit with in/out "
-                              "shardings", [self.related(site.node, "the jit")]))
+            found += [(call, "this random call runs under a jit with in/out shardings",
+                       [self.related(site.node, "the jit")]) for call in inner]
         for site, c in sharded_jit_calls(self.facts):
             for a in [*c.node.args, *(k.value for k in c.node.keywords)]:
                 key = self._key_made(a, c.scope)
@@ -325,7 +402,16 @@ applies to projects on older jax. The explicit `False` is reported on every vers
         summary = self.project.summaries.get(self.facts.module)
         if summary is not None and summary.calls:
             found += self._keys_handed_on(summary)
-        return min(found, key=lambda f: (f[0].lineno, f[0].col_offset)) if found else None
+        found += self._in_traced_functions()
+        # (a draw first, where the numbers of an array are generated; else a call that only
+        # makes or splits the keys that reach one)
+        return min(found, key=lambda f: (self._makes_keys(f[0]), f[0].lineno, f[0].col_offset)) \
+            if found else None
+
+    def _makes_keys(self, node: ast.Call) -> bool:
+        c = self._calls_by_node().get(id(node))
+        return c is not None and c.qualified is not None \
+            and c.qualified.rpartition(".")[2] in KEY_CALLS
 
     def _keys_handed_on(self, summary) -> list[tuple[ast.Call, str, list[Related]]]:
         """Keys made here and handed to a project function's parameter that reaches a jit
@@ -359,6 +445,32 @@ applies to projects on older jax. The explicit `False` is reported on every vers
                     if other is not None else []
                 out.append((made, f"this key reaches a jit with in/out shardings through "
                                   f"`{key.partition(':')[2]}({name}=...)`", related))
+        return out
+
+    def _in_traced_functions(self) -> list[tuple[ast.Call, str, list[Related]]]:
+        """Random calls in functions of this file that a jit with in/out shardings of the
+        project traces: called, at any depth across modules, from the function it compiles
+        (``ProjectIndex.traced_under_sharded_jits``)."""
+        traced = self.project.traced_under_sharded_jits
+        if not traced:
+            return []
+        out = []
+        for c in self.facts.calls:
+            scope = c.scope
+            if c.qualified is None or not c.qualified.startswith("jax.random.") \
+                    or scope.kind != "function":
+                continue
+            key = f"{self.facts.module}:{scope.qualname}"
+            at = traced.get(key)
+            if at is None:
+                continue
+            module, line, col, end_line, end_col = at
+            other = self.project.summaries.get(module)
+            related = [Related(other.path, Span(line, col, end_line, end_col),
+                               "the jit with in/out shardings that traces it")] \
+                if other is not None else []
+            out.append((c.node, f"this random call runs under a jit with in/out shardings, "
+                                f"which traces `{scope.qualname}`", related))
         return out
 
     def _key_made(self, node: ast.expr, scope) -> ast.Call | None:

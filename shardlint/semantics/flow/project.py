@@ -63,6 +63,9 @@ def project_cached(fn):
     return wrapper
 
 
+# What building, calling or applying an object of a class runs, besides what it calls
+_RUN_ON_USE = ("__init__", "__post_init__", "setup", "__call__")
+
 _UNSEEN = object()  # (a memo's "not asked yet": None is an answer)
 
 
@@ -336,6 +339,84 @@ class ProjectIndex:
             seen.add(key)
             yield key
             todo.extend(neighbours(key))
+
+    @property
+    @project_cached
+    def traced_under_sharded_jits(self) -> dict[str, list]:
+        """Project functions a jit with in/out shardings traces, each with the first such jit
+        that reaches it, ``[module, line, col, end_line, end_col]``: the functions those jits
+        compile (``summary.sharded_jits``) and what they reach -- :meth:`reachable`'s edges,
+        and a method called on a parameter annotated with a class, which is that method of
+        the class or any project class deriving from it (``meth:`` references:
+        :meth:`_methods_of`)."""
+        self._ensure()
+        out: dict[str, list] = {}
+        todo: list[tuple[str, list]] = []
+        for mod, s in sorted(self.summaries.items()):
+            for ref, *at in s.sharded_jits:
+                key = self.resolve(ref, mod)
+                if key is not None:
+                    todo.append((key, [mod, *at]))
+        todo.reverse()
+        while todo:
+            key, at = todo.pop()
+            if key in out:
+                continue
+            out[key] = at
+            sym = self.symbol(key)
+            mod = key.partition(":")[0]
+            if sym is not None and sym.kind == "class":
+                # (building or calling an object runs these; its other methods run where
+                # they are called, which its callers' references say)
+                chain = self.class_chain(key)
+                nxt = [m for name in _RUN_ON_USE
+                       if (m := next((f"{c}.{name}" for c in chain
+                                      if self.symbol(f"{c}.{name}") is not None), None))]
+            else:
+                nxt = list(self._reach_edges(key))
+            if sym is not None:
+                for r in sym.refs:
+                    if r.startswith("meth:"):
+                        cls, _, name = r[5:].rpartition("#")
+                        nxt += self._methods_of(cls, name, mod)
+            todo.extend((k, at) for k in reversed(nxt) if k not in out)
+        return out
+
+    def _methods_of(self, cls: str, name: str, from_module: str) -> list[str]:
+        """The methods ``name`` that an object of class ``cls`` (``mod:Qual`` or an imported
+        dotted name) may run: found along the chain of ``cls`` itself and of every project
+        class deriving from it (an external class is matched by its package and name,
+        ``transformers.FlaxPreTrainedModel`` for ``transformers.modeling_flax_utils.``...)."""
+        memo = self._memo.setdefault(("_methods_of",), {})
+        found = memo.get((cls, name, from_module))  # type: ignore[union-attr]
+        if found is not None:
+            return found
+        base = self.resolve(cls, from_module) if ":" in cls \
+            else self.resolve(f"ext:{cls}", from_module)
+        top, last = cls.partition(".")[0], cls.rpartition(".")[2]
+        chains = self._memo.setdefault(("_class_chains",), {})
+        if not chains:
+            for mod, s in self.summaries.items():
+                for qual, sym in s.symbols.items():
+                    if sym.kind == "class":
+                        chains[f"{mod}:{qual}"] = self.class_chain(f"{mod}:{qual}")  # type: ignore[index]
+        out: list[str] = []
+        for chain in chains.values():  # type: ignore[union-attr]
+            if base is not None:
+                derives = base in chain
+            else:
+                derives = ":" not in cls and any(
+                    b.partition(".")[0] == top and b.rpartition(".")[2] == last
+                    for c in chain if (sym := self.symbol(c)) is not None for b in sym.bases)
+            if not derives:
+                continue
+            method = next((f"{c}.{name}" for c in chain
+                           if (m := self.symbol(f"{c}.{name}")) is not None
+                           and m.kind == "function"), None)
+            if method is not None and method not in out:
+                out.append(method)
+        memo[(cls, name, from_module)] = out  # type: ignore[index]
+        return out
 
     def needs(self, ref: str, from_module: str | None = None) -> int:
         self._ensure()

@@ -20,9 +20,11 @@ from shardlint.semantics.file.config_flags import exported_flags
 from shardlint.semantics.file.config_tables import python_tables, table_key
 from shardlint.semantics.file.facts import ALL, MESH, RULES, CallSite, FileFacts, Scope
 from shardlint.semantics.file.jit_sites import (
+    SHARDING_KEYWORDS,
     bound_once,
     exported_donations,
     exported_jitted,
+    jit_keywords,
     sharded_jit_params,
 )
 from shardlint.semantics.file.meshes import axis_kind
@@ -44,7 +46,7 @@ from shardlint.syntax import nodes as walk_nodes
 _MISSING = object()
 
 # Bump when what a summary records changes: cached summaries of another format are dropped.
-FORMAT = 25
+FORMAT = 26
 ENTRY_METHODS = ("init", "init_with_output", "apply")
 _WRAPPERS = frozenset({Role.JIT, Role.PARTIAL, Role.LINEN_LIFT, Role.NNX_LIFT, Role.REMAT})
 _MESH_LIKE = frozenset({"Mesh", "make_mesh", "AbstractMesh"})
@@ -178,6 +180,9 @@ class ModuleSummary:
     # as it came to a call of a jit with in/out shardings (jit_sites.sharded_jit_params; SHL502
     # follows keys there)
     sharded_jit_params: list[list] = field(default_factory=list)
+    # [function key, line, col, end line, end col of the jit]: a project function compiled by a
+    # jit with in/out shardings (SHL502: what it reaches is traced for a sharded program)
+    sharded_jits: list[list] = field(default_factory=list)
 
     def to_json(self) -> dict:
         """The summary as JSON data (what ``from_json`` reads back): fields left at their
@@ -257,6 +262,8 @@ def without_positions(data: dict) -> dict:
                                 for t in data["config_tables"]]
     if "sharded_jit_params" in data:
         out["sharded_jit_params"] = [[*p[:2], 0, 0, 0, 0] for p in data["sharded_jit_params"]]
+    if "sharded_jits" in data:
+        out["sharded_jits"] = [[p[0], 0, 0, 0, 0] for p in data["sharded_jits"]]
     out.pop("path", None)
     return out
 
@@ -449,6 +456,7 @@ class _Summariser:
         self._name_kinds: dict[tuple[Scope, str], list] = {}  # see _arg_kinds
         self._names: dict[tuple[Scope, str], str | None] = {}  # see ref_name
         self._links: dict[Scope, set[str]] = {}  # see _linked
+        self._methods: dict[Scope, list[str]] | None = None  # see _method_refs
         self.nnx = any(q == "flax.nnx" or q.startswith("flax.nnx.")
                        for q in facts.imports.names.values())
 
@@ -823,7 +831,82 @@ class _Summariser:
                 refs.append(f"{module}:{owner.qualname}.{name}")
         if scope.kind == "class":
             refs.extend(f"{module}:{c.qualname}" for c in scope.children.values())
+        elif scope.kind == "function":
+            refs.extend(self._method_refs().get(scope, ()))
         return refs, list(scope.bases)
+
+    def _method_refs(self) -> dict[Scope, list[str]]:
+        """``meth:<class>#<name>`` for each call ``x.name(...)`` of a function whose ``x`` is a
+        parameter annotated with a class (its own or an enclosing function's: ``model:
+        FlaxPreTrainedModel``, ``Optional[...]``, ``... | None``). The class is ``ext:`` and
+        its dotted name where imported, or this module's ``mod:Qual``. The index follows it to
+        the methods of that name of the project's subclasses of the class
+        (``ProjectIndex.traced_under``: class-hierarchy edges, kept apart from the references
+        other closures follow)."""
+        if self._methods is not None:
+            return self._methods
+        out: dict[Scope, list[str]] = {}
+        for c in self.f.calls:
+            func = c.node.func
+            if c.api is not None or type(func) is not ast.Attribute \
+                    or type(func.value) is not ast.Name:
+                continue
+            found = c.scope.lookup(func.value.id)
+            if found is None or found[0].kind != "function":
+                continue
+            owner = found[0]
+            ann = owner.annotations.get(func.value.id) if func.value.id in owner.params \
+                else None
+            cls = self._annotated_class(ann, owner) if ann is not None else None
+            if cls is not None:
+                ref = f"meth:{cls}#{func.attr}"
+                refs = out.setdefault(c.scope, [])
+                if ref not in refs:
+                    refs.append(ref)
+        self._methods = out
+        return out
+
+    def _annotated_class(self, ann: ast.expr, scope: Scope) -> str | None:
+        if isinstance(ann, ast.Subscript) and (dotted(ann.value) or [""])[-1] == "Optional":
+            ann = ann.slice
+        elif isinstance(ann, ast.BinOp) and isinstance(ann.op, ast.BitOr):
+            sides = [x for x in (ann.left, ann.right)
+                     if not (isinstance(x, ast.Constant) and x.value is None)]
+            if len(sides) != 1:
+                return None
+            ann = sides[0]
+        parts = dotted(ann)
+        if parts is None or parts[0] in ("self", "cls"):
+            return None
+        found = scope.lookup(parts[0])
+        if found is not None:
+            values = found[1]
+            if len(parts) == 1 and values and isinstance(values[-1], ast.ClassDef):
+                owner = found[0]
+                return f"{self.f.module}:{owner.qualname + '.' if owner.qualname else ''}" \
+                       f"{parts[0]}"
+            return None
+        q = self.f.imports.qualify_parts(parts)
+        return q if q and q.split(".", 1)[0] not in ("typing", "builtins") else None
+
+    def _sharded_jits(self) -> list[list]:
+        """:attr:`ModuleSummary.sharded_jits` of this module."""
+        out: list[list] = []
+        for site in self.f.jit_sites:
+            if not any(k in (jit_keywords(self.f, site) or site.keywords)
+                       for k in SHARDING_KEYWORDS):
+                continue
+            if site.function is not None:
+                key = f"{self.f.module}:{site.function.qualname}"
+            elif isinstance(site.target, (ast.Name, ast.Attribute)):
+                key = self.ref(site.target, site.scope)
+            else:
+                key = None
+            n = site.node
+            entry = [key, n.lineno, n.col_offset, n.end_lineno or n.lineno, n.end_col_offset or 0]
+            if key is not None and entry not in out:
+                out.append(entry)
+        return out
 
     def _attribute_ref(self, name: str, scope: Scope) -> str | None:
         """``attr:ext:pkg.layers.Dense`` for ``layers.Dense`` read in a body (``from pkg import
@@ -1186,6 +1269,7 @@ class _Summariser:
                 out.mesh_axes.append(None)
         if f.jit_sites:
             out.sharded_jit_params = sharded_jit_params(f)
+            out.sharded_jits = self._sharded_jits()
         for kind in unknown:  # a mesh or rules call shardlint cannot read (see _provides)
             (out.mesh_axes if kind == "mesh" else out.rule_tables).append(None)
         consts = f.module_constants()
