@@ -302,21 +302,39 @@ def test_shl101_under_old_jax_pins_says_where_set_mesh_exists_when_flax_drops_co
     assert '(`hasattr(jax, "set_mesh")`) enter `jax.set_mesh(mesh)` as well' in f.message
 
 
-def test_shl101_gives_no_fix_when_the_project_reads_the_legacy_environment(tmp_path):
-    [f] = _lint(tmp_path, {"train.py": """
-        import jax
-        mesh = jax.make_mesh((8,), ("data",))
-        with mesh:
-            pass
-    """, "helpers.py": """
-        from jax.interpreters import pxla
+_READER = """
+    from jax.interpreters import pxla
 
-        def current_mesh():
-            return pxla.thread_resources.env.physical_mesh
-    """}, "SHL101")
-    assert f.fix is None
-    assert "reads the legacy resource environment (`pxla.thread_resources`) in `helpers`" \
-        in f.message and "migrate that first" in f.message
+    def current_mesh():
+        return pxla.thread_resources.env.physical_mesh
+
+    def shard(x):
+        return current_mesh(), x
+"""
+
+
+@pytest.mark.parametrize("body,says", [
+    # a call under the `with` reaches the reader: it is named, and the migration comes first
+    ("from helpers import shard\nwith mesh:\n    shard(1)",
+     ["`shard` runs under it and reaches `helpers`, whose code reads the legacy resource "
+      "environment (`pxla.thread_resources`)", "migrate that first"]),
+    # nothing under it is seen to reach the reader: the advice says on what it depends
+    ("with mesh:\n    x = sum([1, 2])",
+     ["once nothing under it needs the legacy resource environment",
+      "the project reads it (`pxla.thread_resources`) in `helpers`, which no call under this "
+      "`with` is seen to reach"]),
+    # a package shardlint does not read runs under it: named as what may read it
+    ("from eformer import escale as es\nwith mesh:\n    es.get_corrected_named_sharding((8,), None)",
+     ["`es.get_corrected_named_sharding` runs under it, from a package shardlint does not "
+      "read, and the project reads it (`pxla.thread_resources`) in `helpers`"]),
+])
+def test_shl101_gives_no_fix_when_the_project_reads_the_legacy_environment(tmp_path, body, says):
+    [f] = _lint(tmp_path, {"train.py": "import jax\nmesh = jax.make_mesh((8,), (\"data\",))\n"
+                           + body + "\n", "helpers.py": _READER}, "SHL101")
+    assert f.fix is None and f.severity == "warning"
+    for text in says:
+        assert text in f.message, f.message
+    assert ("migrate that first" in f.message) == ("reaches" in says[0])
 
 
 def test_shl101_next_to_set_mesh_is_a_warning_without_a_fix(tmp_path):

@@ -566,6 +566,8 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
         leaves them no-ops wherever the flax that drops them runs."""
         versions = self.ctx.versions
         blocker = self._blocker(item)
+        caveat = self._caveat(item) if blocker is None else None
+        blocked = blocker is not None or caveat is not None
         if versions.may_be_below("jax", SET_MESH_ADDED):
             needs = releases.flax_needs_jax(FLAX_NOOP)
             if silenced and needs is not None:
@@ -575,14 +577,18 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
                         f"{FLAX_NOOP} needs jax >= {needs}: where `jax.set_mesh` exists "
                         f"(`hasattr(jax, \"set_mesh\")`) enter `jax.set_mesh({text})` as well, "
                         f"or require jax >= {SET_MESH_ADDED} and replace it",
-                        None, blocker is not None)
+                        None, blocked)
             return (f"its replacement `jax.set_mesh` needs jax >= {SET_MESH_ADDED}, and "
                     f"{versions.allowed_by('jax')} allow jax {versions.oldest('jax')}: keep it until they "
-                    f"require jax >= {SET_MESH_ADDED}", None, blocker is not None)
+                    f"require jax >= {SET_MESH_ADDED}", None, blocked)
         if blocker is not None:
             return (f"but {blocker}, which `jax.set_mesh` does not set: migrate that first (`pjit` "
                     f"to `jax.jit` with `NamedSharding`s, `pxla.thread_resources` to "
                     f"`jax.sharding.get_abstract_mesh()`), then use `with jax.set_mesh({text}):`",
+                    None, True)
+        if caveat is not None:
+            return (f"use `with jax.set_mesh({text}):` once nothing under it needs the legacy "
+                    f"resource environment, which `jax.set_mesh` does not set: {caveat}",
                     None, True)
         return f"use `with jax.set_mesh({text}):`", self._fix(item, text), False
 
@@ -619,10 +625,43 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
                         f"reads the legacy mesh")
         readers = self.project.legacy_env_readers
         if readers:
-            more = f" and {len(readers) - 1} more" if len(readers) > 1 else ""
-            return (f"the project reads the legacy resource environment "
-                    f"(`pxla.thread_resources`) in `{readers[0]}`{more}")
+            refs = []
+            for c in self._calls_under(item):
+                ref = reference(self.facts, c.node.func, c.scope) \
+                    if isinstance(c.node.func, (ast.Name, ast.Attribute)) else None
+                if ref is not None:
+                    refs.append((c, ref))
+            found = self.project.first_reaching([r for _, r in refs], self.facts.module,
+                                                frozenset(readers))
+            if found is not None:
+                i, module = found
+                return (f"`{self.text(refs[i][0].node.func)}` runs under it and reaches "
+                        f"`{module}`, whose code reads the legacy resource environment "
+                        f"(`pxla.thread_resources`)")
         return None
+
+    def _caveat(self, item) -> str | None:
+        """Where the project reads the legacy resource environment but no call under the
+        ``with`` is seen to reach a reader: what stands in the way of knowing (a call of a
+        package shardlint does not read, or calls it cannot follow)."""
+        readers = self.project.legacy_env_readers
+        if not readers:
+            return None
+        more = f" and {len(readers) - 1} more" if len(readers) > 1 else ""
+        where = f"the project reads it (`pxla.thread_resources`) in `{readers[0]}`{more}"
+        library = self._library_call(item)
+        if library is not None:
+            return (f"`{self.text(library.node.func)}` runs under it, from a package shardlint "
+                    f"does not read, and {where}")
+        return f"{where}, which no call under this `with` is seen to reach"
+
+    def _calls_under(self, item) -> list:
+        """The calls in the body of the ``with`` of ``item`` (in its own scope), in order."""
+        stmt = item.stmt
+        first = stmt.body[0].lineno if stmt.body else stmt.lineno
+        last = stmt.end_lineno or stmt.lineno
+        return [c for c in self.facts.calls
+                if c.scope is item.scope and first <= c.node.lineno <= last]
 
     def _conditional(self, item) -> bool:
         """A name the function binds to something else than a mesh on another path
@@ -739,21 +778,20 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
         return False
 
     def _calls_a_library(self, item) -> bool:
-        """A call under the ``with`` of a package shardlint cannot read (``es.get_corrected_
-        named_sharding``): it may read the legacy environment the ``with`` sets."""
-        stmt = item.stmt
-        first = stmt.body[0].lineno if stmt.body else stmt.lineno
-        last = stmt.end_lineno or stmt.lineno
-        for c in self.facts.calls:
-            if c.scope is not item.scope or not (first <= c.node.lineno <= last):
-                continue
+        return self._library_call(item) is not None
+
+    def _library_call(self, item):
+        """The first call under the ``with`` of a package shardlint cannot read
+        (``es.get_corrected_named_sharding``): it may read the legacy environment the ``with``
+        sets."""
+        for c in self._calls_under(item):
             q = c.qualified
             if q is not None and q.partition(".")[0] not in _READABLE:
                 ref = reference(self.facts, c.node.func, c.scope) \
                     if isinstance(c.node.func, (ast.Name, ast.Attribute)) else None
                 if ref is None or self.project.resolve(ref, self.facts.module) is None:
-                    return True
-        return False
+                    return c
+        return None
 
 
 _LOGICAL = (Role.LOGICAL_CONSTRAINT, Role.LOGICAL_PARTITIONING)

@@ -314,6 +314,27 @@ class ProjectIndex:
         self._ensure()
         return list(self._walk(self.resolve(ref, from_module), self._reach_edges))
 
+    def first_reaching(self, refs: list[str], from_module: str,
+                       modules: frozenset[str]) -> tuple[int, str] | None:
+        """The first of ``refs`` whose code reaches (as :meth:`reachable`) a symbol of one of
+        ``modules``, and that module; None where none does. One walk shares what each ref
+        explored with the next (what reached nothing before reaches nothing now)."""
+        self._ensure()
+        seen: set[str] = set()
+        for i, ref in enumerate(refs):
+            start = self.resolve(ref, from_module)
+            todo = [start] if start is not None and start not in seen else []
+            while todo:
+                key = todo.pop()
+                if key in seen:
+                    continue
+                seen.add(key)
+                module = key.partition(":")[0]
+                if module in modules:
+                    return i, module
+                todo.extend(k for k in self._reach_edges(key) if k not in seen)
+        return None
+
     def _reach_edges(self, key: str) -> list[str]:
         """:attr:`_edges`, and the symbols a body names through a module's attributes
         (``attr:`` references, which the needs do not follow: summary._attribute_ref)."""
