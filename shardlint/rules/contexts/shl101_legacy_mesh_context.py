@@ -9,7 +9,7 @@ from shardlint.rules.base import Edit, Fix, Rule, example, register
 from shardlint.semantics.catalog import facts as releases
 from shardlint.semantics.catalog.api import Role, lookup
 from shardlint.semantics.file.facts import RULES
-from shardlint.semantics.file.jit_sites import calls_of, jit_keywords
+from shardlint.semantics.file.jit_sites import calls_of, jit_keywords, specs_may_be_bare
 from shardlint.semantics.file.moves import guarded_at, may_have_guards, version_guarded
 from shardlint.semantics.flow.summary import reference
 from shardlint.semantics.sharding.mesh_values import is_mesh
@@ -80,9 +80,14 @@ code that reaches a module calling `pjit` (given bare `PartitionSpec`s, it raise
 `jax.set_mesh` alone). No fix, and
 the message says what to migrate first, where `pjit` or `with_sharding_constraint` with bare
 `PartitionSpec`s runs under the `with` (with only `jax.set_mesh` they raise `pjit requires a
-non-empty mesh in context`), where a project module reads `pxla.thread_resources` (which
-`jax.set_mesh` leaves empty), or where the project's pins allow a jax older than 0.7.1 (no
-`jax.set_mesh`). No fix next to `jax.set_mesh`.
+non-empty mesh in context`), where the project reads `pxla.thread_resources` (which
+`jax.set_mesh` leaves empty: a call under the `with` that reaches the function reading it is
+named with that function; shardlint does not follow every call, so where none is seen the
+project's readers are named), or where the project's pins allow a jax older than 0.7.1 (no
+`jax.set_mesh`). Where a `pjit` whose shardings shardlint cannot read runs under the `with`, or
+in a project function a call there reaches, the advice waits for it (given bare
+`PartitionSpec`s, it reads the legacy mesh) and the fix is unsafe. No fix next to
+`jax.set_mesh`.
 """
     versions = ("Error with flax >= 0.12.2 when a Linen logical constraint or partitioned "
                 "parameter runs under it; a deprecation warning with jax >= 0.10.1 otherwise.")
@@ -567,7 +572,7 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
         versions = self.ctx.versions
         blocker = self._blocker(item)
         caveat = self._caveat(item) if blocker is None else None
-        blocked = blocker is not None or caveat is not None
+        blocked = blocker is not None
         if versions.may_be_below("jax", SET_MESH_ADDED):
             needs = releases.flax_needs_jax(FLAX_NOOP)
             if silenced and needs is not None:
@@ -586,17 +591,19 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
                     f"to `jax.jit` with `NamedSharding`s, `pxla.thread_resources` to "
                     f"`jax.sharding.get_abstract_mesh()`), then use `with jax.set_mesh({text}):`",
                     None, True)
-        if caveat is not None:
+        if caveat is not None:  # (the fix stays: unsafe, as a pjit is reached)
             return (f"use `with jax.set_mesh({text}):` once nothing under it needs the legacy "
                     f"resource environment, which `jax.set_mesh` does not set: {caveat}",
-                    None, True)
+                    self._fix(item, text, unsafe=True), False)
         return f"use `with jax.set_mesh({text}):`", self._fix(item, text), False
 
     def _blocker(self, item) -> str | None:
         """Code under the ``with`` that needs the legacy resource environment it sets: a
         ``pjit`` or ``with_sharding_constraint`` given bare ``PartitionSpec``s (with only
-        ``jax.set_mesh`` they fail: `pjit requires a non-empty mesh in context`), or a project
-        module that reads ``pxla.thread_resources``."""
+        ``jax.set_mesh`` they fail: `pjit requires a non-empty mesh in context`), a project
+        function a call there reaches that reads ``pxla.thread_resources``; or, where the
+        project reads it and shardlint cannot tell whether the ``with``'s code does (its calls
+        are not all followed), the project's readers."""
         stmt = item.stmt
         first = stmt.body[0].lineno if stmt.body else stmt.lineno
         last = stmt.end_lineno or stmt.lineno
@@ -614,9 +621,8 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
             runs = [c for c in calls_of(self.facts, site) if c.scope is item.scope
                     and inside(c.node)]
             if runs or (site.scope is item.scope and inside(site.node)):
-                name = site.bound_name or "a `pjit`"
-                return (f"`{name}` runs under it, a `pjit` given bare `PartitionSpec`s that reads "
-                        f"the legacy mesh")
+                return (f"{_named(site)} runs under it, a `pjit` given bare `PartitionSpec`s that "
+                        f"reads the legacy mesh")
         for c in self.facts.calls:
             if c.scope is item.scope and inside(c.node) and c.api is not None \
                     and c.api.name == "jax.lax.with_sharding_constraint" \
@@ -624,36 +630,55 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
                 return (f"`{self.text(c.node.func)}` runs under it with a bare `PartitionSpec` and "
                         f"reads the legacy mesh")
         readers = self.project.legacy_env_readers
-        if readers:
-            refs = []
-            for c in self._calls_under(item):
-                ref = reference(self.facts, c.node.func, c.scope) \
-                    if isinstance(c.node.func, (ast.Name, ast.Attribute)) else None
-                if ref is not None:
-                    refs.append((c, ref))
-            found = self.project.first_reaching([r for _, r in refs], self.facts.module,
-                                                frozenset(readers))
-            if found is not None:
-                i, module = found
-                return (f"`{self.text(refs[i][0].node.func)}` runs under it and reaches "
-                        f"`{module}`, whose code reads the legacy resource environment "
-                        f"(`pxla.thread_resources`)")
-        return None
-
-    def _caveat(self, item) -> str | None:
-        """Where the project reads the legacy resource environment but no call under the
-        ``with`` is seen to reach a reader: what stands in the way of knowing (a call of a
-        package shardlint does not read, or calls it cannot follow)."""
-        readers = self.project.legacy_env_readers
         if not readers:
             return None
+        found = self._first_reaching(item, self.project.legacy_env_symbols)
+        if found is not None:
+            call, key = found
+            return (f"`{self.text(call.func)}` runs under it and reaches `{_shown(key)}`, which "
+                    f"reads the legacy resource environment (`pxla.thread_resources`)")
+        # (the calls under it are not all followed: whether they reach one is not known)
         more = f" and {len(readers) - 1} more" if len(readers) > 1 else ""
-        where = f"the project reads it (`pxla.thread_resources`) in `{readers[0]}`{more}"
-        library = self._library_call(item)
-        if library is not None:
-            return (f"`{self.text(library.node.func)}` runs under it, from a package shardlint "
-                    f"does not read, and {where}")
-        return f"{where}, which no call under this `with` is seen to reach"
+        return (f"the project reads the legacy resource environment (`pxla.thread_resources`) "
+                f"in `{readers[0]}`{more}")
+
+    def _caveat(self, item) -> str | None:
+        """Where nothing certainly needs the legacy resource environment but a ``pjit`` whose
+        specs shardlint cannot read may: one under the ``with``, or in a project function a
+        call there reaches (given bare ``PartitionSpec``s, a ``pjit`` reads it)."""
+        stmt = item.stmt
+        first = stmt.body[0].lineno if stmt.body else stmt.lineno
+        last = stmt.end_lineno or stmt.lineno
+        for site in self.facts.jit_sites:
+            if site.api_name != PJIT or not specs_may_be_bare(self.facts, site):
+                continue
+            runs = [c for c in calls_of(self.facts, site) if c.scope is item.scope
+                    and first <= c.node.lineno <= last]
+            if runs or (site.scope is item.scope and first <= site.node.lineno <= last):
+                return (f"{_named(site)} runs under it, a `pjit` given shardings shardlint cannot "
+                        f"read (given bare `PartitionSpec`s, a `pjit` reads it)")
+        found = self._first_reaching(item, self.project.pjit_symbols)
+        if found is None:
+            return None
+        call, key = found
+        return (f"`{self.text(call.func)}` runs under it and reaches `{_shown(key)}`, which calls a "
+                f"`pjit` given shardings shardlint cannot read (given bare `PartitionSpec`s, a "
+                f"`pjit` reads it)")
+
+    def _first_reaching(self, item, targets: frozenset[str]) -> tuple[ast.Call, str] | None:
+        """The first call under the ``with`` whose code runs one of ``targets``
+        (:meth:`ProjectIndex.first_reaching`), and that symbol."""
+        if not targets:
+            return None
+        calls = []
+        for c in self._calls_under(item):
+            ref = reference(self.facts, c.node.func, c.scope) \
+                if isinstance(c.node.func, (ast.Name, ast.Attribute)) else None
+            if ref is not None:
+                calls.append((c.node, ref))
+        found = self.project.first_reaching([r for _, r in calls], self.facts.module, targets) \
+            if calls else None
+        return (calls[found[0]][0], found[1]) if found is not None else None
 
     def _calls_under(self, item) -> list:
         """The calls in the body of the ``with`` of ``item`` (in its own scope), in order."""
@@ -741,7 +766,7 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
             and isinstance(o.node.func, ast.Name) and o.node.func.id in names
             for o in self.facts.calls)
 
-    def _fix(self, item, text: str) -> Fix | None:
+    def _fix(self, item, text: str, unsafe: bool = False) -> Fix | None:
         expr = item.expr
         jax_name = next((local for local, q in self.facts.imports.names.items() if q == "jax"), None)
         set_mesh = next((local for local, q in self.facts.imports.names.items()
@@ -751,7 +776,7 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
             return None
         # `jax.set_mesh` does not set the legacy environment: code that reads it would lose it
         # (the project's own, or a library called under the `with` that shardlint cannot read).
-        safety = "unsafe" if self._calls_a_library(item) or self._reaches_pjit(item) \
+        safety = "unsafe" if unsafe or self._calls_a_library(item) or self._reaches_pjit(item) \
             else "safe"
         return Fix(f"Replace `{text}` with `{call}({text})`", safety,
                    (Edit(self.span(expr), f"{call}({text})"),))
@@ -759,14 +784,11 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
     def _reaches_pjit(self, item) -> bool:
         """A call under the ``with`` of project code that reaches a module calling ``pjit``
         (through calls, methods, base classes, any depth): given bare ``PartitionSpec``s there,
-        it reads the legacy environment ``jax.set_mesh`` does not set."""
-        stmt = item.stmt
-        first = stmt.body[0].lineno if stmt.body else stmt.lineno
-        last = stmt.end_lineno or stmt.lineno
+        it reads the legacy environment ``jax.set_mesh`` does not set. (Coarse on purpose: it
+        decides whether the fix is safe.)"""
         summaries = self.project.summaries
-        for c in self.facts.calls:
-            if c.scope is not item.scope or not (first <= c.node.lineno <= last) \
-                    or not isinstance(c.node.func, (ast.Name, ast.Attribute)):
+        for c in self._calls_under(item):
+            if not isinstance(c.node.func, (ast.Name, ast.Attribute)):
                 continue
             ref = reference(self.facts, c.node.func, c.scope)
             if ref is None:
@@ -792,6 +814,17 @@ non-empty mesh in context`), where a project module reads `pxla.thread_resources
                 if ref is None or self.project.resolve(ref, self.facts.module) is None:
                     return c
         return None
+
+
+def _named(site) -> str:
+    """How a message names a jit site: the name it is bound to, else where it is."""
+    return f"`{site.bound_name}`" if site.bound_name else f"the `pjit` of line {site.node.lineno}"
+
+
+def _shown(key: str) -> str:
+    """``mod.Qual`` of a symbol key (``mod`` for a module's top-level code)."""
+    module, _, qual = key.partition(":")
+    return f"{module}.{qual}" if qual else module
 
 
 _LOGICAL = (Role.LOGICAL_CONSTRAINT, Role.LOGICAL_PARTITIONING)

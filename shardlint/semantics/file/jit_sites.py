@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from shardlint.semantics.catalog.api import Role
 from shardlint.semantics.catalog.names import call_arg
+from shardlint.semantics.file.bindings import follow
 from shardlint.semantics.file.dataflow import positional_params
 from shardlint.semantics.file.execution import compiled_function
 from shardlint.semantics.file.facts import CallSite, FileFacts, JitSite, Scope
@@ -642,3 +643,31 @@ def sharded_jit_params(facts: FileFacts) -> list[list]:
                 if entry not in out:
                     out.append(entry)
     return out
+
+
+def specs_may_be_bare(facts: FileFacts, site: JitSite) -> bool:
+    """Whether a ``pjit`` may be given bare ``PartitionSpec``s (which it resolves against the
+    legacy mesh of ``with mesh:``): a sharding keyword whose value is not ``None`` or a
+    ``NamedSharding`` (or a tuple, list or dict of them), as far as this file shows."""
+    kws = jit_keywords(facts, site) or site.keywords
+    return any(_may_be_bare(facts, v, site.scope, 0)
+               for k, v in kws.items() if k in SHARDING_KEYWORDS)
+
+
+def _may_be_bare(facts: FileFacts, node: ast.expr | None, scope: Scope, depth: int) -> bool:
+    if depth > 8:
+        return True
+    if isinstance(node, ast.Name):
+        value, vscope = follow(facts, node, scope)
+        return value is None or _may_be_bare(facts, value, vscope, depth + 1)
+    if isinstance(node, ast.Constant):
+        return node.value is not None
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return any(_may_be_bare(facts, e.value if isinstance(e, ast.Starred) else e, scope,
+                                depth + 1) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return any(_may_be_bare(facts, v, scope, depth + 1) for v in node.values)
+    if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
+        known = facts.resolve(node.func)
+        return known is None or known.role is not Role.NAMED_SHARDING
+    return True

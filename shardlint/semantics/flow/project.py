@@ -63,8 +63,9 @@ def project_cached(fn):
     return wrapper
 
 
-# What building, calling or applying an object of a class runs, besides what it calls
-_RUN_ON_USE = ("__init__", "__post_init__", "setup", "__call__")
+# What building an object of a class runs; and building, calling or applying it
+_RUN_ON_BUILD = ("__init__", "__post_init__")
+_RUN_ON_USE = (*_RUN_ON_BUILD, "setup", "__call__")
 
 _UNSEEN = object()  # (a memo's "not asked yet": None is an answer)
 
@@ -315,10 +316,14 @@ class ProjectIndex:
         return list(self._walk(self.resolve(ref, from_module), self._reach_edges))
 
     def first_reaching(self, refs: list[str], from_module: str,
-                       modules: frozenset[str]) -> tuple[int, str] | None:
-        """The first of ``refs`` whose code reaches (as :meth:`reachable`) a symbol of one of
-        ``modules``, and that module; None where none does. One walk shares what each ref
-        explored with the next (what reached nothing before reaches nothing now)."""
+                       targets: frozenset[str]) -> tuple[int, str] | None:
+        """The first of ``refs`` whose code runs a symbol of ``targets`` (``mod:Qual`` keys;
+        ``mod:`` for a module's top-level code, which any of its symbols stands for), and that
+        symbol; None where none does. What runs: what a function references (calls, through
+        a module's attributes too), a method's overrides, and of a class, what building it
+        runs (``__init__``; its other methods run where they are called). One walk shares
+        what each ref explored with the next (what reached nothing before reaches nothing
+        now)."""
         self._ensure()
         seen: set[str] = set()
         for i, ref in enumerate(refs):
@@ -329,11 +334,31 @@ class ProjectIndex:
                 if key in seen:
                     continue
                 seen.add(key)
-                module = key.partition(":")[0]
-                if module in modules:
-                    return i, module
-                todo.extend(k for k in self._reach_edges(key) if k not in seen)
+                if key in targets or key.partition(":")[0] + ":" in targets:
+                    return i, key
+                todo.extend(k for k in self._runs(key, _RUN_ON_BUILD) if k not in seen)
         return None
+
+    def _runs(self, key: str, on_use: tuple[str, ...] = ()) -> list[str]:
+        """What running the symbol ``key`` runs: what it references, the overrides of a
+        method in the project's subclasses; of a class, its methods named ``on_use`` (what
+        building it runs, or building and calling it)."""
+        sym = self.symbol(key)
+        if sym is not None and sym.kind == "class":
+            chain = self.class_chain(key)
+            return [m for name in on_use
+                    if (m := next((f"{c}.{name}" for c in chain
+                                   if self.symbol(f"{c}.{name}") is not None), None))]
+        edges = self._reach_edges(key)
+        mod, _, qual = key.partition(":")
+        owner, _, name = qual.rpartition(".")
+        if owner and sym is not None and sym.kind == "function" \
+                and (cls := self.symbol(f"{mod}:{owner}")) is not None and cls.kind == "class":
+            # (a method runs as its override in the class of the object: `self.init_method`
+            # in a base class is each subclass's `init_method`)
+            edges = [*edges, *(m for m in self._methods_of(f"{mod}:{owner}", name, mod)
+                               if m != key)]
+        return edges
 
     def _reach_edges(self, key: str) -> list[str]:
         """:attr:`_edges`, and the symbols a body names through a module's attributes
@@ -386,15 +411,7 @@ class ProjectIndex:
             out[key] = at
             sym = self.symbol(key)
             mod = key.partition(":")[0]
-            if sym is not None and sym.kind == "class":
-                # (building or calling an object runs these; its other methods run where
-                # they are called, which its callers' references say)
-                chain = self.class_chain(key)
-                nxt = [m for name in _RUN_ON_USE
-                       if (m := next((f"{c}.{name}" for c in chain
-                                      if self.symbol(f"{c}.{name}") is not None), None))]
-            else:
-                nxt = list(self._reach_edges(key))
+            nxt = list(self._runs(key, _RUN_ON_USE))
             if sym is not None:
                 for r in sym.refs:
                     if r.startswith("meth:"):
@@ -549,6 +566,19 @@ class ProjectIndex:
         or ``use_mesh``: under it, flax >= 0.12.2 applies no logical constraint at all."""
         return any(s.legacy_mesh for s in self.summaries.values()) \
             and not any(s.mesh_context for s in self.summaries.values())
+
+    @property
+    @project_cached
+    def legacy_env_symbols(self) -> frozenset[str]:
+        """The symbols that read the legacy resource environment (``mod:`` for a module's
+        top-level code), for :meth:`first_reaching`."""
+        return frozenset(f"{m}:{q}" for m, s in self.summaries.items() for q in s.legacy_readers)
+
+    @property
+    @project_cached
+    def pjit_symbols(self) -> frozenset[str]:
+        """The symbols that call ``pjit`` (``mod:`` for a module's top-level code)."""
+        return frozenset(f"{m}:{q}" for m, s in self.summaries.items() for q in s.pjit_callers)
 
     @property
     @project_cached

@@ -26,6 +26,7 @@ from shardlint.semantics.file.jit_sites import (
     exported_jitted,
     jit_keywords,
     sharded_jit_params,
+    specs_may_be_bare,
 )
 from shardlint.semantics.file.meshes import axis_kind
 from shardlint.semantics.file.moves import newer_calls
@@ -44,9 +45,10 @@ from shardlint.semantics.flow.valueflow import shift as shift_flow
 from shardlint.syntax import nodes as walk_nodes
 
 _MISSING = object()
+PJIT = "jax.experimental.pjit.pjit"
 
 # Bump when what a summary records changes: cached summaries of another format are dropped.
-FORMAT = 26
+FORMAT = 27
 ENTRY_METHODS = ("init", "init_with_output", "apply")
 _WRAPPERS = frozenset({Role.JIT, Role.PARTIAL, Role.LINEN_LIFT, Role.NNX_LIFT, Role.REMAT})
 _MESH_LIKE = frozenset({"Mesh", "make_mesh", "AbstractMesh"})
@@ -122,6 +124,11 @@ class ModuleSummary:
     calls: list[CallEdge] = field(default_factory=list)
     entries: list[Entry] = field(default_factory=list)
     legacy_env: bool = False  # reads pxla.thread_resources (what `with mesh:` sets)
+    # the functions (qualnames; "" for module-level code) that read pxla.thread_resources, and
+    # those that call a pjit that may be given bare PartitionSpecs (jit_sites.specs_may_be_bare;
+    # SHL101 names what a call under `with mesh:` reaches)
+    legacy_readers: list[str] = field(default_factory=list)
+    pjit_callers: list[str] = field(default_factory=list)
     rules_setter: bool = False  # nn.set_logical_axis_rules(...) somewhere
     mesh_setter: bool = False  # jax.set_mesh(m) as a statement somewhere
     rules_provider: bool = False  # any rules context, setter or rules= argument
@@ -449,6 +456,27 @@ def _merge(frag: _Fragment, sub: _Fragment) -> None:
         mine.extend(theirs)
 
 
+def _legacy_readers(f: FileFacts) -> list[str]:
+    """The functions (qualnames; "" for module-level code) that read ``thread_resources``
+    (``pxla.thread_resources.env.physical_mesh``), of a file that reads it: each read belongs
+    to the innermost function whose lines hold it."""
+    functions = []
+    todo = [f.module_scope]
+    while todo:
+        scope = todo.pop()
+        todo.extend(scope.children.values())
+        if scope.kind == "function":
+            node = scope.node
+            functions.append((node.lineno, node.end_lineno or node.lineno, scope.qualname))
+    out = set()
+    for node in walk_nodes(f.tree):
+        if type(node) is ast.Attribute and node.attr == "thread_resources":
+            line = node.lineno
+            inner = [(last - first, q) for first, last, q in functions if first <= line <= last]
+            out.add(min(inner)[1] if inner else "")
+    return sorted(out)
+
+
 class _Summariser:
     def __init__(self, facts: FileFacts):
         self.f = facts
@@ -556,6 +584,10 @@ class _Summariser:
         out.name_params, out.name_attrs, out.name_unless = exported_name_params(f)
         out.flags = exported_flags(f)
         out.legacy_env = Role.LEGACY_ENV in f.roles
+        if out.legacy_env:
+            out.legacy_readers = _legacy_readers(f)
+        out.pjit_callers = sorted({site.scope.qualname for site in f.jit_sites
+                                   if site.api_name == PJIT and specs_may_be_bare(f, site)})
         out.imports = {name: q for name, q in f.imports.names.items()
                        if q.partition(".")[0] not in EXTERNAL_PACKAGES}
         out.runs = [[m, first, last] for m, _, first, last in
