@@ -372,6 +372,58 @@ def test_shl101_advice_waits_for_a_pjit_whose_shardings_are_not_known(tmp_path, 
     assert f.fix is not None and f.fix.applicability == "unsafe"
 
 
+def test_shl101_follows_overrides_constructors_and_inherited_methods_to_a_pjit(tmp_path):
+    """saxml's shape: a base class's `self.init_method` runs as a subclass's override, which
+    builds a method object whose `__init__` calls `super().__init__`, whose `self.load()` is
+    inherited, and compiles a pjit whose shardings are a parameter."""
+    files = {
+        "methods.py": """
+            from jax.experimental.pjit import pjit
+
+            class Method:
+                def load(self):
+                    self.fn = self._compile(self.specs)
+
+                def _compile(self, specs):
+                    return pjit(lambda x: x, in_shardings=specs, out_shardings=None)
+
+            class PaxMethod(Method):
+                def __init__(self, specs):
+                    self.specs = specs
+                    self.load()
+        """,
+        "server.py": """
+            import jax
+
+            class Server:
+                def init_method(self, specs):
+                    raise NotImplementedError
+
+                def load_methods(self, specs):
+                    mesh = jax.make_mesh((8,), ("data",))
+                    with mesh:
+                        self.init_method(specs)
+        """,
+        "lm.py": """
+            import jax
+            from methods import PaxMethod
+            from server import Server
+
+            class ScoreMethod(PaxMethod):
+                def __init__(self, specs):
+                    super().__init__(specs)
+
+            class LMServer(Server):
+                def init_method(self, specs):
+                    return ScoreMethod(specs)
+        """,
+    }
+    [f] = _lint(tmp_path, files, "SHL101")
+    assert "`self.init_method` runs under it and reaches `methods.Method._compile`, which calls a " \
+           "`pjit` given shardings shardlint cannot read" in f.message, f.message
+    assert f.fix is not None and f.fix.applicability == "unsafe"
+
+
 def test_shl101_next_to_set_mesh_is_a_warning_without_a_fix(tmp_path):
     [f] = _lint(tmp_path, {"train.py": """
         import jax

@@ -345,19 +345,28 @@ class ProjectIndex:
         building it runs, or building and calling it)."""
         sym = self.symbol(key)
         if sym is not None and sym.kind == "class":
-            chain = self.class_chain(key)
-            return [m for name in on_use
-                    if (m := next((f"{c}.{name}" for c in chain
-                                   if self.symbol(f"{c}.{name}") is not None), None))]
+            # (each class of the chain's: an override calls its base's through `super()`)
+            return [f"{c}.{name}" for name in on_use for c in self.class_chain(key)
+                    if self.symbol(f"{c}.{name}") is not None]
         edges = self._reach_edges(key)
+        if sym is None or sym.kind != "function":
+            return edges
         mod, _, qual = key.partition(":")
         owner, _, name = qual.rpartition(".")
-        if owner and sym is not None and sym.kind == "function" \
-                and (cls := self.symbol(f"{mod}:{owner}")) is not None and cls.kind == "class":
+        if owner and (cls := self.symbol(f"{mod}:{owner}")) is not None and cls.kind == "class":
             # (a method runs as its override in the class of the object: `self.init_method`
             # in a base class is each subclass's `init_method`)
             edges = [*edges, *(m for m in self._methods_of(f"{mod}:{owner}", name, mod)
                                if m != key)]
+        for r in sym.refs:
+            # `self.load()` of a method the class inherits: the reference names the class's
+            # own, which it does not define
+            head, _, rest = r.partition(":")
+            cls_qual, dot, method = rest.rpartition(".")
+            if dot and head == mod and f"{mod}:{rest}" not in self._edges.get(key, ()) \
+                    and (c := self.symbol(f"{mod}:{cls_qual}")) is not None and c.kind == "class" \
+                    and self.symbol(r) is None:
+                edges = [*edges, *self._methods_of(f"{mod}:{cls_qual}", method, mod)]
         return edges
 
     def _reach_edges(self, key: str) -> list[str]:
