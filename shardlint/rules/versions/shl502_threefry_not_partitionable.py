@@ -438,13 +438,9 @@ applies to projects on older jax. The explicit `False` is reported on every vers
                 made = self._key_made(a, c.scope) if at is not None else None
                 if made is None:
                     continue
-                module, line, col, end_line, end_col = at
-                other = self.project.summaries.get(module)
-                related = [Related(other.path, Span(line, col, end_line, end_col),
-                                   "the jit with in/out shardings it reaches")] \
-                    if other is not None else []
                 out.append((made, f"this key reaches a jit with in/out shardings through "
-                                  f"`{key.partition(':')[2]}({name}=...)`", related))
+                                  f"`{key.partition(':')[2]}({name}=...)`",
+                            self._jit_at(at, "the jit with in/out shardings it reaches")))
         return out
 
     def _in_traced_functions(self) -> list[tuple[ast.Call, str, list[Related]]]:
@@ -464,14 +460,17 @@ applies to projects on older jax. The explicit `False` is reported on every vers
             at = traced.get(key)
             if at is None:
                 continue
-            module, line, col, end_line, end_col = at
-            other = self.project.summaries.get(module)
-            related = [Related(other.path, Span(line, col, end_line, end_col),
-                               "the jit with in/out shardings that traces it")] \
-                if other is not None else []
             out.append((c.node, f"this random call runs under a jit with in/out shardings, "
-                                f"which traces `{scope.qualname}`", related))
+                                f"which traces `{scope.qualname}`",
+                        self._jit_at(at, "the jit with in/out shardings that traces it")))
         return out
+
+    def _jit_at(self, at: list, message: str) -> list[Related]:
+        """The related location of a jit kept as ``[module, line, col, end_line, end_col]``."""
+        module, line, col, end_line, end_col = at
+        other = self.project.summaries.get(module)
+        return [Related(other.path, Span(line, col, end_line, end_col), message)] \
+            if other is not None else []
 
     def _key_made(self, node: ast.expr, scope) -> ast.Call | None:
         """The `jax.random` call that makes the key an argument is: written there, or bound
