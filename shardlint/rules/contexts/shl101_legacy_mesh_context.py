@@ -9,13 +9,12 @@ from shardlint.rules.base import Edit, Fix, Rule, example, register
 from shardlint.semantics.catalog import facts as releases
 from shardlint.semantics.catalog.api import Role, lookup
 from shardlint.semantics.file.facts import RULES
-from shardlint.semantics.file.jit_sites import calls_of, jit_keywords, specs_may_be_bare
+from shardlint.semantics.file.jit_sites import PJIT, calls_of, jit_keywords, specs_may_be_bare
 from shardlint.semantics.file.moves import guarded_at, may_have_guards, version_guarded
 from shardlint.semantics.flow.summary import reference
 from shardlint.semantics.sharding.mesh_values import is_mesh
 from shardlint.semantics.sharding.placement import bare_specs
 
-PJIT = "jax.experimental.pjit.pjit"
 SET_MESH_ADDED: str = lookup("jax.set_mesh").added or ""  # type: ignore[union-attr]  # 0.7.1
 # `Mesh.__enter__` warns (DeprecationWarning) from this release on; a method's warning, which the
 # catalogue's names do not carry: tests/test_api_facts.py holds it to the table of releases.
@@ -604,28 +603,12 @@ in a project function a call there reaches, the advice waits for it (given bare
         function a call there reaches that reads ``pxla.thread_resources``; or, where the
         project reads it and shardlint cannot tell whether the ``with``'s code does (its calls
         are not all followed), the project's readers."""
-        stmt = item.stmt
-        first = stmt.body[0].lineno if stmt.body else stmt.lineno
-        last = stmt.end_lineno or stmt.lineno
-
-        def inside(node) -> bool:
-            return first <= node.lineno <= last
-
-        for site in self.facts.jit_sites:
-            if site.api_name != PJIT:
-                continue
-            kws = jit_keywords(self.facts, site)
-            if not any(k in _SPEC_KEYWORDS and bare_specs(self.facts, v, site.scope) is not None
-                       for k, v in (kws or {}).items()):
-                continue
-            runs = [c for c in calls_of(self.facts, site) if c.scope is item.scope
-                    and inside(c.node)]
-            if runs or (site.scope is item.scope and inside(site.node)):
-                return (f"{_named(site)} runs under it, a `pjit` given bare `PartitionSpec`s that "
-                        f"reads the legacy mesh")
-        for c in self.facts.calls:
-            if c.scope is item.scope and inside(c.node) and c.api is not None \
-                    and c.api.name == "jax.lax.with_sharding_constraint" \
+        site = self._pjit_under(item, self._bare)
+        if site is not None:
+            return (f"{_named(site)} runs under it, a `pjit` given bare `PartitionSpec`s that "
+                    f"reads the legacy mesh")
+        for c in self._calls_under(item):
+            if c.api is not None and c.api.name == "jax.lax.with_sharding_constraint" \
                     and bare_specs(self.facts, c.arg(1, "shardings"), c.scope) is not None:
                 return (f"`{self.text(c.node.func)}` runs under it with a bare `PartitionSpec` and "
                         f"reads the legacy mesh")
@@ -646,17 +629,10 @@ in a project function a call there reaches, the advice waits for it (given bare
         """Where nothing certainly needs the legacy resource environment but a ``pjit`` whose
         specs shardlint cannot read may: one under the ``with``, or in a project function a
         call there reaches (given bare ``PartitionSpec``s, a ``pjit`` reads it)."""
-        stmt = item.stmt
-        first = stmt.body[0].lineno if stmt.body else stmt.lineno
-        last = stmt.end_lineno or stmt.lineno
-        for site in self.facts.jit_sites:
-            if site.api_name != PJIT or not specs_may_be_bare(self.facts, site):
-                continue
-            runs = [c for c in calls_of(self.facts, site) if c.scope is item.scope
-                    and first <= c.node.lineno <= last]
-            if runs or (site.scope is item.scope and first <= site.node.lineno <= last):
-                return (f"{_named(site)} runs under it, a `pjit` given shardings shardlint cannot "
-                        f"read (given bare `PartitionSpec`s, a `pjit` reads it)")
+        site = self._pjit_under(item, lambda s: specs_may_be_bare(self.facts, s))
+        if site is not None:
+            return (f"{_named(site)} runs under it, a `pjit` given shardings shardlint cannot "
+                    f"read (given bare `PartitionSpec`s, a `pjit` reads it)")
         found = self._first_reaching(item, self.project.pjit_symbols)
         if found is None:
             return None
@@ -668,17 +644,42 @@ in a project function a call there reaches, the advice waits for it (given bare
     def _first_reaching(self, item, targets: frozenset[str]) -> tuple[ast.Call, str] | None:
         """The first call under the ``with`` whose code runs one of ``targets``
         (:meth:`ProjectIndex.first_reaching`), and that symbol."""
-        if not targets:
-            return None
-        calls = []
+        calls = self._call_refs(item) if targets else []
+        found = self.project.first_reaching([r for _, r in calls], self.facts.module, targets) \
+            if calls else None
+        return (calls[found[0]][0].node, found[1]) if found is not None else None
+
+    def _pjit_under(self, item, given):
+        """The first ``pjit`` of this file that runs under the ``with`` (made or called there)
+        and whose shardings satisfy ``given``."""
+        stmt = item.stmt
+        first = stmt.body[0].lineno if stmt.body else stmt.lineno
+        last = stmt.end_lineno or stmt.lineno
+        for site in self.facts.jit_sites:
+            if site.api_name != PJIT or not given(site):
+                continue
+            if (site.scope is item.scope and first <= site.node.lineno <= last) or any(
+                    c.scope is item.scope and first <= c.node.lineno <= last
+                    for c in calls_of(self.facts, site)):
+                return site
+        return None
+
+    def _bare(self, site) -> bool:
+        """A pjit given bare ``PartitionSpec``s, as this file shows them."""
+        kws = jit_keywords(self.facts, site)
+        return any(k in _SPEC_KEYWORDS and bare_specs(self.facts, v, site.scope) is not None
+                   for k, v in (kws or {}).items())
+
+    def _call_refs(self, item) -> list:
+        """(call, reference of what it calls) of the calls under the ``with`` that name what
+        they call."""
+        out = []
         for c in self._calls_under(item):
             ref = reference(self.facts, c.node.func, c.scope) \
                 if isinstance(c.node.func, (ast.Name, ast.Attribute)) else None
             if ref is not None:
-                calls.append((c.node, ref))
-        found = self.project.first_reaching([r for _, r in calls], self.facts.module, targets) \
-            if calls else None
-        return (calls[found[0]][0], found[1]) if found is not None else None
+                out.append((c, ref))
+        return out
 
     def _calls_under(self, item) -> list:
         """The calls in the body of the ``with`` of ``item`` (in its own scope), in order."""
@@ -787,12 +788,7 @@ in a project function a call there reaches, the advice waits for it (given bare
         it reads the legacy environment ``jax.set_mesh`` does not set. (Coarse on purpose: it
         decides whether the fix is safe.)"""
         summaries = self.project.summaries
-        for c in self._calls_under(item):
-            if not isinstance(c.node.func, (ast.Name, ast.Attribute)):
-                continue
-            ref = reference(self.facts, c.node.func, c.scope)
-            if ref is None:
-                continue
+        for _, ref in self._call_refs(item):
             for key in self.project.reachable(ref, self.facts.module):
                 s = summaries.get(key.partition(":")[0])
                 if s is not None and PJIT in s.apis:

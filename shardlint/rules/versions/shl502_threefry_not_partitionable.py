@@ -7,7 +7,7 @@ import ast
 from shardlint.rules.base import Edit, Fix, Related, Rule, example, register
 from shardlint.semantics.file.config_flags import UNKNOWN, flag_settings
 from shardlint.semantics.file.facts import CallSite
-from shardlint.semantics.file.jit_sites import SHARDING_KEYWORDS, jit_keywords, sharded_jit_calls
+from shardlint.semantics.file.jit_sites import is_sharded, sharded_jit_calls
 from shardlint.semantics.flow.models import project_uses_mesh
 from shardlint.semantics.flow.project import ProjectIndex, project_cached
 from shardlint.source import Span
@@ -385,8 +385,7 @@ applies to projects on older jax. The explicit `False` is reported on every vers
         that reaches one (``FlowIndex.sharded_jit_params``)."""
         found: list[tuple[ast.Call, str, list[Related]]] = []
         for site in self.facts.jit_sites:
-            if not any(k in (jit_keywords(self.facts, site) or site.keywords)
-                       for k in SHARDING_KEYWORDS):
+            if not is_sharded(self.facts, site):
                 continue
             body = site.function.node if site.function is not None else site.target
             inner = self._random_calls_in(body) if isinstance(

@@ -612,6 +612,13 @@ def exported_jitted(facts: FileFacts) -> list[str]:
 # ---- jits that place their values on a mesh --------------------------------------------------------
 # Keywords that shard a compiled function's inputs or outputs (pjit's older spellings too).
 SHARDING_KEYWORDS = ("in_shardings", "out_shardings", "in_axis_resources", "out_axis_resources")
+PJIT = "jax.experimental.pjit.pjit"
+
+
+def is_sharded(facts: FileFacts, site: JitSite) -> bool:
+    """Whether a jit is given ``in_shardings``/``out_shardings`` (or pjit's
+    ``*_axis_resources``)."""
+    return any(k in (jit_keywords(facts, site) or site.keywords) for k in SHARDING_KEYWORDS)
 
 
 def sharded_jit_calls(facts: FileFacts) -> list[tuple[JitSite, CallSite]]:
@@ -620,8 +627,7 @@ def sharded_jit_calls(facts: FileFacts) -> list[tuple[JitSite, CallSite]]:
     found = facts.derived.get("sharded_jit_calls")
     if found is None:
         found = facts.derived["sharded_jit_calls"] = [
-            (site, c) for site in facts.jit_sites
-            if any(k in (jit_keywords(facts, site) or site.keywords) for k in SHARDING_KEYWORDS)
+            (site, c) for site in facts.jit_sites if is_sharded(facts, site)
             for c in calls_of(facts, site)]
     return found  # type: ignore[return-value]
 

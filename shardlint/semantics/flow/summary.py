@@ -20,11 +20,11 @@ from shardlint.semantics.file.config_flags import exported_flags
 from shardlint.semantics.file.config_tables import python_tables, table_key
 from shardlint.semantics.file.facts import ALL, MESH, RULES, CallSite, FileFacts, Scope
 from shardlint.semantics.file.jit_sites import (
-    SHARDING_KEYWORDS,
+    PJIT,
     bound_once,
     exported_donations,
     exported_jitted,
-    jit_keywords,
+    is_sharded,
     sharded_jit_params,
     specs_may_be_bare,
 )
@@ -45,7 +45,6 @@ from shardlint.semantics.flow.valueflow import shift as shift_flow
 from shardlint.syntax import nodes as walk_nodes
 
 _MISSING = object()
-PJIT = "jax.experimental.pjit.pjit"
 
 # Bump when what a summary records changes: cached summaries of another format are dropped.
 FORMAT = 27
@@ -873,7 +872,7 @@ class _Summariser:
         FlaxPreTrainedModel``, ``Optional[...]``, ``... | None``). The class is ``ext:`` and
         its dotted name where imported, or this module's ``mod:Qual``. The index follows it to
         the methods of that name of the project's subclasses of the class
-        (``ProjectIndex.traced_under``: class-hierarchy edges, kept apart from the references
+        (``ProjectIndex.traced_under_sharded_jits``: class-hierarchy edges, kept apart from the references
         other closures follow)."""
         if self._methods is not None:
             return self._methods
@@ -925,8 +924,7 @@ class _Summariser:
         """:attr:`ModuleSummary.sharded_jits` of this module."""
         out: list[list] = []
         for site in self.f.jit_sites:
-            if not any(k in (jit_keywords(self.f, site) or site.keywords)
-                       for k in SHARDING_KEYWORDS):
+            if not is_sharded(self.f, site):
                 continue
             if site.function is not None:
                 key = f"{self.f.module}:{site.function.qualname}"
