@@ -829,7 +829,8 @@ class Engine:
         versions = runnable(facts.tree, versions, inherited(
             self.index, loads(facts.tree, facts.imports), facts.module), newer_calls(facts),
             self._folder_needs(versions))
-        ctx = RuleContext(facts, self.index, versions, source, preview=self.config.preview)
+        ctx = RuleContext(facts, self.index, versions, source, preview=self.config.preview,
+                          test_code=self.config.is_test_file(spath))
         findings: list[Finding] = []
         for cls in self.selected_rules(spath):
             if not cls.applies(versions) or not cls.relevant(facts, self.index):  # type: ignore[arg-type]

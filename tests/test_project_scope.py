@@ -8,6 +8,7 @@ other line must stay clean for that rule (both directions: found, and the quiet 
 from __future__ import annotations
 
 import textwrap
+from pathlib import PurePath
 
 import pytest
 from helpers import expected_markers, run_example
@@ -252,6 +253,26 @@ def test_shl101_is_an_error_only_where_a_linen_constraint_runs_under_it(tmp_path
     # deprecation alone it is safe (tests/test_safe_fixes_run.py runs both programs).
     assert constrained.fix is not None and constrained.fix.applicability == "unsafe"
     assert plain.fix is not None and plain.fix.applicability == "safe"
+
+
+def test_shl101_in_test_code_is_a_warning_even_where_a_linen_constraint_runs_under_it(tmp_path):
+    """A test runs toy sizes and checks values, which are the same unsharded: the dropped
+    constraints are reported, but nothing there certainly goes wrong."""
+    run = """
+        import jax
+        from model import MLP
+
+        def test_init():
+            mesh = jax.make_mesh((8,), ("data",))
+            with mesh:
+                MLP().init(jax.random.key(0), jax.numpy.ones((8, 4)))
+    """
+    found = _lint(tmp_path, {"model.py": MODEL, "model_test.py": run, "tests/test_mlp.py": run,
+                             "check_model.py": run}, "SHL101")
+    by_file = {PurePath(f.path).name: f.severity for f in found}
+    assert by_file == {"model_test.py": "warning", "test_mlp.py": "warning",
+                       "check_model.py": "error"}
+    assert all("`MLP` runs under it" in f.message for f in found)
 
 
 def _lint_at(tmp_path, files: dict[str, str], code: str, **versions: str):

@@ -107,6 +107,7 @@ class RuleContext:
     source: SourceText
     _findings: list[Finding] = field(default_factory=list)
     preview: bool = False  # preview mode: behaviours not yet right often enough on real code
+    test_code: bool = False  # the file is test code (``test-files``)
 
 
 class Rule:

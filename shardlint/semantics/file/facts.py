@@ -43,6 +43,23 @@ MESH_SET = 4
 ALL = RULES | MESH | MESH_SET
 
 
+_GETTERS = frozenset({"property", "cached_property"})
+
+
+def accessor(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """1 for a property's getter (``@property``, ``@functools.cached_property``,
+    ``@mesh.getter``), 2 for its setter or deleter (``@mesh.setter``), else 0."""
+    for d in fn.decorator_list:
+        if type(d) is ast.Name and d.id in _GETTERS:
+            return 1
+        if type(d) is ast.Attribute:
+            if d.attr == "setter" or d.attr == "deleter":
+                return 2
+            if d.attr in _GETTERS or d.attr == "getter":
+                return 1
+    return 0
+
+
 @dataclass(eq=False)
 class Scope:
     """A module, class or function body (lambdas belong to the scope they appear in)."""

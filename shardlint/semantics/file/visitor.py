@@ -22,6 +22,7 @@ from shardlint.semantics.file.facts import (
     Reference,
     Scope,
     WithItem,
+    accessor,
 )
 from shardlint.semantics.file.replay import (
     BodyLog,
@@ -256,6 +257,12 @@ class FactsBuilder:
                    reused: Scope | None = None) -> Scope:
         qual = f"{self.scope.qualname}.{name}" if self.scope.qualname else name
         scope = reused if reused is not None else Scope(qual, kind, node, self.scope)
+        getter = self.scope.children.get(name)
+        if getter is not None and getter.kind == "function" and kind == "function" \
+                and accessor(node) == 2:  # type: ignore[arg-type]
+            # `@mesh.setter def mesh(...)`: the name stays the property's, and reading
+            # `self.mesh` runs the getter (its body is still visited, in a scope of its own)
+            return scope
         self.scope.children[name] = scope
         # A redefinition keeps the last one, as Python does at run time.
         self.facts.scopes[qual] = scope

@@ -52,7 +52,7 @@ from shardlint.semantics.file.dataflow import (
     Terms,
     positional_params,
 )
-from shardlint.semantics.file.facts import FileFacts, Scope
+from shardlint.semantics.file.facts import FileFacts, Scope, accessor
 
 
 
@@ -247,6 +247,8 @@ def function_flow(facts: FileFacts, scope: Scope, ref: RefFn,
         out["kwonly"] = kwonly
     if method:
         out["method"] = method
+        if accessor(fn) == 1:
+            out["prop"] = 1  # (a property: `obj.mesh` is what it returns)
     defaults = _defaults(facts, scope, fn)
     if defaults:
         out["defaults"] = defaults
@@ -823,7 +825,10 @@ def _returned_kinds(facts: FileFacts, scope: Scope, flow: LocalFlow, ref: RefFn,
     if not flow.returns:
         return out
     whole = [t for r in flow.returns for t in kind_terms(facts, scope, r, ref, flow)]
-    if whole and not all(t == ["other"] for t in whole) and "" not in out:
+    # (a property's "known to be no mesh" is kept: `obj.mesh` on an object of a class not
+    # known is a mesh only where no class's `mesh` is something else, named_attribute_mesh)
+    if whole and (not all(t == ["other"] for t in whole) or accessor(fn) == 1) \
+            and "" not in out:
         out[""] = _unique_terms(whole)
     for i in range(min(_arity(flow), _MAX_SLOTS)):
         terms = [t for r in flow.returns for t in kind_terms(facts, scope, r, ref, flow, (i,))]
@@ -1162,6 +1167,7 @@ class FlowIndex:
         self._after: dict[str, set[str]] | None = None
         self._subclasses: dict[str, list[str]] | None = None
         self._sharded: dict[tuple[str, str], list] | None = None
+        self._owners: dict[str, list[tuple[str, Any]]] | None = None
         self._active: set = set()
 
     def _memoised(self, store: dict, memo: tuple, too_deep: bool, compute: Callable[[], Any],
@@ -1829,17 +1835,69 @@ class FlowIndex:
             built = self._attribute_terms(member, head)
             terms = [[*t[:4], [field_], *t[5:]] for t in built[1] if t[0] == "c" and not t[4]] \
                 if built is not None else []
-            return bool(terms) and len(terms) == len(built[1]) and depth <= MAX_DEPTH and \
-                self.terms_mesh(terms, f"{built[0]}.__attr__", (), depth + 1)  # type: ignore[index]
+            if terms and len(terms) == len(built[1]):  # type: ignore[index]
+                return depth <= MAX_DEPTH and \
+                    self.terms_mesh(terms, f"{built[0]}.__attr__", (), depth + 1)  # type: ignore[index]
+            # (an object of a class not known: `self.model.mesh`, where `model` is a property
+            # over what `nnx.eval_shape` made -- what the project's classes make of `.mesh`)
+            return self.named_attribute_mesh(field_, depth + 1)
         found = self._attribute_terms(member, attr)
-        if found is None:
-            # a property of the class (`@property def mesh(self) -> Mesh: return
-            # self._engine.mesh`): what its body returns, or its annotation says
-            method = self._member_function(member, attr)
-            return method is not None and depth <= MAX_DEPTH and \
-                self.returns_mesh(method, (), depth + 1)
-        return depth <= MAX_DEPTH and \
-            self.terms_mesh(found[1], f"{found[0]}.__attr__", (), depth + 1)
+        if found is not None and depth <= MAX_DEPTH and \
+                self.terms_mesh(found[1], f"{found[0]}.__attr__", (), depth + 1):
+            return True
+        # a property of the class (`@property def mesh(self) -> Mesh: return
+        # self._engine.mesh`): what its body returns, or its annotation says (a store
+        # `self.mesh = ...` beside it goes to its setter)
+        method = self._member_function(member, attr)
+        return method is not None and depth <= MAX_DEPTH and \
+            self.returns_mesh(method, (), depth + 1)
+
+    def attribute_other(self, member: str, attr: str) -> bool:
+        """Whether what the class of ``member`` stores in ``self.<attr>`` (``cfg.mesh``: a
+        field of the record it keeps) may be a value known to be no mesh."""
+        found = self._attribute_terms(member, attr)
+        return found is not None and any(t[0] == "other" for t in found[1])
+
+    def named_attribute_mesh(self, name: str, depth: int = 0) -> bool:
+        """Whether ``obj.<name>``, on an object of a class shardlint cannot tell, is a mesh by
+        what the project's classes make of that attribute: one of them makes it a mesh (a
+        property annotated ``-> Mesh`` or returning one, a field annotated ``Mesh``, a
+        ``self.<name>`` set from one) and none makes it a value known to be something else."""
+        def compute() -> bool:
+            mesh = False
+            for cls, sym in self._attribute_owners().get(name, ()):
+                if sym.kind == "class":  # (a field, or a store on `self`)
+                    terms = sym.flow["attrs"][name]
+                    says = self.terms_mesh(terms, f"{cls}.__attr__", (), depth + 1)
+                else:  # (a property)
+                    terms = sym.flow.get("kind", {}).get("", ())
+                    says = self.returns_mesh(f"{cls}.{name}", (), depth + 1)
+                if says:
+                    mesh = True
+                elif any(t[0] == "other" for t in terms):
+                    return False
+            return mesh
+        return self._memoised(self._kinds, ("named", name), depth > MAX_DEPTH, compute, False)
+
+    def _attribute_owners(self) -> dict[str, list[tuple[str, Any]]]:
+        """Attribute name -> (class key, symbol) of each project class that sets it on
+        ``self`` or declares it as a field (the class's symbol), or defines it as a property
+        (the getter's symbol)."""
+        if self._owners is None:
+            self._owners = {}
+            for mod, s in self.project.summaries.items():
+                for qual, sym in s.symbols.items():
+                    flow = sym.flow
+                    if not flow:
+                        continue
+                    if sym.kind == "class":
+                        for name in flow.get("attrs", ()):
+                            if "." not in name:
+                                self._owners.setdefault(name, []).append((f"{mod}:{qual}", sym))
+                    elif flow.get("prop") == 1:
+                        cls, _, name = qual.rpartition(".")
+                        self._owners.setdefault(name, []).append((f"{mod}:{cls}", sym))
+        return self._owners
 
     def _member_function(self, member: str, attr: str) -> str | None:
         """The key of the function ``attr`` of the class of ``member`` (a

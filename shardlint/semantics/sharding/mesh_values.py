@@ -6,8 +6,10 @@ A value is a mesh when it is built by a mesh constructor (``Mesh``, ``jax.make_m
 class's methods only ever set from one (or a field annotated ``Mesh``), a parameter every caller
 in the project passes one to, or a name the same function hands to an API that takes a mesh
 (``NamedSharding(mesh, ...)``, ``jax.set_mesh(mesh)``, ``shard_map(..., mesh=mesh)``; for an
-attribute of ``self``, in any method of the class or a function nested in one). A value that is
-none of those is unknown: a variable named ``mesh`` is not evidence.
+attribute of ``self``, in any method of the class or a function nested in one), or an attribute
+of an object whose class is not known that the project's classes make a mesh and nothing else
+(``config.mesh`` where a class has ``@property def mesh(self) -> Mesh``). A value that is none of
+those is unknown: a variable named ``mesh`` is not evidence.
 """
 
 from __future__ import annotations
@@ -34,7 +36,19 @@ def is_mesh(facts: FileFacts, project: ProjectIndex, expr: ast.expr, scope: Scop
                        assigned=assigned)
     if terms and project.flows.terms_mesh(terms, f"{facts.module}:{scope.qualname}"):
         return True
-    return handed_to_a_mesh_api(facts, expr, scope, project)
+    if handed_to_a_mesh_api(facts, expr, scope, project):
+        return True
+    # `config.mesh`, `self.model.mesh` on an object of a class not known: what the project's
+    # classes make of the attribute (FlowIndex.named_attribute_mesh), unless what is known of
+    # this value says otherwise (`self.cfg.mesh` where a store of `self.cfg` holds another
+    # record)
+    if type(expr) is not ast.Attribute:
+        return False
+    key = f"{facts.module}:{scope.qualname}"
+    if any(t[0] == "other" or t[0] == "a" and project.flows.attribute_other(key, t[1])
+           for t in terms):
+        return False
+    return project.flows.named_attribute_mesh(expr.attr)
 
 
 def handed_to_a_mesh_api(facts: FileFacts, expr: ast.expr, scope: Scope,
