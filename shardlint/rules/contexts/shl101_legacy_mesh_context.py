@@ -311,6 +311,25 @@ in a project function a call there reaches, the advice waits for it (given bare
                     with self.mesh:  # expect: SHL101
                         return jax.jit(lambda y: y * 2)(x)
         """, title="a property annotated `-> Mesh` with a setter (reading it runs the getter)"),
+        example({"partitioning.py": """
+            import jax
+
+            Mesh = jax.sharding.Mesh
+        """, "initialization.py": """
+            import jax
+            import partitioning
+
+            Mesh = partitioning.Mesh
+
+            def restore(ckpt, *, mesh: Mesh):
+                with mesh:  # expect: SHL101
+                    return jax.jit(lambda x: x)(ckpt)
+        """, "train.py": """
+            import initialization
+
+            def main(config, ckpt):
+                return initialization.restore(ckpt, mesh=config.mesh)
+        """}, title="a parameter annotated with another module's alias of the mesh class"),
         example("""
             import flax.linen as nn
             import jax

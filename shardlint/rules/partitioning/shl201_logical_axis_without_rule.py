@@ -1168,6 +1168,82 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
             """,
         }, title="a loader that rewrites the table it read keeps its names, and adds those it "
                  "appends"),
+        example({
+            "model.py": """
+                import flax.linen as nn
+
+                class Attention(nn.Module):
+                    @nn.compact
+                    def __call__(self, x):
+                        x = nn.with_logical_constraint(x, ("batch", "embed"))
+                        return nn.with_logical_constraint(
+                            x, ("activation_kv_batch", "embed"))  # expect: SHL201
+            """,
+            "pipeline.py": """
+                import functools
+
+                import jax
+                import flax.linen as nn
+                from model import Attention
+
+                def _rule(v, logical_axis_rules):
+                    return v
+
+                def shard_model(params, logical_axis_rules):  # (called nowhere in the project)
+                    tag = functools.partial(_rule, logical_axis_rules=logical_axis_rules)
+                    return jax.tree.map(tag, params)
+
+                def denoise(params, x, logical_axis_rules):
+                    with nn.logical_axis_rules(logical_axis_rules):
+                        return Attention().apply(params, x)
+
+                def run(config, params, x):
+                    rules = tuple(tuple(r) if isinstance(r, list) else r
+                                  for r in config.logical_axis_rules)
+                    return denoise(params, x, rules)
+            """,
+            "configs/base.yml": """
+                logical_axis_rules: [['batch', 'data'], ['embed', 'model']]
+            """,
+        }, title="every table the project uses is read: one converted entry by entry, and a "
+                 "helper called nowhere that hands its parameter on adds none"),
+        example({
+            "model.py": """
+                import flax.linen as nn
+
+                class MLP(nn.Module):
+                    @nn.compact
+                    def __call__(self, x):
+                        return nn.with_logical_constraint(x, ("batch", "embd"))  # expect: SHL201
+            """,
+            "pipelines/__init__.py": """
+                from .pipeline import Pipeline
+            """,
+            "pipelines/pipeline.py": """
+                import flax.linen as nn
+
+                class Pipeline:
+                    def __init__(self, model, logical_axis_rules=()):
+                        self.model = model
+                        self.logical_axis_rules = logical_axis_rules
+
+                    def __call__(self, params, x):
+                        with nn.logical_axis_rules(self.logical_axis_rules):
+                            return self.model.apply(params, x)
+            """,
+            "load.py": """
+                import jax
+                from model import MLP
+                from pipelines import Pipeline
+
+                def load(config):
+                    return Pipeline(MLP(), logical_axis_rules=config.logical_axis_rules)
+            """,
+            "configs/base.yml": """
+                logical_axis_rules: [['batch', 'data'], ['embed', 'model']]
+            """,
+        }, title="a class built through its package's re-export (an `__init__` that names no "
+                 "jax) is handed the configuration's table"),
         example("""
             import jax
             import flax.linen as nn

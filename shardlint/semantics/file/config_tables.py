@@ -160,7 +160,8 @@ def python_tables(facts: FileFacts, scopes, calls) -> tuple[list[dict], list[dic
     for c in calls:  # `ConfigDict({"logical_axis_rules": ...})`, `dict(rules=...)`
         node = c.node
         for kw in node.keywords:  # (also `Layer.config(logical_axes_rules=rules)`)
-            if kw.arg is not None and _worth_reading(kw.arg, kw.value):
+            if kw.arg is not None and _worth_reading(kw.arg, kw.value) \
+                    and not _handed_to_a_function(facts, c, kw.value):
                 consts = facts.consts_for(c.scope)
                 _add(out, kw.arg, literal(kw.value, consts), kw.value, kw.value, c.scope)
                 _added_parts(out, kw.arg, kw.value, consts, kw.value)
@@ -176,6 +177,25 @@ def python_tables(facts: FileFacts, scopes, calls) -> tuple[list[dict], list[dic
                 if type(a.value) is Dict and not a.index:
                     _dict_tables(facts, a.value, _In(scope), out)
     return of_scopes, of_calls, out
+
+
+def _handed_to_a_function(facts: FileFacts, c, value: ast.expr) -> bool:
+    """A parameter handed on by keyword to a function this module defines (``_rule(v,
+    logical_axis_rules=logical_axis_rules)``, or through ``functools.partial``): an argument,
+    not a configuration written under the keyword (what the function does with it is its own
+    to say, and what the parameter holds its callers')."""
+    scope = c.scope
+    if type(value) is not ast.Name or scope.kind != "function" or value.id not in scope.params:
+        return False
+    func = c.node.func
+    if c.node.args and isinstance(func, (ast.Name, ast.Attribute)) \
+            and facts.qualify(func) == "functools.partial":
+        func = c.node.args[0]
+    if type(func) is not ast.Name:
+        return False
+    found = scope.lookup(func.id)
+    return found is not None and bool(found[1]) \
+        and isinstance(found[1][-1], (ast.FunctionDef, ast.AsyncFunctionDef))
 
 
 def _added_parts(out: list[dict], key: str, value: ast.expr, consts, node: ast.AST) -> None:

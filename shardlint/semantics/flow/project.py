@@ -95,6 +95,7 @@ class ProjectIndex:
     _dotted: dict[str, str | None] = field(default_factory=dict, repr=False)  # _resolve_dotted's
     _tops: set[str] | None = field(default=None, repr=False)  # (with _dotted: see there)
     _inner: dict[str, set[str]] | None = field(default=None, repr=False)  # (_resolve_sibling's)
+    _children: dict[str, list[str]] | None = field(default=None, repr=False)  # (_reexported's)
     _memo: dict[tuple, object] = field(default_factory=dict, repr=False)
     _edges: dict[str, list[str]] = field(default_factory=dict, repr=False)
     _config_asked: set[str] = field(default_factory=set, repr=False)  # see config_tables
@@ -120,7 +121,7 @@ class ProjectIndex:
             self._done = False
             self._resolved.clear()
             self._dotted.clear()
-            self._tops = self._inner = None
+            self._tops = self._inner = self._children = None
         # (else only positions, calls or contexts changed, as when lines are added above:
         # references resolve as before and the needs closure holds)
 
@@ -130,7 +131,7 @@ class ProjectIndex:
         self.recall_closures = self.keep_closures = None
         self._resolved.clear()
         self._dotted.clear()
-        self._tops = self._inner = None
+        self._tops = self._inner = self._children = None
         self._memo.clear()
         self._flows = None
 
@@ -221,6 +222,9 @@ class ProjectIndex:
             mod = ".".join(parts[:i])
             s = self.summaries.get(mod)
             if s is None:
+                found = self._reexported(mod, parts[i:], hops) if hops < 9 else None
+                if found is not None:
+                    return found
                 continue
             qual = ".".join(parts[i:])
             if qual in s.symbols:
@@ -236,6 +240,20 @@ class ProjectIndex:
                 return self._resolve_dotted(".".join([target, *parts[i + 1:]]), hops + 1)
             return None
         return None
+
+    def _reexported(self, package: str, rest: list[str], hops: int) -> str | None:
+        """``package.Name`` where the package's ``__init__`` is not summarised (it names no
+        jax: ``from .pipeline import Pipeline``): ``Name`` of the one module directly in the
+        package that defines it."""
+        children = self._children
+        if children is None:
+            children = self._children = {}
+            for m in self.summaries:
+                children.setdefault(m.rpartition(".")[0], []).append(m)
+        hits = [c for c in children.get(package, ()) if rest[0] in self.summaries[c].symbols]
+        if len(hits) != 1:
+            return None
+        return self._resolve_dotted(".".join([hits[0], *rest]), hops + 1)
 
     def _method_of_instance(self, sym, name: str, module: str) -> str | None:
         """The method ``name`` of the project class a module-level object was built from
@@ -987,11 +1005,12 @@ class ProjectIndex:
         the tables every caller hands it. A caller handing on the same key's value
         (``logical_axis_rules=config.logical_axis_rules``) adds no table that is not already
         among the key's; one handing on what shardlint cannot read leaves the key unknown."""
-        if key in self._config_asked:
-            return []
+        fn = f"{s.module}:{t['fn']}"
+        if key in self._config_asked or self.flows.param_tables_asked(fn, t["param"]):
+            return []  # (being worked out: its tables are the ones asked for)
         self._config_asked.add(key)
         try:
-            tables, complete = self.flows.param_tables(f"{s.module}:{t['fn']}", t["param"])
+            tables, complete = self.flows.param_tables(fn, t["param"])
         finally:
             self._config_asked.discard(key)
         if not complete:

@@ -13,7 +13,7 @@ import ast
 from dataclasses import dataclass, field, replace
 
 from shardlint.semantics.catalog import runnable
-from shardlint.semantics.catalog.api import Role
+from shardlint.semantics.catalog.api import Role, lookup
 from shardlint.semantics.catalog.names import EXTERNAL_PACKAGES, dotted
 from shardlint.semantics.file.axis_names import exported_name_params
 from shardlint.semantics.file.config_flags import exported_flags
@@ -47,7 +47,7 @@ from shardlint.syntax import nodes as walk_nodes
 _MISSING = object()
 
 # Bump when what a summary records changes: cached summaries of another format are dropped.
-FORMAT = 28
+FORMAT = 29
 ENTRY_METHODS = ("init", "init_with_output", "apply")
 _WRAPPERS = frozenset({Role.JIT, Role.PARTIAL, Role.LINEN_LIFT, Role.NNX_LIFT, Role.REMAT})
 _MESH_LIKE = frozenset({"Mesh", "make_mesh", "AbstractMesh"})
@@ -160,6 +160,9 @@ class ModuleSummary:
     # module-level names bound once to what may be a mesh (`MESH = Mesh(...)`, `MESH =
     # make_mesh(cfg)`), with their kind terms: what another module's `from m import MESH` is
     value_kinds: dict[str, list] = field(default_factory=dict)
+    # module-level names of the mesh class (`Mesh = jax.sharding.Mesh`, `from jax.sharding
+    # import Mesh`): what another module's `x: partitioning.Mesh` annotation names
+    mesh_types: list[str] = field(default_factory=list)
     flags: dict[str, list] = field(default_factory=dict)  # config flags set (config_flags.py)
     # names imported from other modules of the project (a re-export: `from .fn import step`)
     imports: dict[str, str] = field(default_factory=dict)
@@ -580,6 +583,7 @@ class _Summariser:
         out.jitted = exported_jitted(f)
         out.kept = self._kept()
         out.value_kinds = self._value_kinds()
+        out.mesh_types = self._mesh_types()
         out.name_params, out.name_attrs, out.name_unless = exported_name_params(f)
         out.flags = exported_flags(f)
         out.legacy_env = Role.LEGACY_ENV in f.roles
@@ -664,6 +668,18 @@ class _Summariser:
             if any(t[0] in ("mesh", "c") for t in terms):
                 out[name] = terms
         return out
+
+    def _mesh_types(self) -> list[str]:
+        """``ModuleSummary.mesh_types``: module-level names bound once to the mesh class, or
+        imported as it."""
+        f = self.f
+        out = [name for name, values in f.module_scope.bindings.items()
+               if len(values) == 1 and type(values[0]) in (ast.Name, ast.Attribute)
+               and (known := f.resolve(values[0])) is not None and known.role is Role.MESH]
+        out += [name for name, q in f.imports.names.items()
+                if (known := lookup(q)) is not None and known.role is Role.MESH
+                and name not in out]
+        return sorted(out)
 
     def _linked(self, scope: Scope) -> set[str] | None:
         """The names of a function body that an assignment links to another name's value

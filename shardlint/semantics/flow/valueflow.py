@@ -255,6 +255,9 @@ def function_flow(facts: FileFacts, scope: Scope, ref: RefFn,
     meshp = mesh_params(facts, scope, mesh_calls)
     if meshp:
         out["meshp"] = meshp
+    pann = _mesh_class_refs(facts, scope, ref, meshp)
+    if pann:
+        out["pann"] = pann
     forwarded = _forwarded_donation(facts, scope, params[method:], kwonly)
     if forwarded:
         out["jfwd"] = forwarded
@@ -404,6 +407,29 @@ def mesh_params(facts: FileFacts, scope: Scope, calls) -> list[str]:
         if isinstance(arg, ast.Name) and arg.id in scope.params and arg.id not in out \
                 and len(scope.assigned.get(arg.id, ())) == 0:
             out.append(arg.id)
+    return out
+
+
+def _mesh_class_refs(facts: FileFacts, scope: Scope, ref: RefFn, meshp: list[str]
+                     ) -> dict[str, str]:
+    """Parameters annotated with a name of the project that may stand for the mesh class
+    (``mesh: partitioning.Mesh``; ``mesh: Mesh`` where ``Mesh = partitioning.Mesh``): the
+    reference, which the project index follows (``FlowIndex.mesh_class``). Only names that end
+    in ``Mesh`` are kept: a summary holds no reference for every annotated parameter."""
+    out: dict[str, str] = {}
+    for p in scope.params:
+        ann = scope.annotations.get(p)
+        if ann is None or p in meshp:
+            continue
+        if type(ann) is ast.BinOp and type(ann.op) is ast.BitOr:  # `Mesh | None`
+            ann = ann.right if type(ann.left) is ast.Constant else ann.left
+        elif type(ann) is ast.Subscript and (dotted(ann.value) or [""])[-1] == "Optional":
+            ann = ann.slice
+        parts = dotted(ann) if type(ann) in (ast.Name, ast.Attribute) else None
+        if parts and parts[-1].endswith("Mesh"):
+            r = ref(ann, scope.parent or scope)
+            if r is not None:
+                out[p] = r
     return out
 
 
@@ -576,11 +602,11 @@ def _rewritten(comp: ast.ListComp | ast.GeneratorExp) -> ast.expr | None:
         return None
     gen = comp.generators[0]
     elt, target = comp.elt, gen.target
+    if isinstance(target, ast.Name) and _entry_kept(elt, target.id):
+        return gen.iter
     if isinstance(elt, ast.Call) and isinstance(elt.func, ast.Name) \
             and elt.func.id in _SEQUENCE_TYPES and len(elt.args) == 1 and not elt.keywords:
         elt = elt.args[0]
-    if isinstance(target, ast.Name) and isinstance(elt, ast.Name) and elt.id == target.id:
-        return gen.iter
     if isinstance(target, ast.Tuple) and isinstance(elt, ast.Tuple) \
             and len(target.elts) == len(elt.elts) \
             and all(isinstance(a, ast.Name) and isinstance(b, ast.Name) and a.id == b.id
@@ -594,6 +620,17 @@ def _rewritten(comp: ast.ListComp | ast.GeneratorExp) -> ast.expr | None:
         # side rewritten, the logical names kept (all that is read of a table's terms)
         return gen.iter
     return None
+
+
+def _entry_kept(elt: ast.expr, name: str) -> bool:
+    """Whether ``elt`` is the loop's entry ``name`` kept whole: ``r``, ``tuple(r)``,
+    ``list(r)``, or a choice between such (``tuple(r) if isinstance(r, list) else r``)."""
+    if type(elt) is ast.IfExp:
+        return _entry_kept(elt.body, name) and _entry_kept(elt.orelse, name)
+    if type(elt) is ast.Call and type(elt.func) is ast.Name and elt.func.id in _SEQUENCE_TYPES \
+            and len(elt.args) == 1 and not elt.keywords:
+        elt = elt.args[0]
+    return type(elt) is ast.Name and elt.id == name
 
 
 def _name_kinds(facts: FileFacts, scope: Scope, expr: ast.Name, ref: RefFn,
@@ -1486,14 +1523,34 @@ class FlowIndex:
                 if terms and self.terms_mesh(terms, f"{mod}:", (), depth + 1):
                     mesh = True
             elif what == "p":
-                # A parameter: a mesh when the function uses it as one, or every caller in the
-                # project passes one.
+                # A parameter: a mesh when the function uses it as one (or its annotation
+                # names the mesh class through the project), or every caller in the project
+                # passes one.
                 fn = key if len(t) == 2 else f"{key.rpartition('.')[0]}.{t[2]}"
                 sym = self.project.symbol(fn)
-                if (sym is not None and t[1] in (sym.flow or {}).get("meshp", ())) \
+                flow = (sym.flow or {}) if sym is not None else {}
+                ann = flow.get("pann", {}).get(t[1])
+                if t[1] in flow.get("meshp", ()) \
+                        or ann is not None and self.mesh_class(ann, fn.partition(":")[0]) \
                         or self.param_mesh(fn, t[1], depth + 1):
                     mesh = True
         return mesh and not other
+
+    def mesh_class(self, ref: str, module: str, hops: int = 0) -> bool:
+        """Whether the project name ``ref`` (seen from ``module``) is the mesh class: a name
+        a module binds to it or imports as it (``ModuleSummary.mesh_types``), or an alias of
+        such a name (``Mesh = partitioning.Mesh``)."""
+        key = self.project.resolve(ref, module)
+        if key is None:
+            return False
+        mod, _, name = key.partition(":")
+        s = self.project.summaries[mod]
+        if name in s.mesh_types:
+            return True
+        sym = s.symbols.get(name)
+        target = max(sym.refs, key=len, default=None) if sym is not None \
+            and sym.kind == "alias" else None
+        return target is not None and hops < 4 and self.mesh_class(target, mod, hops + 1)
 
     def _instance_attribute_mesh(self, t: list, module: str, depth: int) -> bool:
         """A ``c`` term of a project class's construction, read at one attribute
@@ -1573,6 +1630,11 @@ class FlowIndex:
     def param_tables(self, fn: str, param: str) -> tuple[list[tuple[list, tuple | None]], bool]:
         """The tables every caller of ``fn`` hands it as ``param``, and whether that is all."""
         return self._param_tables(fn, param, 0)
+
+    def param_tables_asked(self, fn: str, param: str) -> bool:
+        """Whether the tables of ``fn``'s parameter ``param`` are being worked out (a caller
+        hands it a configuration key whose tables include what ``fn`` stores: nothing new)."""
+        return ("p", fn, param) in self._active
 
     def _param_tables(self, fn: str, param: str, depth: int):
         """The tables every caller of ``fn`` hands it as ``param`` (its default where a call
