@@ -84,6 +84,41 @@ _CONFIG_BUILDER = """
 
 
 @project_cached
+@project_cached
+def _first_source(project: ProjectIndex, program: str | None
+                  ) -> tuple[str, str, int, int] | None:
+    """The first configuration table the project's rules read (path, key, line) and how many
+    tables they read in all, each table counted once wherever it is read from (one table read
+    under two keys -- `logical_axis_rules_for_train` standing for `logical_axis_rules` -- is
+    named by its shorter key). Once per index state: every finding's message names it."""
+    read = project.rule_table_sources(program)[2]
+    first: dict[tuple[str, int], tuple[str, str, int]] = {}
+    for path, key, line in read:
+        have = first.get((path, line))
+        if have is None or len(key) < len(have[1]):
+            first[(path, line)] = (path, key, line)
+    if not first:
+        return None
+    path, key, line = first[(read[0][0], read[0][2])]
+    return path, key, line, len(first)
+
+
+@project_cached
+def _hints(project: ProjectIndex) -> dict:
+    """Memo of :func:`_closest` for this index state."""
+    return {}
+
+
+def _closest(project: ProjectIndex, known: set[str], name: str) -> str | None:
+    """The known logical name closest to ``name`` (a likely typo), if any is close enough."""
+    memo = _hints(project)
+    key = (name, frozenset(known))
+    if key not in memo:
+        found = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
+        memo[key] = found[0] if found else None
+    return memo[key]
+
+
 def _names_handed(project: ProjectIndex) -> bool:
     """Some function or class of the project hands a parameter on as axis names."""
     return any(s.name_params or s.name_attrs for s in project.summaries.values())
@@ -1315,9 +1350,8 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
             return
         node = missing[0][1]
         listed = _listed([n for n, _ in missing])
-        hints = [f"'{close[0]}' for '{n}'" for n, _ in missing
-                 for close in [difflib.get_close_matches(n, sorted(known), n=1, cutoff=0.75)]
-                 if close]
+        hints = [f"'{close}' for '{n}'" for n, _ in missing
+                 if (close := _closest(self.project, known, n)) is not None]
         hint = f" (did you mean {', '.join(hints)}?)" if hints else ""
         explicit = ", ".join(f'(\"{n}\", None)' for n, _ in missing)
         one = len(missing) == 1
@@ -1368,22 +1402,12 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
     def _read_from(self) -> str:
         """`` (read from `configs/base.yml` key `logical_axis_rules`, and 2 more tables)``:
         tables counted once each, wherever they are read from."""
-        read = self.project.rule_table_sources(self.project.judging(self.facts.module))[2]
-        # (one table read under two keys -- `logical_axis_rules_for_train` standing for
-        # `logical_axis_rules` -- is one table, named by its shorter key)
-        first: dict[tuple[str, int], tuple[str, str, int]] = {}
-        for path, key, line in read:
-            have = first.get((path, line))
-            if have is None or len(key) < len(have[1]):
-                first[(path, line)] = (path, key, line)
-        sources = sorted(first.values(), key=lambda t: min(
-            i for i, r in enumerate(read) if (r[0], r[2]) == (t[0], t[2])))
-        if not sources:
+        found = _first_source(self.project, self.project.judging(self.facts.module))
+        if found is None:
             return ""
-        path, key, line = sources[0]
+        path, key, line, count = found
         shown = self._shown(path)
-        more = f", and {len(sources) - 1} more table{'s' if len(sources) > 2 else ''}" \
-            if len(sources) > 1 else ""
+        more = f", and {count - 1} more table{'s' if count > 2 else ''}" if count > 1 else ""
         return f" (read from `{shown}`:{line} key `{key}`{more})"
 
     def _shown(self, path: str) -> str:
