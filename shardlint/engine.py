@@ -216,10 +216,13 @@ def _serve(engine: Engine, conn) -> None:
                 own.extend(answer[0])
                 kept += sum(len(held[p][1]) for p in answer[1])
             elif message[0] == "lint":
+                closures = None
                 if message[1] is not None:
-                    engine.index = _index_of(*message[1], own, made)
-                    engine.index._ensure()
-                answer = _lint_items(engine, message[2], held)
+                    index = engine.index = _index_of(*message[1], own, made)
+                    index._ensure()
+                    if message[3]:  # (for the batch to keep: see Engine._lint_batch)
+                        closures = (index._needs, index._edges, index._callers, index._ctx)
+                answer = (_lint_items(engine, message[2], held), closures)
             else:
                 # What it holds goes with the process: freeing every tree and fact first would
                 # cost as long as a tenth of the rules (measured on the corpus).
@@ -1202,10 +1205,14 @@ class Engine:
                 i = min(live, key=lambda k: (load[k], k))
                 parts[i].append(item)
                 load[i] += 3 * size.get(item[0], 0)
+            # (the first worker sends back the closures it computes over the whole index, for
+            # the cache: a later run over the same summaries -- a comment edited -- takes them
+            # back instead of computing them again)
             for i in live:
                 workers[i].send(("lint", None if plan is None else (
                     plan[0], [values for k, w in enumerate(workers) if k != i
-                              for values in w.summaries], plan[1]), parts[i]))
+                              for values in w.summaries], plan[1]), parts[i],
+                    self.use_cache and i == live[0]))
             self.cache.save_summaries()  # (while the rules run)
             results = self._collect_rules(workers, live, parts, index_here)
         else:  # a few files: here, not worth starting processes for
@@ -1238,6 +1245,11 @@ class Engine:
                 if got is None:  # the worker is gone: its share is linted here
                     index_here()
                     got = _lint_items(self, parts[i])
+                else:
+                    got, closures = got  # type: ignore[misc]
+                    key = self.cache.summaries_key(self._digests) if closures else None
+                    if key is not None:
+                        self.cache.put_closures(key, closures)
                 results.extend(got)
         return results
 
