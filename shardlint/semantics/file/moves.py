@@ -442,9 +442,35 @@ def _has_attr(node: ast.expr, roots: set[str]) -> tuple[str, bool] | None:
     return name.value, positive
 
 
+_VERSION_ATTRS = ("__version__", "__version_info__")
+# id(test) -> (test, whether it reads a version): a keystroke's parse keeps the nodes of every
+# statement it did not touch, so a test is walked once, not at every keystroke (the node is held
+# with its answer, so its id is not reused while the entry lives)
+_VERSION_TESTS: dict[int, tuple[ast.expr, bool]] = {}
+
+
 def _tests_version(test: ast.expr) -> bool:
-    return any(isinstance(n, ast.Attribute) and n.attr in ("__version__", "__version_info__")
-               for n in ast.walk(test))
+    """Whether an ``if`` test reads ``__version__`` / ``__version_info__`` (a version compare)."""
+    held = _VERSION_TESTS.get(id(test))
+    if held is not None and held[0] is test:
+        return held[1]
+    found = False
+    stack: list = [test]
+    while stack:
+        n = stack.pop()
+        if type(n) is ast.Attribute and n.attr in _VERSION_ATTRS:
+            found = True
+            break
+        for name in n._fields:
+            v = getattr(n, name, None)
+            if type(v) is list:
+                stack.extend(x for x in v if isinstance(x, ast.AST))
+            elif isinstance(v, ast.AST):
+                stack.append(v)
+    if len(_VERSION_TESTS) > 50_000:
+        _VERSION_TESTS.clear()
+    _VERSION_TESTS[id(test)] = (test, found)
+    return found
 
 
 def _leaves(body: list[ast.stmt]) -> bool:
