@@ -90,11 +90,10 @@ def _fix_and_check(root: Path, given: list[str], tally: Tally) -> int:
             changed_files.update(changed)
             for rel in changed:
                 _check_round(root, rel, given, inside, before, ranges, tally)
-    missing = [rel for rel in first if rel not in _snapshot(root)]
-    for rel in missing:
+    settled = _snapshot(root)
+    for rel in sorted(first.keys() - settled.keys()):
         tally.fail(f"{rel}: deleted by the fix run")
     # A second run changes nothing.
-    settled = _snapshot(root)
     main(["check", "--no-cache", "--fix", "--unsafe-fixes", "--exit-zero", *map(str, paths)])
     again = _snapshot(root)
     for rel in sorted(set(again) | set(settled)):
