@@ -47,7 +47,7 @@ from shardlint.syntax import nodes as walk_nodes
 _MISSING = object()
 
 # Bump when what a summary records changes: cached summaries of another format are dropped.
-FORMAT = 29
+FORMAT = 30
 ENTRY_METHODS = ("init", "init_with_output", "apply")
 _WRAPPERS = frozenset({Role.JIT, Role.PARTIAL, Role.LINEN_LIFT, Role.NNX_LIFT, Role.REMAT})
 _MESH_LIKE = frozenset({"Mesh", "make_mesh", "AbstractMesh"})

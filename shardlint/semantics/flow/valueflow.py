@@ -421,10 +421,7 @@ def _mesh_class_refs(facts: FileFacts, scope: Scope, ref: RefFn, meshp: list[str
         ann = scope.annotations.get(p)
         if ann is None or p in meshp:
             continue
-        if type(ann) is ast.BinOp and type(ann.op) is ast.BitOr:  # `Mesh | None`
-            ann = ann.right if type(ann.left) is ast.Constant else ann.left
-        elif type(ann) is ast.Subscript and (dotted(ann.value) or [""])[-1] == "Optional":
-            ann = ann.slice
+        ann = _optional_of(ann) or ann
         parts = dotted(ann) if type(ann) in (ast.Name, ast.Attribute) else None
         if parts and parts[-1].endswith("Mesh"):
             r = ref(ann, scope.parent or scope)
@@ -895,20 +892,29 @@ def _is_mesh_annotation(facts: FileFacts, ann: ast.expr, optional: bool = False)
     return found  # type: ignore[return-value]
 
 
+def _optional_of(ann: ast.expr) -> ast.expr | None:
+    """``X`` of ``X | None``, ``None | X`` and ``Optional[X]``; None for any other annotation."""
+    if type(ann) is ast.BinOp and type(ann.op) is ast.BitOr:
+        left, right = ann.left, ann.right
+        if type(right) is ast.Constant and right.value is None:
+            return left
+        return right if type(left) is ast.Constant and left.value is None else None
+    if type(ann) is ast.Subscript and type(ann.value) in (ast.Name, ast.Attribute) \
+            and (dotted(ann.value) or [""])[-1] == "Optional":
+        return ann.slice
+    return None
+
+
 def _mesh_annotation(facts: FileFacts, ann: ast.expr, optional: bool) -> bool:
     if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
         try:
             ann = ast.parse(ann.value, mode="eval").body
         except SyntaxError:
             return False
-    if optional and isinstance(ann, ast.BinOp) and isinstance(ann.op, ast.BitOr):
-        sides = [ann.left, ann.right]
-        if any(isinstance(x, ast.Constant) and x.value is None for x in sides):
-            return any(_is_mesh_annotation(facts, x) for x in sides)
-        return False
-    if optional and isinstance(ann, ast.Subscript) and isinstance(ann.value, (ast.Name, ast.Attribute)) \
-            and (dotted(ann.value) or [""])[-1] == "Optional":
-        return _is_mesh_annotation(facts, ann.slice)
+    if optional:
+        inner = _optional_of(ann)
+        if inner is not None:
+            return _is_mesh_annotation(facts, inner)
     if not isinstance(ann, (ast.Name, ast.Attribute)):
         return False
     known = facts.resolve(ann)

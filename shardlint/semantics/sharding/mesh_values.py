@@ -26,7 +26,7 @@ def is_mesh(facts: FileFacts, project: ProjectIndex, expr: ast.expr, scope: Scop
     """Whether ``expr``, evaluated in ``scope``, is certainly a mesh (see the module docstring)."""
     if facts.mesh_for(expr, scope) is not None:
         return True
-    if isinstance(expr, ast.Call) and facts.mesh_for(expr, scope) is None:
+    if isinstance(expr, ast.Call):
         known = facts.resolve(expr.func) if isinstance(expr.func, (ast.Name, ast.Attribute)) \
             else None
         if known is not None:
@@ -34,7 +34,8 @@ def is_mesh(facts: FileFacts, project: ProjectIndex, expr: ast.expr, scope: Scop
     assigned = scope.assigned if scope.kind == "function" else None
     terms = kind_terms(facts, scope, expr, lambda n, s: reference(facts, n, s), None,
                        assigned=assigned)
-    if terms and project.flows.terms_mesh(terms, f"{facts.module}:{scope.qualname}"):
+    key = f"{facts.module}:{scope.qualname}"
+    if terms and project.flows.terms_mesh(terms, key):
         return True
     if handed_to_a_mesh_api(facts, expr, scope, project):
         return True
@@ -44,7 +45,6 @@ def is_mesh(facts: FileFacts, project: ProjectIndex, expr: ast.expr, scope: Scop
     # record)
     if type(expr) is not ast.Attribute:
         return False
-    key = f"{facts.module}:{scope.qualname}"
     if any(t[0] == "other" or t[0] == "a" and project.flows.attribute_other(key, t[1])
            for t in terms):
         return False
