@@ -472,6 +472,108 @@ def test_reused_results_match_a_full_build(tmp_path: Path, old: str, new: str,
             assert (None if found is None else set(found)) == changed
 
 
+CARRIER_LAYERS = """\
+import flax.linen as nn
+
+
+class Dense(nn.Module):
+    features: int
+    kernel_axes: tuple = ()
+
+    @nn.compact
+    def __call__(self, x):
+        init = nn.with_logical_partitioning(nn.initializers.lecun_normal(), self.kernel_axes)
+        return nn.Dense(self.features, kernel_init=init)(x)
+"""
+
+CARRIER_MODEL = """\
+import jax
+import flax.linen as nn
+from layers import Dense
+
+RULES = (("embed", "data"), ("mlp", "model"))
+
+
+class Block(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        x = Dense(8, kernel_axes=("embed", "hiden"))(x)
+        scale = 1
+        return Dense(8, kernel_axes=("mlp", "embd"))(x)
+
+    def other(self):  # (a class of one member is parsed again whole)
+        return self
+
+
+with jax.set_mesh(jax.make_mesh((2, 2), ("data", "model"))), nn.logical_axis_rules(RULES):
+    pass
+"""
+
+
+def test_carrier_arguments_are_kept_while_the_index_holds(tmp_path: Path, monkeypatch) -> None:
+    """SHL201 keeps which arguments of a call reach a project layer's annotation (``Dense(8,
+    kernel_axes=(...))``) across keystrokes that leave the project index as it was, and asks
+    again once another module changes what the layer does with them."""
+    from shardlint.config import load
+    from shardlint.engine import Engine
+    from shardlint.semantics.sharding import partitioning
+
+    asked: list[int] = []
+    real = partitioning.call_names
+
+    def counted(project, facts, c):
+        found = real(project, facts, c)
+        if found:
+            asked.append(c.node.lineno)
+        return found
+
+    monkeypatch.setattr(partitioning, "call_names", counted)
+    from shardlint.rules.partitioning import shl201_logical_axis_without_rule as shl201
+    monkeypatch.setattr(shl201, "call_names", counted)
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 't'\n", encoding="utf-8")
+    layers, model = tmp_path / "layers.py", tmp_path / "model.py"
+    layers.write_text(CARRIER_LAYERS, encoding="utf-8")
+    model.write_text(CARRIER_MODEL, encoding="utf-8")
+    live = Engine(load(tmp_path), use_cache=False)
+    lparser, mparser = IncrementalParser(), IncrementalParser()
+    live.lint_text(layers, CARRIER_LAYERS, parser=lparser)
+
+    live_asked: list[int] = []
+
+    def step(text: str) -> list[tuple[str, int]]:
+        asked.clear()
+        got = [(f.code, f.span.line) for f in live.lint_text(model, text, parser=mparser)
+               if f.code == "SHL201"]
+        live_asked[:] = sorted(asked)
+        fresh = Engine(load(tmp_path), use_cache=False)
+        assert got == [(f.code, f.span.line) for f in fresh.lint_text(model, text)
+                       if f.code == "SHL201"]
+        return got
+
+    assert step(CARRIER_MODEL) == [("SHL201", 11), ("SHL201", 13)]
+    assert live_asked == [11, 13]
+    # Typing in the method, between the two calls: the index is the same, nothing is asked
+    # (after the first keystroke into the method, which asks about it whole: see _live); the
+    # calls that read a name bound differently now (`x`) are asked again.
+    for i, typed in enumerate(("scale = 2", "scale = 23", "scale = 2", "x = x * 2")):
+        assert step(CARRIER_MODEL.replace("scale = 1", typed)) == [("SHL201", 11), ("SHL201", 13)]
+        assert live_asked == ([11, 13] if i == 0 or typed[0] == "x" else []), typed
+    assert step(CARRIER_MODEL) == [("SHL201", 11), ("SHL201", 13)]
+    # The layer annotates with another field than `kernel_axes`, and a keystroke follows in
+    # the model: its calls are asked again, and hand no names.
+    plain = CARRIER_LAYERS.replace(
+        "    kernel_axes: tuple = ()\n", "    kernel_axes: tuple = ()\n    bias_axes: tuple = ()\n"
+    ).replace("lecun_normal(), self.kernel_axes)", "lecun_normal(), self.bias_axes)")
+    layers.write_text(plain, encoding="utf-8")
+    live.lint_text(layers, plain, parser=lparser)
+    assert step(CARRIER_MODEL.replace("scale = 1", "scale = 2")) == []
+    # ... and back: asked again, both findings.
+    layers.write_text(CARRIER_LAYERS, encoding="utf-8")
+    live.lint_text(layers, CARRIER_LAYERS, parser=lparser)
+    assert step(CARRIER_MODEL) == [("SHL201", 11), ("SHL201", 13)]
+    assert live_asked == [11, 13]
+
+
 def test_lines_added_in_another_module_move_its_related_locations(tmp_path: Path) -> None:
     """An edit that only moves a module's lines keeps the project's needs (ProjectIndex.add), and
     the findings of the files that depend on it still point at the moved lines."""

@@ -18,7 +18,6 @@ from shardlint.semantics.sharding.lifts import lifted_ref, lifts, local_classes,
 from shardlint.semantics.sharding.partitioning import (
     LINEN_LOGICAL_BOXES,
     call_names,
-    carrier_calls,
     axis_values,
     deref,
     imported_string,
@@ -1322,9 +1321,13 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
                 continue
             yield from self._judged(kind, names, known, seen, judge_nnx, mesh_axes)
         # Names written where a project layer is built, which it hands to an annotation call
-        # (`DenseGeneral(kernel_axes=("embed", "mlp"))`; any depth of helpers, any file).
-        for c in carrier_calls(self.project, self.facts):
-            for arg, kind in call_names(self.project, self.facts, c):
+        # (`DenseGeneral(kernel_axes=("embed", "mlp"))`; any depth of helpers, any file). Which
+        # arguments of a call those are depends on the call, the names it reads and the index:
+        # reused per part of the file while the index is the same. The values an argument
+        # holds are not (`self.kernel_axes` is set in another method).
+        for c, found in each_call(self.facts, f"shl201:carriers:{self.project.generation}",
+                                  self._carried, local=True):
+            for arg, kind in found:
                 yield from self._judged(kind, self._top_level_names(arg, c), known, seen,
                                         judge_nnx, mesh_axes)
         yield from self._report(self._partition_names(), known, seen, nnx=False)
@@ -1423,6 +1426,9 @@ with jax.set_mesh(jax.make_mesh((2,), ("data",))), nn.logical_axis_rules(config[
             return ""
         shown = ", ".join(f"`{k}`" for k in keys[:2]) + (", ..." if len(keys) > 2 else "")
         return f" (any of the configuration's {shown} lists included)"
+
+    def _carried(self, c: CallSite) -> list[tuple[ast.expr, str]]:
+        return call_names(self.project, self.facts, c)
 
     def _names(self, c: CallSite) -> tuple[str, list[tuple[str, ast.expr]]] | None:
         """Whose names (``axis_names.LINEN``/``NNX``) a Linen or NNX annotation call writes,

@@ -7,6 +7,7 @@ being linted), so a constraint in ``model.py`` is judged by how ``train.py`` run
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -68,6 +69,7 @@ _RUN_ON_BUILD = ("__init__", "__post_init__")
 _RUN_ON_USE = (*_RUN_ON_BUILD, "setup", "__call__")
 
 _UNSEEN = object()  # (a memo's "not asked yet": None is an answer)
+_GENERATIONS = itertools.count()  # (ProjectIndex.generation)
 
 
 def _same_symbols(a: ModuleSummary, b: ModuleSummary) -> bool:
@@ -97,6 +99,10 @@ class ProjectIndex:
     _inner: dict[str, set[str]] | None = field(default=None, repr=False)  # (_resolve_sibling's)
     _children: dict[str, list[str]] | None = field(default=None, repr=False)  # (_reexported's)
     _memo: dict[tuple, object] = field(default_factory=dict, repr=False)
+    # Which state of which index this is, unique in the process: it changes where the memo is
+    # dropped. An analysis that keeps results across builds of a file (reuse.py) keeps those
+    # that read the index only while this is the same.
+    generation: int = field(default_factory=lambda: next(_GENERATIONS), repr=False)
     _edges: dict[str, list[str]] = field(default_factory=dict, repr=False)
     _config_asked: set[str] = field(default_factory=set, repr=False)  # see config_tables
     _flows: FlowIndex | None = field(default=None, repr=False)
@@ -114,6 +120,7 @@ class ProjectIndex:
             return  # most keystrokes change nothing the project depends on: keep what is computed
         self.summaries[summary.module] = summary
         self._memo.clear()
+        self.generation = next(_GENERATIONS)
         self._flows = None
         self._ctx_done = False
         self.recall_closures = self.keep_closures = None
@@ -133,6 +140,7 @@ class ProjectIndex:
         self._dotted.clear()
         self._tops = self._inner = self._children = None
         self._memo.clear()
+        self.generation = next(_GENERATIONS)
         self._flows = None
 
     @property

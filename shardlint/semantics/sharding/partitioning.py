@@ -616,7 +616,8 @@ def call_names(project: ProjectIndex, facts: FileFacts, c: CallSite
                ) -> list[tuple[ast.expr, str]]:
     """The arguments of a call of a project function or class that reach an annotation call's
     names unchanged (``DenseGeneral(kernel_axes=("embed", "mlp"))``, also bound by
-    ``functools.partial``), with whose names they are (``c``: one of ``carrier_calls``)."""
+    ``functools.partial``), with whose names they are; nothing for a call of anything else
+    (tested first: most calls are not of a carrier)."""
     callee = _carrier_callee(c, _carriers(project))
     if callee is None:
         return []
@@ -647,14 +648,6 @@ def call_names(project: ProjectIndex, facts: FileFacts, c: CallSite
                 for r in (every.get(key) for key in conds.get(k, ())) if r is not None):
             out.append((a, kind))
     return out
-
-
-def carrier_calls(project: ProjectIndex, facts: FileFacts) -> list[CallSite]:
-    """The calls of the file :func:`call_names` may find names in: of a project function or
-    class (or ``partial`` of one) whose simple name is a carrier's (the test made here for all
-    the calls of a file at once: most files have none)."""
-    carriers = _carriers(project)
-    return [c for c in facts.calls if _carrier_callee(c, carriers) is not None]
 
 
 def _carrier_callee(c: CallSite, carriers: frozenset[str]) -> tuple[ast.expr, list] | None:
