@@ -99,10 +99,7 @@ class Reuse:
         changed = self.changed
         if not changed:
             return changed is not None
-        names = log.mentions
-        if names is None:
-            names = log.mentions = mentions(log.node)
-        return names.isdisjoint(changed)
+        return _mentioned(log).isdisjoint(changed)
 
     def part_valid(self, log) -> bool:
         """Whether the previous build's results for a part (a member's or a body statement's
@@ -117,15 +114,21 @@ class Reuse:
         changed = self.changed
         if changed is None:
             return False
-        names = log.mentions
-        if names is None:
-            names = log.mentions = mentions(log.node)
-        if changed and not names.isdisjoint(changed):
-            return False
+        # (what the part mentions only where some name is bound differently: a method's
+        # member is thousands of nodes, and typing in one statement changes no other name)
+        names = None
+        if changed:
+            names = _mentioned(log)
+            if not names.isdisjoint(changed):
+                return False
         s = log.owner
         while s is not None and s.kind == "function":
-            if not names.isdisjoint(self._local_changed(s)):
-                return False
+            local = self._local_changed(s)
+            if local:
+                if names is None:
+                    names = _mentioned(log)
+                if not names.isdisjoint(local):
+                    return False
             s = s.parent
         return s is None or s.kind != "class" or not self._class_changed(s)
 
@@ -192,10 +195,7 @@ class Reuse:
         for log in logs:
             if log in recorded:
                 continue
-            names = log.mentions
-            if names is None:
-                names = log.mentions = mentions(log.node)
-            if not names.isdisjoint(changed):
+            if not _mentioned(log).isdisjoint(changed):
                 return False
         return True
 
@@ -272,6 +272,14 @@ def _same_text(old, new) -> bool:
                 b.value is None) or (a.value is not None and ast.dump(a.value) != ast.dump(b.value)):
             return False
     return True
+
+
+def _mentioned(log) -> frozenset[str]:
+    """:func:`mentions` of a log's statement, kept on the log."""
+    names = log.mentions
+    if names is None:
+        names = log.mentions = mentions(log.node)
+    return names
 
 
 def mentions(node: ast.AST | None) -> frozenset[str]:

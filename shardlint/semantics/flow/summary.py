@@ -40,6 +40,7 @@ from shardlint.semantics.flow.valueflow import (
     kind_terms,
     map_positions,
     method_attributes,
+    optional_of,
 )
 from shardlint.semantics.flow.valueflow import shift as shift_flow
 from shardlint.syntax import nodes as walk_nodes
@@ -914,14 +915,7 @@ class _Summariser:
         return out
 
     def _annotated_class(self, ann: ast.expr, scope: Scope) -> str | None:
-        if isinstance(ann, ast.Subscript) and (dotted(ann.value) or [""])[-1] == "Optional":
-            ann = ann.slice
-        elif isinstance(ann, ast.BinOp) and isinstance(ann.op, ast.BitOr):
-            sides = [x for x in (ann.left, ann.right)
-                     if not (isinstance(x, ast.Constant) and x.value is None)]
-            if len(sides) != 1:
-                return None
-            ann = sides[0]
+        ann = optional_of(ann) or ann
         parts = dotted(ann)
         if parts is None or parts[0] in ("self", "cls"):
             return None

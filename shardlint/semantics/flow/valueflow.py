@@ -421,7 +421,7 @@ def _mesh_class_refs(facts: FileFacts, scope: Scope, ref: RefFn, meshp: list[str
         ann = scope.annotations.get(p)
         if ann is None or p in meshp:
             continue
-        ann = _optional_of(ann) or ann
+        ann = optional_of(ann) or ann
         parts = dotted(ann) if type(ann) in (ast.Name, ast.Attribute) else None
         if parts and parts[-1].endswith("Mesh"):
             r = ref(ann, scope.parent or scope)
@@ -892,7 +892,7 @@ def _is_mesh_annotation(facts: FileFacts, ann: ast.expr, optional: bool = False)
     return found  # type: ignore[return-value]
 
 
-def _optional_of(ann: ast.expr) -> ast.expr | None:
+def optional_of(ann: ast.expr) -> ast.expr | None:
     """``X`` of ``X | None``, ``None | X`` and ``Optional[X]``; None for any other annotation."""
     if type(ann) is ast.BinOp and type(ann.op) is ast.BitOr:
         left, right = ann.left, ann.right
@@ -912,7 +912,7 @@ def _mesh_annotation(facts: FileFacts, ann: ast.expr, optional: bool) -> bool:
         except SyntaxError:
             return False
     if optional:
-        inner = _optional_of(ann)
+        inner = optional_of(ann)
         if inner is not None:
             return _is_mesh_annotation(facts, inner)
     if not isinstance(ann, (ast.Name, ast.Attribute)):
