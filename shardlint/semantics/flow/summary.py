@@ -487,7 +487,7 @@ class _Summariser:
         self._name_kinds: dict[tuple[Scope, str], list] = {}  # see _arg_kinds
         self._names: dict[tuple[Scope, str], str | None] = {}  # see ref_name
         self._links: dict[Scope, set[str]] = {}  # see _linked
-        self._methods: dict[Scope, list[str]] | None = None  # see _method_refs
+        self._methods: dict[int, tuple[list, dict[Scope, list[str]]]] = {}  # see _method_refs
         self.nnx = any(q == "flax.nnx" or q.startswith("flax.nnx.")
                        for q in facts.imports.names.values())
 
@@ -777,8 +777,11 @@ class _Summariser:
         symbols = frag.symbols
         by_scope: dict[Scope, list[ast.Call]] | None = None
         mesh_calls: dict[Scope, list[CallSite]] | None = None
+        methods: dict[Scope, list[str]] | None = None
         for qual, scope in part.scopes:  # a redefinition in the statement keeps the last one
-            refs, bases = self._scope_refs(scope)
+            if scope.kind == "function" and methods is None:
+                methods = self._method_refs(calls)
+            refs, bases = self._scope_refs(scope, methods)
             if scope.kind == "function":
                 if mesh_calls is None:
                     by_scope, mesh_calls = self._by_scope(calls)
@@ -864,8 +867,10 @@ class _Summariser:
             return found
         return of_method
 
-    def _scope_refs(self, scope: Scope) -> tuple[list[str], list[str]]:
-        """References and bases of a function or class symbol."""
+    def _scope_refs(self, scope: Scope, methods: dict[Scope, list[str]] | None = None
+                    ) -> tuple[list[str], list[str]]:
+        """References and bases of a function or class symbol (``methods``: ``_method_refs``
+        of calls that hold all of a function's own)."""
         module = self.f.module
         refs = []
         for name in sorted(scope.references):
@@ -880,21 +885,24 @@ class _Summariser:
         if scope.kind == "class":
             refs.extend(f"{module}:{c.qualname}" for c in scope.children.values())
         elif scope.kind == "function":
-            refs.extend(self._method_refs().get(scope, ()))
+            refs.extend((methods if methods is not None else self._method_refs(self.f.calls))
+                        .get(scope, ()))
         return refs, list(scope.bases)
 
-    def _method_refs(self) -> dict[Scope, list[str]]:
+    def _method_refs(self, calls: list[CallSite]) -> dict[Scope, list[str]]:
         """``meth:<class>#<name>`` for each call ``x.name(...)`` of a function whose ``x`` is a
         parameter annotated with a class (its own or an enclosing function's: ``model:
         FlaxPreTrainedModel``, ``Optional[...]``, ``... | None``). The class is ``ext:`` and
         its dotted name where imported, or this module's ``mod:Qual``. The index follows it to
         the methods of that name of the project's subclasses of the class
         (``ProjectIndex.traced_under_sharded_jits``: class-hierarchy edges, kept apart from the references
-        other closures follow)."""
-        if self._methods is not None:
-            return self._methods
+        other closures follow). Of ``calls`` (a piece of code's: a keystroke asks about the
+        edited method's, not every call of the file), once per list."""
+        made = self._methods.get(id(calls))
+        if made is not None and made[0] is calls:
+            return made[1]
         out: dict[Scope, list[str]] = {}
-        for c in self.f.calls:
+        for c in calls:
             func = c.node.func
             if c.api is not None or type(func) is not ast.Attribute \
                     or type(func.value) is not ast.Name:
@@ -911,7 +919,7 @@ class _Summariser:
                 refs = out.setdefault(c.scope, [])
                 if ref not in refs:
                     refs.append(ref)
-        self._methods = out
+        self._methods[id(calls)] = (calls, out)
         return out
 
     def _annotated_class(self, ann: ast.expr, scope: Scope) -> str | None:
