@@ -9,12 +9,14 @@ path with a fresh engine's; with ``--cross`` it also lints other files of the sa
 the live index and through a fresh one.
 
     python bench/differential.py [FOLDER ...] [--examples] [--edits 12] [--files 300] [--seed 7]
-                                 [--cross] [--typing N]
+                                 [--cross] [--typing N [--with-index]]
 
 ``--typing N``: instead of random edits, N statements typed character by character at random
 places inside function bodies (the commonest keystroke in an editor), every keystroke checked,
 each statement deleted again after a while: the replay of a method's other statements, of the
-functions nested in it and of what they contribute, across many builds in a row.
+functions nested in it and of what they contribute, across many builds in a row. Each file is a
+project of its own; with ``--with-index`` it is typed into inside a copy of its folders, both
+engines holding their index (what a keystroke reads of other modules is then tested too).
 
 The folders are any Python code (``bench/lint_speed.py`` downloads flax, optax, maxtext, praxis
 and easydel into ~/.cache/shardlint-bench/src). Prints each mismatch and a count; exit 1 on any.
@@ -148,17 +150,66 @@ def body_lines(text: str) -> list[tuple[int, int]]:
     return out
 
 
-def typing(files: list[Path], statements: int, rng: random.Random) -> tuple[int, int]:
-    """Statements typed into function bodies, a keystroke at a time (see ``--typing``)."""
+class InFolder:
+    """The files of copies of ``folders`` in one project, each engine holding the index of all
+    of it: a file typed into is linted live (incremental parser, the live index) and by an
+    engine that parses and analyses it whole (no parser: nothing reused from the keystroke
+    before) against the same index, so that what a keystroke keeps and what it reads of
+    other modules (a layer's annotation through ``Dense(kernel_axes=...)``) are both tested."""
+
+    def __init__(self, tmp: str, folders: list[Path]) -> None:
+        self.root = Path(tmp)
+        self.copies = {}
+        for folder in folders:
+            folder = folder.resolve()
+            dest = self.root / folder.name
+            shutil.copytree(folder, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            self.copies[folder] = dest
+        (self.root / "pyproject.toml").write_text("[project]\nname = 'd'\n", encoding="utf-8")
+        self.live, self.fresh = (Engine(load(self.root), use_cache=False) for _ in range(2))
+        self.live.build_index()
+        self.fresh.build_index()
+        self.path: Path | None = None
+
+    def start(self, text: str, source: Path) -> None:
+        if self.path is not None:  # (the last file back as it was, in both indexes)
+            self.live.lint_text(self.path, self.text, parser=self.parser)
+            self.fresh.lint_text(self.path, self.text)
+        source = source.resolve()
+        folder = next(f for f in self.copies if source.is_relative_to(f))
+        self.path = self.copies[folder] / source.relative_to(folder)
+        self.text, self.parser = text, IncrementalParser()
+        self.module = self.live.module_name(self.path)[0]
+        self.live.lint_text(self.path, text, parser=self.parser)
+
+    def compare(self, new: str) -> tuple[str | None, bool]:
+        assert self.path is not None
+        got = findings(self.live, self.path, new, self.parser)
+        want = findings(self.fresh, self.path, new)
+        broken = any(f[0] == "SHL000" for f in want) or not mentions_jax(new)
+        if got != want:
+            return "findings", broken
+        if not broken and summary(self.fresh, self.module) != summary(self.live, self.module):
+            return "summary", broken
+        return None, broken
+
+
+def typing(files: list[Path], statements: int, rng: random.Random,
+           folders: list[Path] | None = None) -> tuple[int, int]:
+    """Statements typed into function bodies, a keystroke at a time (see ``--typing``);
+    ``folders``: inside copies of them, with their index (see ``InFolder``)."""
     checked = bad = 0
     with tempfile.TemporaryDirectory(prefix="shardlint-differential-") as tmp:
-        project = Project(tmp)
+        project: Project | InFolder = InFolder(tmp, folders) if folders else Project(tmp)
         for source in files:
             text = source.read_text(encoding="utf-8", errors="replace")
             places = body_lines(text) if mentions_jax(text) else []
             if not places:
                 continue
-            project.start(text)
+            if isinstance(project, InFolder):
+                project.start(text, source)
+            else:
+                project.start(text)
             base = text
             for _ in range(statements):
                 line, indent = rng.choice(body_lines(base) or places)
@@ -250,12 +301,16 @@ def main() -> int:
     ap.add_argument("--cross", action="store_true", help="also the cross-file check, per folder")
     ap.add_argument("--typing", type=int, default=0, metavar="N",
                     help="instead: N statements per file typed into function bodies")
+    ap.add_argument("--with-index", action="store_true",
+                    help="with --typing: type into the files inside a copy of their folders, "
+                         "both engines holding the folders' index")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     files = sorted(p for folder in args.folders for p in folder.rglob("*.py"))
     files = rng.sample(files, min(args.files, len(files)))
     if args.typing:
-        checked, bad = typing(files, args.typing, rng)
+        checked, bad = typing(files, args.typing, rng,
+                              args.folders if args.with_index else None)
         print(f"typing: {checked} keystrokes, {bad} mismatches")
         return 1 if bad else 0
     with tempfile.TemporaryDirectory(prefix="shardlint-examples-") as tmp:
