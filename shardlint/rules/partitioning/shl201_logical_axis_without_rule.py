@@ -83,7 +83,6 @@ _CONFIG_BUILDER = """
 
 
 @project_cached
-@project_cached
 def _first_source(project: ProjectIndex, program: str | None
                   ) -> tuple[str, str, int, int] | None:
     """The first configuration table the project's rules read (path, key, line) and how many
@@ -118,6 +117,7 @@ def _closest(project: ProjectIndex, known: set[str], name: str) -> str | None:
     return memo[key]
 
 
+@project_cached
 def _names_handed(project: ProjectIndex) -> bool:
     """Some function or class of the project hands a parameter on as axis names."""
     return any(s.name_params or s.name_attrs for s in project.summaries.values())
