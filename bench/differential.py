@@ -52,6 +52,7 @@ SNIPPETS = [
     "\n    state, _ = jax.lax.scan(body, state, xs)\n", "functools.partial(train_step, cfg)",
     "ejit(step, static_argnums=(1,))", "\n    optimizer.update(model, grads)\n",
     "\n    return helper(state, batch)\n",
+    "  # shardlint: ignore[SHL5]", "  # a note",
 ]
 
 
@@ -132,6 +133,9 @@ TYPED = [
     "with jax.set_mesh(mesh):", "step = jax.jit(train_step, donate_argnums=0)",
     "def inner(y):", "spec = P('data', None)", "for i in range(3):", "x = helper(x)",
     "params = model.init(key, x)", "if flag:", "y = x",
+    # comments typed after code: keystrokes that leave the tree as it was (a suppression
+    # among them, which the rules' filter reads from the new text)
+    "state = step(state, b)  # noqa: SHL401", "x = helper(x)  # the helper",
 ]
 
 

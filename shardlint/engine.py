@@ -780,20 +780,35 @@ class Engine:
     def _prepared(self, path: Path, spath: str, text: str, source: SourceText, tree,
                   add_to_index: bool, parser: IncrementalParser | None):
         module, is_package = self.module_name(path)
-        if parser is not None:  # the next version of an open file: replay what did not change
-            previous = parser.memo if isinstance(parser.memo, FactsMemo) else None
-            parser.memo = None  # a build that fails leaves nothing half-made to replay
-            facts, parser.memo = rebuild_facts(spath, module, tree, is_package, self.wrappers,
-                                               previous)
-            if facts.reuse is not None:  # (where the edit is: summary.py reuses the rest)
-                facts.reuse.edited = parser.changed  # type: ignore[attr-defined]
+        kept = None
+        if parser is not None:
+            kept, parser.kept = parser.kept, None
+            how = (module, is_package, self.wrappers)
+            if kept is not None and (not parser.same_tree or kept[0] != how
+                                     or self.index.summaries.get(module) is not kept[2]):
+                kept = None
+        if kept is not None:
+            # The same tree (an edit of a comment or of blank space): the same facts, and the
+            # same summary, which the index holds. The rules run again: a few read the text.
+            facts, summary = kept[1], kept[2]
         else:
-            facts = build_facts(spath, module, tree, is_package, self.wrappers)
-        if not add_to_index:
-            return spath, text, source, facts, None
-        summary = summarise(facts)
-        summary.path = os.path.abspath(spath)
-        self.index.add(summary)
+            if parser is not None:  # the next version of an open file: replay what did not change
+                previous = parser.memo if isinstance(parser.memo, FactsMemo) else None
+                parser.memo = None  # a build that fails leaves nothing half-made to replay
+                facts, parser.memo = rebuild_facts(spath, module, tree, is_package,
+                                                   self.wrappers, previous)
+                if facts.reuse is not None:  # (where the edit is: summary.py reuses the rest)
+                    facts.reuse.edited = parser.changed  # type: ignore[attr-defined]
+            else:
+                facts = build_facts(spath, module, tree, is_package, self.wrappers)
+            if not add_to_index:
+                return spath, text, source, facts, None
+            summary = summarise(facts)
+            summary.path = os.path.abspath(spath)
+            self.index.add(summary)
+        if parser is not None:  # (an equal summary leaves the index the one it held)
+            parser.kept = ((module, is_package, self.wrappers), facts,
+                           self.index.summaries.get(module))
         key = self._rel(path)
         digest = cache_mod.digest(text)
         self._digests[key] = digest

@@ -113,6 +113,14 @@ def _mixed_indent(lines: list[str]) -> bool:
     return False
 
 
+def _same(old: list[ast.stmt], new: list[ast.stmt]) -> bool:
+    """Whether ``new`` are ``old`` parsed again: the same nodes at the same positions (an edit
+    of a comment, or of blank space between tokens that moves none)."""
+    return len(old) == len(new) and all(
+        ast.dump(a, include_attributes=True) == ast.dump(b, include_attributes=True)
+        for a, b in zip(old, new))
+
+
 def _positioned(stmt: ast.stmt) -> list[ast.AST]:
     """The nodes under ``stmt`` that carry line numbers."""
     return [n for n in nodes(stmt) if "lineno" in type(n)._attributes]
@@ -168,6 +176,10 @@ class IncrementalParser:
         self._positioned: dict[ast.stmt, list[ast.AST]] = {}  # of statements shifted before
         self.reparsed = 0  # statements parsed by the last call (for tests and benchmarks)
         self.full = True  # whether the last call parsed the whole text
+        # Whether the last call handed back the previous tree itself: the text is the same, or
+        # the edit changed only comments or blank space and moved no node (a caller may keep
+        # what it derived from that tree; positions in it still hold).
+        self.same_tree = False
         # The lines the last call's edit spans in the new text (first, last, 1-based) and how
         # many lines it added: text outside them is the previous version's, ``delta`` lines
         # further down after them. None after a full parse.
@@ -175,6 +187,9 @@ class IncrementalParser:
         # What a caller derived from the last tree and wants back with the next one (the engine
         # keeps its per-statement facts here: ``semantics.replay``).
         self.memo: object = None
+        # What a caller made of the last tree as a whole, for a call that hands it back
+        # (``same_tree``): the engine keeps the file's facts and summary here.
+        self.kept: object = None
         self._new: str = ""  # the text being parsed (for _nested_error)
         self._span: int | None = None  # the last line of its edited top-level region (or None)
         self._tried = False  # whether _nested_error ran for this edit
@@ -183,6 +198,7 @@ class IncrementalParser:
         """The tree of ``text``; raises ``SyntaxError``/``ValueError`` as ``ast.parse`` does."""
         self.changed = None
         self.last_lines = None
+        previous = self._tree
         tree = self._incremental(text, filename)
         if tree is None:
             # On an error the last version that parsed stays the base for the next edit.
@@ -190,6 +206,9 @@ class IncrementalParser:
             self.full, self.reparsed = True, 0
             tree = parse(text, filename)
             self.reparsed = len(tree.body)
+        self.same_tree = tree is previous
+        if self.same_tree:
+            self.changed = (0, -1, 0)
         self._text, self._tree = text, tree
         got = self.last_lines
         self._lines = got[1] if got is not None and got[0] is text else None
@@ -228,6 +247,8 @@ class IncrementalParser:
         self._span = end_line
         if i == j and isinstance(tree.body[i], ast.ClassDef):
             cls = self._in_class(tree.body[i], first, old_last, delta, lines, end_line, filename)
+            if cls is tree.body[i]:
+                return tree  # (the edit moved nothing: see ``same_tree``)
             if cls is not None:
                 if delta:
                     _shift(after, delta, self._positioned)
@@ -247,9 +268,11 @@ class IncrementalParser:
             if not _starts_alone(lines, start_line):
                 return None  # (it may join the statement before it: the full parse decides)
             return self._from_region(tree, i, start_line, lines, text, s, filename)
+        self.full, self.reparsed = False, len(part.body)
+        if not delta and _same(tree.body[i:j + 1], part.body):
+            return tree
         if delta:
             _shift(after, delta, self._positioned)
-        self.full, self.reparsed = False, len(part.body)
         self.changed = (first, text.count("\n", 0, len(text) - s) + 1, delta)
         return ast.Module(body=[*tree.body[:i], *part.body, *after], type_ignores=[])
 
@@ -287,8 +310,13 @@ class IncrementalParser:
         if members is None:  # (not inside one statement of a method's body)
             members = self._block(body, start, end, lines, filename, "class _:",
                                   (cls.col_offset,))
+            if members is not None and not delta and _same(body[k:k + 1], members):
+                members = [body[k]]
         if members is None:
             return None
+        self.full = False
+        if len(members) == 1 and members[0] is body[k]:
+            return cls
         rest = body[k + 1:]
         if delta:
             _shift(rest, delta, self._positioned)
@@ -348,8 +376,12 @@ class IncrementalParser:
                               (*outer, body[k].col_offset))
         if stmts is None:
             stmts = self._block(body, start, end, lines, filename, "if 1:", outer)
+            if stmts is not None and not delta and _same(body[k:k + 1], stmts):
+                stmts = [body[k]]
         if stmts is None:
             return None
+        if len(stmts) == 1 and stmts[0] is body[k]:
+            return [fn]
         rest = body[k + 1:]
         if delta:
             _shift(rest, delta, self._positioned)

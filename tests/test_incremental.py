@@ -92,6 +92,30 @@ def test_an_edit_inside_one_statement_reparses_only_it() -> None:
     assert tree.body[1] is not first.body[1]
 
 
+@pytest.mark.parametrize("old, new, same", [
+    ("return x + 1", "return x + 1  # one more", True),  # a comment
+    ("return x + 1", "return x + 1 ", True),  # blank space after the last token
+    ("a = 1; b = 2", "a = 1; b = 2  # two", True),  # statements sharing a line
+    ("                2)", "                2)  # two", True),  # in a method
+    ("return (1,\n", "return (1,  # one\n", True),  # inside brackets
+    ("return x + 1", "return x  + 1", False),  # a space that moves a node
+    ("return x + 1", "return x + 2", False),
+    ("return x + 1", "return x + 1\n", False),  # a line added: the statements after move
+    ("        return (1,", "        # one\n        return (1,", False),
+])
+def test_an_edit_that_moves_no_node_hands_back_the_same_tree(old: str, new: str,
+                                                             same: bool) -> None:
+    parser = IncrementalParser()
+    first = parser.parse(BASE, "f.py")
+    text = BASE.replace(old, new, 1)
+    tree = parser.parse(text, "f.py")
+    assert (tree is first) == same == parser.same_tree
+    assert not parser.full
+    assert ast.dump(tree, include_attributes=True) == dump(text)
+    parser.parse(text, "f.py")
+    assert parser.same_tree  # (the same text)
+
+
 def test_lines_added_move_the_statements_after() -> None:
     parser = IncrementalParser()
     parser.parse(BASE, "f.py")
@@ -370,9 +394,10 @@ def _as_fresh(tmp_path: Path, live, path: Path, text: str, got: list) -> None:
 def _live(tmp_path: Path, base: str, warm: str | None = None):
     """An engine that lints ``train.py`` through an incremental parser, as the language server
     does, after a first build of ``base``: (engine, parser, path). ``warm``: a line of ``base``
-    typed into (a comment added) and back before: the first keystroke into a method after a
-    file is opened asks about the method whole once, and keeps its statements' results apart
-    from then on (reuse.py)."""
+    (an expression statement) typed into (an operand added) and back before: the first edit
+    of a method after a file is opened asks about the method whole once, and keeps its
+    statements' results apart from then on (reuse.py). (A comment would not do: an edit that
+    leaves the tree as it was keeps the last build whole.)"""
     from shardlint.config import load
     from shardlint.engine import Engine
 
@@ -383,7 +408,7 @@ def _live(tmp_path: Path, base: str, warm: str | None = None):
     live.lint_text(path, base, parser=parser)
     if warm is not None:
         assert warm in base
-        live.lint_text(path, base.replace(warm, warm + "  # typed", 1), parser=parser)
+        live.lint_text(path, base.replace(warm, warm + " + 0", 1), parser=parser)
         live.lint_text(path, base, parser=parser)
     return live, parser, path
 
@@ -932,8 +957,9 @@ class Engine:
     ('        spec = ("batch",)', '        spec = ("batch", "mlp")', {"helper"}),
     # Lines added above: the kept functions move, their summaries with them.
     ("        count = 0\n", "        count = (\n            0)\n", set()),
-    # An edit inside a nested function makes that one again.
-    ("            return mesh\n", "            return mesh  # the mesh\n", {"mesh_of"}),
+    # An edit inside a nested function makes that one again; a comment, nothing.
+    ("            return mesh\n", "            return (mesh)\n", {"mesh_of"}),
+    ("            return mesh\n", "            return mesh  # the mesh\n", set()),
     # A sibling it calls renamed: what the call refers to changes.
     ("        def helper():", "        def helper2():", {"helper2", "step"}),
 ])
@@ -1031,8 +1057,10 @@ class Engine:
     # inside it among them) are replayed.
     ("        count = 0\n", "        count = 0 + len(batch)\n", {"count = 0 + len(batch)"}),
     # An edit inside a nested function: the statement that defines it, and its own edited one.
-    ("            return x\n", "            return x  # the value\n",
+    ("            return x\n", "            return (x)\n",
      {"def helper():", "return x"}),
+    # A comment: the tree is as it was, and the last build is kept whole.
+    ("            return x\n", "            return x  # the value\n", set()),
     # Another mesh: the `with` that reads it is visited again.
     ('        mesh = jax.make_mesh((1,), ("data",))', "        mesh = jax.make_mesh((2,), ('x',))",
      {"mesh = jax.make_mesh((2,), ('x',))", "with mesh:"}),
@@ -1157,6 +1185,51 @@ def test_the_kept_arguments_of_an_untouched_function_are_reused(
                                       KEPT_BASE, "        y = x * 2", old, new)
     assert seen == asked
     assert live.index.summaries["train"].kept  # (the case is one the walk answers)
+
+
+COMMENT_BASE = '''import jax
+
+
+def scale(params):
+    return jax.tree_map(
+        lambda p: p * 2,  # doubled
+        params)
+'''
+
+
+def test_an_edit_of_a_comment_keeps_the_build_and_runs_the_rules(tmp_path: Path,
+                                                                monkeypatch) -> None:
+    """A keystroke that leaves the tree as it was keeps the file's facts and summary; the
+    rules run again on the new text (a suppression comment counts at once), and the findings
+    are a fresh build's."""
+    from shardlint import engine as engine_mod
+
+    made: list[str] = []
+    real = engine_mod.summarise
+
+    def counting(facts):
+        made.append(facts.module)
+        return real(facts)
+
+    monkeypatch.setattr(engine_mod, "summarise", counting)
+    live, parser, path = _live(tmp_path, COMMENT_BASE)
+    edits = [COMMENT_BASE.replace("# doubled", "# twice", 1),
+             COMMENT_BASE.replace("jax.tree_map(\n", "jax.tree_map(  # shardlint: ignore[SHL501]\n"),
+             COMMENT_BASE]
+    counts = []
+    for text in edits:
+        made.clear()
+        found = live.lint_text(path, text, parser=parser)
+        assert parser.same_tree and not made
+        got = [(f.code, f.span, f.message) for f in found]
+        _as_fresh(tmp_path, live, path, text, got)
+        counts.append(len(got))
+    assert counts == [1, 0, 1]
+    made.clear()
+    text = COMMENT_BASE.replace("p * 2", "p * 3")
+    got = [(f.code, f.span, f.message) for f in live.lint_text(path, text, parser=parser)]
+    assert not parser.same_tree and made == ["train"]
+    _as_fresh(tmp_path, live, path, text, got)
 
 
 DONATED_BASE = '''import functools
