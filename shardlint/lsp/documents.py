@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -77,11 +77,57 @@ def offset_at(text: str, line: int, col: int, encoding: str) -> int:
     return start + char_index(text[start:end], col, encoding)
 
 
-def apply_change(text: str, change, encoding: str) -> str:
+class LineIndex:
+    """Where the lines of a document's text start, found as far as an edit asked and kept
+    across edits for the lines before each edit: a keystroke finds its line without splitting
+    the text before it (on line 4,800 of a 5,000-line file that split was most of applying the
+    change). For a text without ``\r`` (the caller's test)."""
+
+    def __init__(self) -> None:
+        self.text: str | None = None  # the text the starts below are of
+        self.starts: list[int] = [0]  # offsets of the first lines' starts, a prefix
+
+    def line_start(self, text: str, line: int) -> int | None:
+        """The offset where ``line`` (0-based) starts, or None past the last line."""
+        if text is not self.text:
+            self.text, self.starts = text, [0]
+        starts = self.starts
+        find = text.find
+        while len(starts) <= line:
+            nl = find("\n", starts[-1])
+            if nl < 0:
+                return None
+            starts.append(nl + 1)
+        return starts[line]
+
+    def edited(self, before: str, after: str, line: int) -> None:
+        """``after`` is ``before`` with an edit that starts on ``line``: the lines up to it
+        start where they did (when the starts known are ``before``'s, and neither text has a
+        ``\r``, where LSP lines are not ``\n`` lines)."""
+        if self.text is not before or "\r" in after:
+            self.text, self.starts = None, [0]
+            return
+        if len(self.starts) > line + 1:
+            del self.starts[line + 1:]
+        self.text = after
+
+
+def apply_change(text: str, change, encoding: str, lines: LineIndex | None = None) -> str:
+    """``text`` with one LSP content change applied (``lines``: the document's line index,
+    kept for the text this returns)."""
     if isinstance(change, types.TextDocumentContentChangePartial):
         r = change.range
         start, end = r.start, r.end
-        a = offset_at(text, start.line, start.character, encoding)
+        if lines is not None and start.line >= 0 and "\r" not in text:
+            pos = lines.line_start(text, start.line)
+            if pos is None:
+                a = len(text)
+            else:
+                nl = text.find("\n", pos)
+                a = pos + char_index(text[pos:nl if nl >= 0 else len(text)], start.character,
+                                     encoding)
+        else:
+            a = offset_at(text, start.line, start.character, encoding)
         if start.line <= end.line <= start.line + 8 and a < len(text) and "\r" not in text:
             # (a keystroke's range ends on the line it starts on, or just below: its end found
             # from its start, not by splitting the text before it a second time)
@@ -90,7 +136,10 @@ def apply_change(text: str, change, encoding: str) -> str:
             b = offset_at(text, end.line, end.character, encoding)
         if b < a:
             a, b = b, a
-        return text[:a] + change.text + text[b:]
+        out = text[:a] + change.text + text[b:]
+        if lines is not None:
+            lines.edited(text, out, min(start.line, end.line))
+        return out
     return change.text
 
 
@@ -123,6 +172,7 @@ class TextDoc:
     path: Path | None
     notebook: str | None = None  # the notebook's uri when this is a cell
     revision: int = 0
+    lines: LineIndex = field(default_factory=LineIndex, repr=False, compare=False)
 
     @property
     def is_python(self) -> bool:
@@ -230,7 +280,7 @@ class DocumentStore:
             return None
         text = doc.text
         for change in changes:
-            text = apply_change(text, change, encoding)
+            text = apply_change(text, change, encoding, doc.lines)
         doc.text = text
         doc.version = ident.version
         doc.revision = next(self._revisions)

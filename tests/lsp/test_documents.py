@@ -76,6 +76,37 @@ def test_a_range_applied_from_its_start_is_the_range_of_both_positions() -> None
                 assert got == text[:a] + "Q" + text[b:], (text, l1, c1, l2, c2, encoding)
 
 
+def test_a_document_line_index_finds_what_a_split_finds() -> None:
+    """A document keeps where its lines start across edits (the lines before each edit keep
+    theirs): every edit, however long, wherever it starts, gives what the same edit gives
+    without the index. Whole-text changes and carriage returns come and go among them."""
+    import random
+
+    from shardlint.lsp.documents import LineIndex
+
+    rng = random.Random(11)
+    pieces = ["a", "é", "😀", "\n", " ", "\n\n", "xy\nz", "\r\n", "\r", ""]
+    for encoding in ("utf-16", "utf-8", "utf-32"):
+        index = LineIndex()
+        text = "".join(rng.choice(pieces[:6]) for _ in range(300))
+        for step in range(1500):
+            if step % 200 == 199:
+                text = "".join(rng.choice(pieces) for _ in range(rng.randrange(300)))
+                continue  # (a whole-text change: the index is of another text now)
+            lines = text.count("\n") + 1
+            l1 = rng.choice([rng.randrange(lines + 2), lines // 2, max(lines - 2, 0)])
+            l2 = max(0, l1 + rng.choice([0, 0, 0, 1, 3, -1, 40]))
+            c1, c2 = rng.randrange(0, 8), rng.randrange(0, 8)
+            new = rng.choice(pieces) if rng.random() < 0.9 else rng.choice(pieces) * 3
+            edit = change(l1, c1, l2, c2, new)
+            want = apply_change(text, edit, encoding)
+            got = apply_change(text, edit, encoding, index)
+            assert got == want, (step, l1, c1, l2, c2, new)
+            # The next edit is of the text the index knows (the last one it made), or now and
+            # then of the same text without its carriage returns.
+            text = got if rng.random() < 0.95 else got.replace("\r", "")
+
+
 def test_full_change_replaces_the_text():
     full = types.TextDocumentContentChangeWholeDocument(text="new\n")
     assert apply_change("old\n", full, "utf-16") == "new\n"
