@@ -1159,6 +1159,19 @@ class Loop:
     def third(self, x):
         y = x * 2
         return y
+
+    def fourth(self, state, batches, scale):
+        total = scale
+        n = len(batches)
+
+        def inner(state):
+            for batch in batches:
+                old = state
+                state = step(state, batch)
+                print(old, n)
+            return state
+
+        return inner(state) * total
 '''
 
 
@@ -1172,7 +1185,14 @@ class Loop:
     # (no longer an alias of the rebound name: not asked at all, and nothing kept there)
     ("            before = state\n", "            before = batch\n", set()),
     # A module-level name bound differently: asked again everywhere.
-    ("def step(state, batch):\n", "def step(state, batch, k=1):\n", {"Loop.first", "Loop.second"}),
+    ("def step(state, batch):\n", "def step(state, batch, k=1):\n",
+     {"Loop.first", "Loop.second", "Loop.fourth.inner"}),
+    # Typing into a method around a nested function: asked again in the nested function only
+    # when it is edited, or a name it mentions is bound differently around it.
+    ("        total = scale\n", "        total = scale * 2\n", set()),
+    ("        n = len(batches)\n", "        n = len(batches) + 1\n", {"Loop.fourth.inner"}),
+    ("                print(old, n)\n", "                print(old.shape, n)\n",
+     {"Loop.fourth.inner"}),
 ])
 def test_the_kept_arguments_of_an_untouched_function_are_reused(
         tmp_path: Path, monkeypatch, old: str, new: str, asked: set[str]) -> None:

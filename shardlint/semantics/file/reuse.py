@@ -132,6 +132,12 @@ class Reuse:
             s = s.parent
         return s is None or s.kind != "class" or not self._class_changed(s)
 
+    def local_changed(self, scope) -> frozenset[str]:
+        """The names a function scope visited again binds differently than in the previous
+        build, with those whose values mention one, here or in a function around it (empty
+        for a function not visited again)."""
+        return self._local_changed(scope)
+
     def _local_changed(self, scope, text: bool = False) -> frozenset[str]:
         """The names a function scope visited again binds differently than in the previous
         build, and those whose values mention one (or a name bound differently in a function

@@ -30,7 +30,7 @@ from shardlint.semantics.file.jit_sites import (
 )
 from shardlint.semantics.file.meshes import axis_kind
 from shardlint.semantics.file.moves import newer_calls
-from shardlint.semantics.file.reuse import Chunk, each_statement
+from shardlint.semantics.file.reuse import Chunk, each_statement, mentions
 from shardlint.semantics.flow.liveness import shared_parts, use_after
 from shardlint.semantics.flow.valueflow import (
     MESH_ARGUMENTS,
@@ -394,16 +394,11 @@ def _hands_a_name(call: ast.Call, names: list[str]) -> bool:
     return False
 
 
-def _touched(scope: Scope, edited: tuple[int, int, int]) -> bool:
+def _near(node: ast.AST, edited: tuple[int, int, int]) -> bool:
     """Whether the edit (``Reuse.edited``: its first and last lines now) lies in or next to
-    the outermost function around ``scope`` (a module-level scope: always)."""
-    if scope.kind != "function":
-        return True
-    while scope.parent is not None and scope.parent.kind == "function":
-        scope = scope.parent
-    node = scope.node
+    ``node`` (a function: its decorators too)."""
     first, last, _ = edited
-    start = min([node.lineno, *(d.lineno for d in node.decorator_list)])  # type: ignore[attr-defined]
+    start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])  # type: ignore[attr-defined]
     end = node.end_lineno or node.lineno  # type: ignore[attr-defined]
     return not (end < first - 1 or start > max(first, last) + 1)
 
@@ -607,11 +602,14 @@ class _Summariser:
         only where the callee is named (see ``_callee``). In the language server, a call in a
         function the edit did not touch (nor a function around it) keeps the previous build's
         answer while no module-level name is bound differently: the walk reads that function's
-        body, the names it sees through the functions around it and the module's."""
+        body, the names it sees through the functions around it and the module's. (A function
+        nested in the edited one keeps its calls' answers unless a name it mentions is bound
+        differently there: typing into a 600-line method with 40 nested functions.)"""
         out: list[list] = []
         reuse = self.f.reuse
         old = None
         new: dict | None = None
+        holds: dict[Scope, bool] = {}
         if reuse is not None:
             new = {}
             if reuse.changed == frozenset() and reuse.edited is not None:  # type: ignore[attr-defined]
@@ -623,7 +621,7 @@ class _Summariser:
                 continue
             if old is not None:
                 found = old.get(c.node, _MISSING)
-                if found is not _MISSING and not _touched(c.scope, reuse.edited):  # type: ignore[union-attr]
+                if found is not _MISSING and self._kept_holds(c.scope, holds):
                     new[c.node] = found  # type: ignore[index]
                     if found is not None:
                         out.append(found)
@@ -634,6 +632,40 @@ class _Summariser:
             if found is not None:
                 out.append(found)
         return out
+
+    NAMES = "summary:names"
+
+    def _kept_holds(self, scope: Scope, memo: dict[Scope, bool]) -> bool:
+        """Whether the last build's ``_kept_at`` answers for the calls of ``scope`` hold (see
+        ``_kept``): a function the edit is not in or next to, around which no function binds
+        differently a name it mentions (module-level code: never). Once per scope and build."""
+        found = memo.get(scope)
+        if found is None:
+            reuse = self.f.reuse
+            found = scope.kind == "function" and not _near(scope.node, reuse.edited)  # type: ignore[union-attr]
+            s = scope.parent
+            names = None
+            while found and s is not None and s.kind == "function":
+                if reuse.local_changed(s):  # type: ignore[union-attr]
+                    if names is None:
+                        names = self._names_of(scope.node)
+                    found = reuse.local_changed(s).isdisjoint(names)  # type: ignore[union-attr]
+                s = s.parent
+            memo[scope] = found
+        return found
+
+    def _names_of(self, node: ast.AST) -> frozenset[str]:
+        """The names a function mentions, kept from build to build by its node (the parser
+        gives a function that holds an edit a new one)."""
+        reuse = self.f.reuse
+        store = reuse.results.setdefault(self.NAMES, {})  # type: ignore[union-attr]
+        names = store.get(node)
+        if names is None:
+            names = reuse.carried.get(self.NAMES, {}).get(node)  # type: ignore[union-attr]
+            if names is None:
+                names = mentions(node)
+            store[node] = names
+        return names
 
     def _kept_at(self, c: CallSite, stmt: ast.Assign) -> list | None:
         rebound = {t.id for target in stmt.targets for t in
