@@ -5,6 +5,7 @@ The engine owns the ProjectIndex for a project root. It knows nothing of output 
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import gc
 import hashlib
@@ -860,7 +861,7 @@ class Engine:
             except Exception:  # a broken rule must not take the other rules down
                 self.errors.append(InternalError(
                     spath, f"rule {cls.code} failed: {traceback.format_exc(limit=-3)}"))
-        kept = self._filter(findings, text, spath)
+        kept = self._filter(findings, text, spath, facts.tree)
         for f in kept:
             f.symbol = facts.symbol_at(f.span.line)
         if spath.endswith(".ipynb"):
@@ -935,10 +936,14 @@ class Engine:
         return Finding("SHL000", "syntax-error", "error", f"cannot parse: {exc.msg}", path,
                        Span(line, col, end_line, end_col))
 
-    def _filter(self, findings: list[Finding], text: str, path: str) -> list[Finding]:
+    def _filter(self, findings: list[Finding], text: str, path: str,
+                tree: ast.Module | None = None) -> list[Finding]:
         if not findings:
             return findings  # most files: no need to look for suppression comments
-        sup = parse_suppressions(text)
+        # (only the suppressions on the findings' lines, and file-wide ones, are looked for;
+        # with the tree, only the statements that hold them are tokenized)
+        sup = parse_suppressions(text, tree, {x for f in findings
+                                              for x in (f.span.line, f.span.end_line)})
         out = []
         for f in findings:
             if f.code != "SHL000" and not self.config.is_selected(f.code, True, path):
