@@ -90,3 +90,51 @@ def test_look_alike_comments_in_strings(text: str) -> None:
         except SyntaxError:
             continue  # (nested quotes before 3.12, or the indented copy)
         _agree(source, random.Random(0))
+
+
+def test_code_actions_and_hovers_tokenize_only_where_a_finding_or_a_comment_is(
+        tmp_path: Path, monkeypatch) -> None:
+    """An editor asks for code actions at every move of the cursor: the file is tokenized (for
+    its suppression comments and the lines a comment cannot end) only for a cursor on a
+    finding, once per result; a hover, only on a line with a comment."""
+    from lsprotocol import types
+
+    from shardlint.lsp import actions, hover
+    from shardlint.lsp.analyzer import Analyzer
+    from shardlint.lsp.client import ClientFeatures
+    from shardlint.lsp.convert import DiagnosticSupport
+    from shardlint.lsp.result import analyse
+
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 't'\n", encoding="utf-8")
+    path = tmp_path / "train.py"
+    text = "import jax\n\n\ndef f(t):\n    return jax.tree_map(abs, t)  # noqa: SHL4\n"
+    path.write_text(text, encoding="utf-8")
+    uri = path.as_uri()
+    res = analyse(Analyzer(), key=uri, revision=1, path=path, text=text, cells=None, uri=uri,
+                  versions={uri: 1}, others={}, encoding="utf-16", support=DiagnosticSupport())
+    (finding,) = res.findings
+    tokenized: list[str] = []
+    real = actions._uncommentable_lines
+    monkeypatch.setattr(actions, "_uncommentable_lines",
+                        lambda t: (tokenized.append("actions"), real(t))[1])
+    features = ClientFeatures(code_action_literals=True)
+
+    def asked(line: int) -> list[str]:
+        rng = types.Range(types.Position(line - 1, 0), types.Position(line - 1, 80))
+        return [a.title for a in actions.code_actions(res, uri, rng, None, features)]
+
+    assert not any(t.startswith("Ignore") for t in asked(2)) and tokenized == []
+    titles = asked(finding.span.line)
+    assert "Ignore SHL501 on this line" in titles and tokenized == ["actions"]
+    asked(finding.span.line)
+    assert tokenized == ["actions"]  # (kept with the result)
+
+    parsed: list[str] = []
+    real_parse = hover.parse_suppressions
+    monkeypatch.setattr(hover, "parse_suppressions",
+                        lambda t, **k: (parsed.append("hover"), real_parse(t, **k))[1])
+    assert hover.hover(res, uri, types.Position(3, 2), "utf-16", True, None) is None
+    assert parsed == []
+    found = hover.hover(res, uri, types.Position(4, text.split("\n")[4].index("SHL4") + 1),
+                        "utf-16", True, None)
+    assert parsed == ["hover"] and found is not None

@@ -56,8 +56,6 @@ def _quick_fixes(res: Result, view: View, rng: types.Range,
                  features: ClientFeatures) -> list[types.CodeAction]:
     out = []
     ignored: set[tuple[str, str]] = set()
-    blocked = _uncommentable_lines(res.source.text)
-    sup = parse_suppressions(res.source.text)
     for f, diag in res.items(view.uri):
         if not _overlaps(diag.range, rng):
             continue
@@ -71,6 +69,9 @@ def _quick_fixes(res: Result, view: View, rng: types.Range,
                 edit=_workspace_edit({view.uri: edits}, res, features)))
         if f.code == "SHL000":
             continue  # a syntax error cannot be suppressed
+        # (the file is tokenized for these only when a finding is at the cursor, once per
+        # result: a client asks for code actions at every move of the cursor)
+        sup, blocked = _comments_of(res)
         if ("line", f.code + str(f.span.line)) not in ignored:
             ignored.add(("line", f.code + str(f.span.line)))
             edit = _ignore_line(f, res.source, view, sup, blocked, features.encoding)
@@ -139,6 +140,15 @@ def _workspace_edit(edits: dict[str, list[types.TextEdit]], res: Result,
 
 
 # ---- suppression comments ----------------------------------------------------------------------------
+def _comments_of(res: Result):
+    """The result's suppression comments and the lines a comment cannot end (kept with it)."""
+    found = res.derived.get("comments")
+    if found is None:
+        text = res.source.text
+        found = res.derived["comments"] = (parse_suppressions(text), _uncommentable_lines(text))
+    return found
+
+
 def _uncommentable_lines(text: str) -> set[int]:
     """Lines whose end is inside a string or continued by a backslash: a comment cannot go there."""
     blocked = {i for i, ln in enumerate(SourceText("", text).lines, start=1)

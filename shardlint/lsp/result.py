@@ -52,6 +52,8 @@ class Result:
     root: Path | None = None
     errors: list[str] = field(default_factory=list)
     messages: list[tuple[str, str]] = field(default_factory=list)
+    # What code actions and hovers derive from the text, once per result (actions.py).
+    derived: dict = field(default_factory=dict, repr=False, compare=False)
 
     def view(self, uri: str) -> View | None:
         if self.cells is None:
