@@ -103,6 +103,7 @@ def _candidates(text: str, first: re.Match, wanted: Collection[int] | None) -> l
 
 
 _REGIONS: dict[str, list[tuple[int, int, str]] | None] = {}  # a statement's text -> comments
+_HELD = 0  # characters of the texts _REGIONS holds
 _SPLIT = 40  # lines: a class or function larger than this is looked into for the statement
 
 
@@ -122,8 +123,11 @@ def _region_comments(text: str, tree: ast.Module, lines_wanted: list[int]
         chunk = "\n".join(lines[a - 1:b]) + "\n"
         found = _REGIONS.get(chunk, _MISSING)
         if found is _MISSING:
-            if len(_REGIONS) > 512:
+            global _HELD
+            if len(_REGIONS) > 512 or _HELD > 4_000_000:  # (keys are texts: kept small)
                 _REGIONS.clear()
+                _HELD = 0
+            _HELD += len(chunk)
             try:
                 found = _comments(chunk, strict=True)
             except (tokenize.TokenError, IndentationError, SyntaxError):
