@@ -27,7 +27,7 @@ import bisect
 import copy
 import re
 
-from shardlint.syntax import nodes, parse
+from shardlint.syntax import first_line, nodes, parse
 
 
 _CHUNK = 4096
@@ -76,13 +76,6 @@ def _common_suffix(a: str, b: str, limit: int) -> int:
         else:
             hi = mid
     return lo if a[la - lo - 1] != b[lb - lo - 1] else lo + 1
-
-
-def _first_line(stmt: ast.stmt) -> int:
-    decorators = getattr(stmt, "decorator_list", None)
-    if decorators:
-        return min(stmt.lineno, *(d.lineno for d in decorators))
-    return stmt.lineno
 
 
 # Clauses that continue the compound statement before them (`if` ... `else:`, `except(E):`).
@@ -149,7 +142,7 @@ def _edited_statement(block: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionD
     body = block.body
     if len(body) < 2:
         return None
-    starts = [_first_line(m) for m in body]
+    starts = [first_line(m) for m in body]
     k = bisect.bisect_right(starts, first) - 1
     if k < 0:
         return None  # the header, or before the first statement
@@ -212,7 +205,7 @@ class IncrementalParser:
         self._text, self._tree = text, tree
         got = self.last_lines
         self._lines = got[1] if got is not None and got[0] is text else None
-        self._starts = [_first_line(s) for s in tree.body]
+        self._starts = [first_line(s) for s in tree.body]
         known = self._positioned
         if known:  # forget the statements that are gone
             self._positioned = {s: p for s in tree.body if (p := known.get(s)) is not None}

@@ -13,6 +13,14 @@ import ast
 import warnings
 
 
+def first_line(node: ast.AST) -> int:
+    """The first line of a statement, its decorators included."""
+    decorators = getattr(node, "decorator_list", None)
+    if decorators:
+        return min(node.lineno, *(d.lineno for d in decorators))  # type: ignore[attr-defined]
+    return node.lineno  # type: ignore[attr-defined]
+
+
 def parse(text: str, filename: str) -> ast.Module:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

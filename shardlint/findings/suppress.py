@@ -22,6 +22,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from shardlint.source import without_surrogates
+from shardlint.syntax import first_line
 
 _LINE = re.compile(r"#\s*shardlint\s*:\s*ignore\s*\[([^\]]*)\]", re.I)
 _FILE = re.compile(r"#\s*shardlint\s*:\s*file-ignore\s*\[([^\]]*)\]", re.I)
@@ -142,17 +143,12 @@ def _region_comments(text: str, tree: ast.Module, lines_wanted: list[int]
 _MISSING: list = []
 
 
-def _first_line(stmt: ast.stmt) -> int:
-    decorators = getattr(stmt, "decorator_list", None)
-    return min(stmt.lineno, *(d.lineno for d in decorators)) if decorators else stmt.lineno
-
-
 def _starts_its_line(stmt: ast.stmt, lines: list[str]) -> bool:
     """Whether only blank space comes before ``stmt`` (its first decorator) on its line: the
     tokenizer is then at the start of a logical line there, in no string or bracket."""
     decorators = getattr(stmt, "decorator_list", None)
     first = min(decorators, key=lambda d: (d.lineno, d.col_offset)) if decorators else stmt
-    if first.lineno != _first_line(stmt):
+    if first.lineno != first_line(stmt):
         return False
     # (the AST's columns are UTF-8 bytes; a decorator's own column is after its `@`)
     prefix = lines[first.lineno - 1].encode("utf-8")[:first.col_offset].strip()
@@ -167,7 +163,7 @@ def _region(body: list[ast.stmt], start: int, end: int, line: int, lines: list[s
     holds it, at any depth. None where a statement does not start its line."""
     if not body:
         return start, end
-    starts = [_first_line(s) for s in body]
+    starts = [first_line(s) for s in body]
     k = max(bisect.bisect_right(starts, line) - 1, 0)  # (the comments before the first
     # statement are its region's)
     k = bisect.bisect_left(starts, starts[k])  # (statements sharing a line go together)
@@ -179,7 +175,7 @@ def _region(body: list[ast.stmt], start: int, end: int, line: int, lines: list[s
     last = starts[j + 1] - 1 if j + 1 < len(starts) else end
     if k == j and last - first > _SPLIT and isinstance(
             stmt, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and len(stmt.body) > 1:
-        inner = _first_line(stmt.body[0])
+        inner = first_line(stmt.body[0])
         if inner > stmt.lineno and _starts_its_line(stmt.body[0], lines):
             if line >= inner:
                 return _region(stmt.body, inner, last, line, lines)

@@ -43,6 +43,7 @@ from shardlint.semantics.flow.valueflow import (
     optional_of,
 )
 from shardlint.semantics.flow.valueflow import shift as shift_flow
+from shardlint.syntax import first_line
 from shardlint.syntax import nodes as walk_nodes
 
 _MISSING = object()
@@ -398,7 +399,7 @@ def _near(node: ast.AST, edited: tuple[int, int, int]) -> bool:
     """Whether the edit (``Reuse.edited``: its first and last lines now) lies in or next to
     ``node`` (a function: its decorators too)."""
     first, last, _ = edited
-    start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])  # type: ignore[attr-defined]
+    start = first_line(node)
     end = node.end_lineno or node.lineno  # type: ignore[attr-defined]
     return not (end < first - 1 or start > max(first, last) + 1)
 
@@ -646,10 +647,11 @@ class _Summariser:
             s = scope.parent
             names = None
             while found and s is not None and s.kind == "function":
-                if reuse.local_changed(s):  # type: ignore[union-attr]
+                local = reuse.local_changed(s)  # type: ignore[union-attr]
+                if local:
                     if names is None:
                         names = self._names_of(scope.node)
-                    found = reuse.local_changed(s).isdisjoint(names)  # type: ignore[union-attr]
+                    found = local.isdisjoint(names)
                 s = s.parent
             memo[scope] = found
         return found
