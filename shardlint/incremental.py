@@ -187,6 +187,11 @@ class IncrementalParser:
         self._span: int | None = None  # the last line of its edited top-level region (or None)
         self._tried = False  # whether _nested_error ran for this edit
 
+    def tree_of(self, text: str) -> ast.Module | None:
+        """The tree of the last call, when its text was ``text`` itself and parsed (the next
+        call may shift its positions in place: use it before then)."""
+        return self._tree if self._text is text else None
+
     def parse(self, text: str, filename: str) -> ast.Module:
         """The tree of ``text``; raises ``SyntaxError``/``ValueError`` as ``ast.parse`` does."""
         self.changed = None

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from shardlint.findings.suppress import parse
+from shardlint.findings.suppress import candidate_lines, parse, statement_spans, uncommentable
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted([*ROOT.glob("shardlint/semantics/flow/*.py"), *ROOT.glob("shardlint/lsp/*.py"),
@@ -92,13 +92,15 @@ def test_look_alike_comments_in_strings(text: str) -> None:
         _agree(source, random.Random(0))
 
 
-def test_code_actions_and_hovers_tokenize_only_where_a_finding_or_a_comment_is(
+def test_code_actions_and_hovers_tokenize_only_the_statements_they_need(
         tmp_path: Path, monkeypatch) -> None:
-    """An editor asks for code actions at every move of the cursor: the file is tokenized (for
-    its suppression comments and the lines a comment cannot end) only for a cursor on a
-    finding, once per result; a hover, only on a line with a comment."""
+    """An editor asks for code actions at every move of the cursor, on the event loop: nothing is
+    tokenized for a cursor away from any finding, and for one on a finding only the statements
+    that hold its lines and the file-wide comments (found with the analysis's syntax tree), once
+    per result; a hover, only on a line with a comment, and again only its statement."""
     from lsprotocol import types
 
+    from shardlint.findings import suppress
     from shardlint.lsp import actions, hover
     from shardlint.lsp.analyzer import Analyzer
     from shardlint.lsp.client import ClientFeatures
@@ -107,34 +109,83 @@ def test_code_actions_and_hovers_tokenize_only_where_a_finding_or_a_comment_is(
 
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 't'\n", encoding="utf-8")
     path = tmp_path / "train.py"
-    text = "import jax\n\n\ndef f(t):\n    return jax.tree_map(abs, t)  # noqa: SHL4\n"
+    filler = "".join(f"\n\ndef g{i}(x):\n    return x + {i}\n" for i in range(30))
+    text = ("# shardlint: file-ignore[SHL9]\nimport jax\n\n\ndef f(t):\n    s = \"\"\"a\nb\"\"\"\n"
+            "    return jax.tree_map(abs, t)  # noqa: SHL4\n" + filler)
     path.write_text(text, encoding="utf-8")
     uri = path.as_uri()
     res = analyse(Analyzer(), key=uri, revision=1, path=path, text=text, cells=None, uri=uri,
                   versions={uri: 1}, others={}, encoding="utf-16", support=DiagnosticSupport())
     (finding,) = res.findings
-    tokenized: list[str] = []
-    real = actions._uncommentable_lines
-    monkeypatch.setattr(actions, "_uncommentable_lines",
-                        lambda t: (tokenized.append("actions"), real(t))[1])
+    scanned: list[str] = []
+    real = suppress._scan
+    monkeypatch.setattr(suppress, "_scan", lambda t, *a: (scanned.append(t), real(t, *a))[1])
+    suppress._REGIONS.clear()
     features = ClientFeatures(code_action_literals=True)
 
     def asked(line: int) -> list[str]:
         rng = types.Range(types.Position(line - 1, 0), types.Position(line - 1, 80))
         return [a.title for a in actions.code_actions(res, uri, rng, None, features)]
 
-    assert not any(t.startswith("Ignore") for t in asked(2)) and tokenized == []
+    assert not any(t.startswith("Ignore") for t in asked(3)) and scanned == []
     titles = asked(finding.span.line)
-    assert "Ignore SHL501 on this line" in titles and tokenized == ["actions"]
+    assert "Ignore SHL501 on this line" in titles and "Ignore SHL501 in this file" in titles
+    # (the function that holds the finding, and the import whose region the file-wide comment
+    # before it is in)
+    function = text[text.index("def f"):text.index("\n\n\ndef g0")] + "\n\n\n"
+    assert sorted(scanned) == sorted([text[:text.index("def f")], function])
+    scanned.clear()
     asked(finding.span.line)
-    assert tokenized == ["actions"]  # (kept with the result)
+    assert scanned == []  # (kept with the result)
 
-    parsed: list[str] = []
-    real_parse = hover.parse_suppressions
     monkeypatch.setattr(hover, "parse_suppressions",
-                        lambda t, **k: (parsed.append("hover"), real_parse(t, **k))[1])
-    assert hover.hover(res, uri, types.Position(3, 2), "utf-16", True, None) is None
-    assert parsed == []
-    found = hover.hover(res, uri, types.Position(4, text.split("\n")[4].index("SHL4") + 1),
+                        lambda t, **k: (scanned.append("hover"), suppress.parse(t, **k))[1])
+    assert hover.hover(res, uri, types.Position(4, 2), "utf-16", True, None) is None
+    assert scanned == []
+    line = finding.span.line - 1
+    found = hover.hover(res, uri, types.Position(line, text.split("\n")[line].index("SHL4") + 1),
                         "utf-16", True, None)
-    assert parsed == ["hover"] and found is not None
+    assert scanned == ["hover"] and found is not None  # (the statements' scans are kept)
+
+
+def _spans_agree(text: str, rng: random.Random) -> None:
+    """Suppressions and the lines a comment cannot end, found through ``statement_spans``, are
+    the whole file's for the lines asked."""
+    tree = ast.parse(text)
+    lines = text.split("\n")
+    full = parse(text)
+    blocked = uncommentable(text, range(1, len(lines) + 1))
+    for wanted in ({rng.randrange(1, len(lines) + 1) for _ in range(5)}, set(full.lines)):
+        spans = statement_spans(text, tree, {*wanted, *candidate_lines(text)})
+        got = parse(text, wanted=wanted, spans=spans)
+        for line in wanted:
+            assert got.lines.get(line) == full.lines.get(line), line
+        assert got.file == full.file
+        assert uncommentable(text, wanted, spans) == blocked & wanted, sorted(wanted)
+
+
+@pytest.mark.parametrize("path", SOURCES[::3], ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_suppressions_and_uncommentable_lines_through_spans_are_the_whole_files(path: Path) -> None:
+    rng = random.Random(path.name + "spans")
+    base = path.read_text(encoding="utf-8")
+    tried = 0
+    for _ in range(12):
+        text = _edited(base, rng)
+        try:
+            ast.parse(text)
+        except SyntaxError:
+            continue
+        tried += 1
+        _spans_agree(text, rng)
+    assert tried >= 3
+
+
+@pytest.mark.parametrize("text", [
+    *TRICKY, 'x = f"""{1}\n"""  # noqa: SHL1\ny = 1 + \\\n    2\n',
+    'def f():\n    """doc\n    more"""\n    return 1  # noqa: SHL2\n'])
+def test_uncommentable_lines_of_tricky_statements(text: str) -> None:
+    try:
+        ast.parse(text)
+    except SyntaxError:
+        return  # (nested quotes before 3.12)
+    _spans_agree(text, random.Random(1))

@@ -8,7 +8,9 @@ tokenizer: ~30 ms for a 5,000-line file, on every keystroke of a file that holds
 suppression. Given the file's syntax tree, only the statements that hold a candidate are
 tokenized, each on its own (a statement starts a logical line: the tokenizer is then in no
 string, at any depth), the innermost one that holds it in a large class or function, and what
-they hold is kept by their text from call to call.
+they hold is kept by their text from call to call. The language server asks later, for a code
+action or a hover, when the tree has moved on: each analysis notes which statement holds each
+line it may be asked about (``statement_spans``), and the same statements are tokenized then.
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ import bisect
 import io
 import re
 import tokenize
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
-from shardlint.source import without_surrogates
+from shardlint.source import SourceText, without_surrogates
 from shardlint.syntax import first_line
 
 _LINE = re.compile(r"#\s*shardlint\s*:\s*ignore\s*\[([^\]]*)\]", re.I)
@@ -53,21 +55,27 @@ def _codes(text: str) -> tuple[str, ...]:
 
 
 def parse(text: str, tree: ast.Module | None = None,
-          wanted: Collection[int] | None = None) -> Suppressions:
+          wanted: Collection[int] | None = None,
+          spans: dict[int, tuple[int, int] | None] | None = None) -> Suppressions:
     """The suppressions of ``text``. ``tree``: its syntax tree, when it parses (see the module's
-    doc). ``wanted``: only the line suppressions on these lines are needed (and every
-    file-wide one); ``comments`` then lists only those."""
+    doc); or ``spans``, what :func:`statement_spans` found in it for the lines asked (the
+    whole file is tokenized where a line is not there). ``wanted``: only the line
+    suppressions on these lines are needed (and every file-wide one); ``comments`` then lists
+    only those."""
     out = Suppressions()
     found = _ANY.search(text)
     if found is None:
         return out  # tokenizing costs more than parsing: only do it when a comment may match
     comments = None
-    if tree is not None or wanted is not None:
+    if tree is not None or wanted is not None or spans is not None:
         candidates = _candidates(text, found, wanted)
         if not candidates:
             return out
         if tree is not None and "\r" not in text:
-            comments = _region_comments(text, tree, candidates)
+            lines = text.split("\n")
+            comments = _region_comments(lines, _spans_in(tree, lines, candidates), candidates)
+        elif spans is not None:
+            comments = _region_comments(text.split("\n"), spans, candidates)
     if comments is None:
         comments = _comments(text)
     for line, col, comment in comments:
@@ -103,41 +111,99 @@ def _candidates(text: str, first: re.Match, wanted: Collection[int] | None) -> l
     return out
 
 
-_REGIONS: dict[str, list[tuple[int, int, str]] | None] = {}  # a statement's text -> comments
+# a statement's text -> its comments and the lines ending in a string (see _scanned)
+_REGIONS: dict[str, tuple[list[tuple[int, int, str]], list[int]] | None] = {}
 _HELD = 0  # characters of the texts _REGIONS holds
 _SPLIT = 40  # lines: a class or function larger than this is looked into for the statement
 
 
-def _region_comments(text: str, tree: ast.Module, lines_wanted: list[int]
-                     ) -> list[tuple[int, int, str]] | None:
-    """The comments of the statements that hold ``lines_wanted``, each statement tokenized on
-    its own (None where that cannot be done exactly: the caller tokenizes the file)."""
-    lines = text.split("\n")
+def candidate_lines(text: str) -> list[int]:
+    """The lines (1-based, ascending) of every comment that may be a suppression."""
+    found = _ANY.search(text)
+    return _candidates(text, found, None) if found is not None else []
+
+
+def statement_spans(text: str, tree: ast.Module, wanted: Iterable[int],
+                    lines: list[str] | None = None) -> dict[int, tuple[int, int] | None]:
+    """For each line of ``wanted``: the lines (first, last) of the statement of ``text`` (whose
+    syntax tree is ``tree``) that holds it, to tokenize on its own (see the module's doc), or
+    None where that cannot be done exactly. ``lines``: ``text.split("\\n")``, where the caller
+    has it. A language server works these out with the tree of each analysis, and answers
+    code actions and hovers later from them."""
+    if "\r" in text:
+        return dict.fromkeys(wanted)
+    return _spans_in(tree, lines if lines is not None else text.split("\n"), wanted)
+
+
+def _spans_in(tree: ast.Module, lines: list[str], wanted: Iterable[int]
+              ) -> dict[int, tuple[int, int] | None]:
+    starts: dict[int, list[int]] = {}  # (each body's first lines, worked out once for all)
+    return {line: _region(tree.body, 1, len(lines), line, lines, starts) for line in wanted}
+
+
+def uncommentable(text: str, wanted: Collection[int],
+                  spans: dict[int, tuple[int, int] | None] | None = None) -> set[int]:
+    """Those of the lines ``wanted`` whose end is inside a string or continued by a backslash:
+    a comment cannot go there. With ``spans`` (:func:`statement_spans`), only the statements
+    that hold them are tokenized; else the whole file."""
+    lines = SourceText("", text).lines  # (as the tokenizer counts them: \r too)
+    out = {line for line in wanted if 0 < line <= len(lines)
+           and lines[line - 1].rstrip().endswith("\\")}
+    inside = None
+    if spans is not None and "\r" not in text:  # (then the lines are text.split("\n"))
+        inside = set()
+        for line in wanted:
+            span = spans.get(line)
+            scanned = _scanned(lines, span) if span is not None else None
+            if scanned is None:
+                inside = None
+                break
+            inside.update(span[0] - 1 + k for k in scanned[1])
+    if inside is None:
+        inside = _strings(text)
+    return out | (inside & set(wanted))
+
+
+def _region_comments(lines: list[str], spans: dict[int, tuple[int, int] | None],
+                     lines_wanted: list[int]) -> list[tuple[int, int, str]] | None:
+    """The comments of the statements that hold ``lines_wanted`` (``spans``: those
+    statements), each statement tokenized on its own (None where that cannot be done
+    exactly: the caller tokenizes the file)."""
     regions = set()
     for line in lines_wanted:
-        region = _region(tree.body, 1, len(lines), line, lines)
+        region = spans.get(line)
         if region is None:
             return None
         regions.add(region)
     out: list[tuple[int, int, str]] = []
     for a, b in sorted(regions):
-        chunk = "\n".join(lines[a - 1:b]) + "\n"
-        found = _REGIONS.get(chunk, _MISSING)
-        if found is _MISSING:
-            global _HELD
-            if len(_REGIONS) > 512 or _HELD > 4_000_000:  # (keys are texts: kept small)
-                _REGIONS.clear()
-                _HELD = 0
-            _HELD += len(chunk)
-            try:
-                found = _comments(chunk, strict=True)
-            except (tokenize.TokenError, IndentationError, SyntaxError):
-                found = None
-            _REGIONS[chunk] = found
+        found = _scanned(lines, (a, b))
         if found is None:
             return None
-        out.extend((a - 1 + line, col, comment) for line, col, comment in found)
+        out.extend((a - 1 + line, col, comment) for line, col, comment in found[0])
     return out
+
+
+def _scanned(lines: list[str], span: tuple[int, int]
+             ) -> tuple[list[tuple[int, int, str]], list[int]] | None:
+    """What the tokenizer finds in the lines ``span`` of a statement, on their own: its
+    comments and the lines whose end is inside a string (numbered from 1 at the span's
+    first line); kept by their text. None where they do not tokenize."""
+    global _HELD
+    a, b = span
+    chunk = "\n".join(lines[a - 1:b]) + "\n"
+    found = _REGIONS.get(chunk, _MISSING)
+    if found is _MISSING:
+        if len(_REGIONS) > 512 or _HELD > 4_000_000:  # (keys are texts: kept small)
+            _REGIONS.clear()
+            _HELD = 0
+        _HELD += len(chunk)
+        try:
+            found = _scan(chunk)
+        except (tokenize.TokenError, IndentationError, SyntaxError):
+            found = None
+        _REGIONS[chunk] = found
+    return found
 
 
 _MISSING: list = []
@@ -155,15 +221,19 @@ def _starts_its_line(stmt: ast.stmt, lines: list[str]) -> bool:
     return prefix == b"" or (first is not stmt and prefix == b"@")
 
 
-def _region(body: list[ast.stmt], start: int, end: int, line: int, lines: list[str]
-            ) -> tuple[int, int] | None:
+def _region(body: list[ast.stmt], start: int, end: int, line: int, lines: list[str],
+            memo: dict[int, list[int]] | None = None) -> tuple[int, int] | None:
     """The lines (first, last) of the statement of ``body`` whose lines (up to the next
     statement's: its trailing comments are its) hold ``line``; ``start``..``end``: the lines
     ``body`` spans. Inside a large class or function, the member or body statement that
     holds it, at any depth. None where a statement does not start its line."""
     if not body:
         return start, end
-    starts = [first_line(s) for s in body]
+    starts = memo.get(id(body)) if memo is not None else None
+    if starts is None:
+        starts = [first_line(s) for s in body]
+        if memo is not None:
+            memo[id(body)] = starts
     k = max(bisect.bisect_right(starts, line) - 1, 0)  # (the comments before the first
     # statement are its region's)
     k = bisect.bisect_left(starts, starts[k])  # (statements sharing a line go together)
@@ -178,27 +248,58 @@ def _region(body: list[ast.stmt], start: int, end: int, line: int, lines: list[s
         inner = first_line(stmt.body[0])
         if inner > stmt.lineno and _starts_its_line(stmt.body[0], lines):
             if line >= inner:
-                return _region(stmt.body, inner, last, line, lines)
+                return _region(stmt.body, inner, last, line, lines, memo)
             return first, inner - 1  # (the decorators and the header)
     return first, last
 
 
-def _comments(text: str, strict: bool = False) -> list[tuple[int, int, str]]:
+def _comments(text: str) -> list[tuple[int, int, str]]:
     """(line, utf-8 column, text) of each comment; a line scan when the text does not tokenize."""
-    text = without_surrogates(text)  # (positions unchanged; see source.py)
-    found = []
     try:
-        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-            if tok.type == tokenize.COMMENT:
-                col = len(tok.line[: tok.start[1]].encode("utf-8"))
-                found.append((tok.start[0], col, tok.string))
-        return found
+        return _scan(text)[0]
     except (tokenize.TokenError, IndentationError, SyntaxError):
-        if strict:
-            raise
+        pass
     found = []
-    for i, line in enumerate(text.splitlines(), start=1):
+    for i, line in enumerate(without_surrogates(text).splitlines(), start=1):
         idx = line.find("#")
         if idx >= 0:
             found.append((i, len(line[:idx].encode("utf-8")), line[idx:]))
     return found
+
+
+# (f-strings are tokens of their own from Python 3.12, t-strings from 3.14)
+_STARTS = {getattr(tokenize, n) for n in ("FSTRING_START", "TSTRING_START") if hasattr(tokenize, n)}
+_ENDS = {getattr(tokenize, n) for n in ("FSTRING_END", "TSTRING_END") if hasattr(tokenize, n)}
+
+
+def _scan(text: str, into: set[int] | None = None) -> tuple[list[tuple[int, int, str]], list[int]]:
+    """One pass of the tokenizer: (line, utf-8 column, text) of each comment, and the lines
+    whose end is inside a string (``into`` gets them as they are found: what was found before
+    a tokenizer error). Raises where the text does not tokenize."""
+    text = without_surrogates(text)  # (positions unchanged; see source.py)
+    comments = []
+    inside: set[int] = into if into is not None else set()
+    starts: list[int] = []
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        kind = tok.type
+        if kind == tokenize.COMMENT:
+            col = len(tok.line[: tok.start[1]].encode("utf-8"))
+            comments.append((tok.start[0], col, tok.string))
+        elif kind == tokenize.STRING:
+            if tok.end[0] > tok.start[0]:
+                inside.update(range(tok.start[0], tok.end[0]))
+        elif kind in _STARTS:
+            starts.append(tok.start[0])
+        elif kind in _ENDS and starts:
+            inside.update(range(starts.pop(), tok.end[0]))
+    return comments, sorted(inside)
+
+
+def _strings(text: str) -> set[int]:
+    """The lines of the whole file whose end is inside a string (as far as it tokenizes)."""
+    inside: set[int] = set()
+    try:
+        _scan(text, inside)
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass
+    return inside

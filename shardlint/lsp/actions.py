@@ -7,14 +7,13 @@ the client supports it, so an edit made for an older text is refused instead of 
 
 from __future__ import annotations
 
-import io
 import re
-import tokenize
 
 from lsprotocol import types
 
 from shardlint.findings.fixes import resolve
 from shardlint.findings.suppress import parse as parse_suppressions
+from shardlint.findings.suppress import uncommentable
 from shardlint.lsp.client import ClientFeatures
 from shardlint.lsp.convert import SOURCE, to_range
 from shardlint.lsp.result import Result, View
@@ -69,9 +68,9 @@ def _quick_fixes(res: Result, view: View, rng: types.Range,
                 edit=_workspace_edit({view.uri: edits}, res, features)))
         if f.code == "SHL000":
             continue  # a syntax error cannot be suppressed
-        # (the file is tokenized for these only when a finding is at the cursor, once per
-        # result: a client asks for code actions at every move of the cursor)
-        sup, blocked = _comments_of(res)
+        # (worked out only for a finding at the cursor, once per result: a client asks for
+        # code actions at every move of the cursor)
+        sup, blocked = _comments_of(res, f)
         if ("line", f.code + str(f.span.line)) not in ignored:
             ignored.add(("line", f.code + str(f.span.line)))
             edit = _ignore_line(f, res.source, view, sup, blocked, features.encoding)
@@ -140,32 +139,18 @@ def _workspace_edit(edits: dict[str, list[types.TextEdit]], res: Result,
 
 
 # ---- suppression comments ----------------------------------------------------------------------------
-def _comments_of(res: Result):
-    """The result's suppression comments and the lines a comment cannot end (kept with it)."""
-    found = res.derived.get("comments")
+def _comments_of(res: Result, f: Finding):
+    """The suppression comments a finding's lines need (theirs and the file-wide ones) and
+    which of its lines a comment cannot end; kept with the result. Only the statements that
+    hold them are tokenized, found with the analysis's syntax tree (``Result.spans``)."""
+    lines = tuple(dict.fromkeys((f.span.line, f.span.end_line)))
+    key = ("comments", lines)
+    found = res.derived.get(key)
     if found is None:
         text = res.source.text
-        found = res.derived["comments"] = (parse_suppressions(text), _uncommentable_lines(text))
+        found = res.derived[key] = (parse_suppressions(text, wanted=lines, spans=res.spans),
+                                    uncommentable(text, lines, res.spans))
     return found
-
-
-def _uncommentable_lines(text: str) -> set[int]:
-    """Lines whose end is inside a string or continued by a backslash: a comment cannot go there."""
-    blocked = {i for i, ln in enumerate(SourceText("", text).lines, start=1)
-               if ln.rstrip().endswith("\\")}
-    starts: list[int] = []
-    try:
-        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-            kind = tokenize.tok_name.get(tok.type, "")
-            if kind == "FSTRING_START":
-                starts.append(tok.start[0])
-            elif kind == "FSTRING_END" and starts:
-                blocked.update(range(starts.pop(), tok.end[0]))
-            elif tok.type == tokenize.STRING and tok.end[0] > tok.start[0]:
-                blocked.update(range(tok.start[0], tok.end[0]))
-    except (tokenize.TokenError, IndentationError, SyntaxError):
-        pass
-    return blocked
 
 
 def _insert(source: SourceText, line: int, utf8_col: int, text: str, view: View,

@@ -56,9 +56,10 @@ def hover(res: Result, uri: str, pos: types.Position, encoding: str,
 def _in_suppression(res: Result, line: int, col: int) -> tuple[str, Span] | None:
     text = res.source.line_text(line)
     if "#" not in text:
-        return None  # (the file is tokenized only for a line that may hold a suppression)
+        return None  # (looked for only on a line that may hold a suppression)
     raw = text.encode("utf-8")
-    for c_line, start, end, _ in parse_suppressions(res.source.text, wanted={line}).comments:
+    found = parse_suppressions(res.source.text, wanted={line}, spans=res.spans)
+    for c_line, start, end, _ in found.comments:
         if c_line != line or not start <= col <= end:
             continue
         segment = raw[start:end].decode("utf-8", "replace")

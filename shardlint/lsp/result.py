@@ -52,6 +52,10 @@ class Result:
     root: Path | None = None
     errors: list[str] = field(default_factory=list)
     messages: list[tuple[str, str]] = field(default_factory=list)
+    # The statement that holds each line of a finding or of a possible suppression comment,
+    # from the analysis's tree (None: not known; see suppress.statement_spans).
+    spans: dict[int, tuple[int, int] | None] | None = field(default=None, repr=False,
+                                                            compare=False)
     # What code actions and hovers derive from the text, once per result (actions.py).
     derived: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -102,4 +106,5 @@ def analyse(analyzer: Analyzer, *, key: str, revision: int, path: Path, text: st
     prints = {u: fingerprint([d for _, d in items]) for u, items in grouped.items()}
     return Result(key, revision, outcome.generation, spath, source, cells, outcome.findings,
                   grouped, prints, versions, outcome.index_changed, outcome.root,
-                  outcome.errors, analyzer.drain_messages())
+                  outcome.errors, analyzer.drain_messages(),
+                  spans=outcome.spans if source is outcome.source else None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from lsprotocol import types
 
-from shardlint.lsp.actions import _uncommentable_lines
+from shardlint.findings.suppress import uncommentable
 from shardlint.lsp.documents import DocumentStore, apply_change
 
 
@@ -134,4 +134,4 @@ def test_notebook_cells_join_and_map_back():
 
 def test_comments_cannot_go_inside_strings_or_after_a_backslash():
     text = 'x = """doc\nmore"""\ny = 1 + \\\n    2\nz = f"""{x}\n"""\n'
-    assert _uncommentable_lines(text) == {1, 3, 5}
+    assert uncommentable(text, range(1, 8)) == {1, 3, 5}
