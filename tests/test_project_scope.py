@@ -255,6 +255,70 @@ def test_shl101_is_an_error_only_where_a_linen_constraint_runs_under_it(tmp_path
     assert plain.fix is not None and plain.fix.applicability == "safe"
 
 
+@pytest.mark.parametrize("compiled,name,api", [
+    ("@functools.partial(jax.jit, static_argnums=(0,))\n    def step(self, params, x):",
+     "step", "jax.jit"),
+    ("@jax.jit\n    def step(self, params, x):", "step", "jax.jit"),
+    # (named in a jit call, and the `with` in a function nested in the compiled one)
+    ("def step(self, params, x):\n        def inner():", "step", "jax.jit"),
+])
+def test_shl101_inside_a_jitted_function_sets_the_mesh_around_its_calls(tmp_path, compiled,
+                                                                         name, api):
+    """`jax.set_mesh` raises inside a trace (`set_mesh can only be used outside of jax.jit`, in
+    every jax that has it): a `with mesh:` in a function a jit compiles is moved out, around the
+    function's calls, and no fix puts `jax.set_mesh` in its place. The same `with` in a method
+    no jit compiles keeps its fix (the look-alike)."""
+    nested = "def inner" in compiled
+    body = ("            with self.mesh:\n                return MLP().apply(params, x)\n"
+            "        return inner()\n" if nested else
+            "        with self.mesh:\n            return MLP().apply(params, x)\n")
+    files = {"model.py": MODEL, "serve.py": f"""
+import functools
+import jax
+from model import MLP
+
+
+class Engine:
+    def __init__(self):
+        self.mesh = jax.make_mesh((8,), ("data",))
+        {"self.jitted = jax.jit(self.step)" if nested else "pass"}
+
+    {compiled}
+{body}
+    def eager(self, params, x):
+        with self.mesh:
+            return MLP().apply(params, x)
+"""}
+    found = _lint(tmp_path, files, "SHL101")
+    assert len(found) == 2, [f.message for f in found]
+    traced, eager = found
+    assert traced.severity == "error" and traced.fix is None
+    assert (f"enter `jax.set_mesh(self.mesh)` around the calls of `{name}`, outside the trace "
+            f"(`{name}` is compiled by the `{api}` of line") in traced.message, traced.message
+    assert "`jax.set_mesh` raises inside a trace) and leave `self.mesh` out of this `with`" \
+        in traced.message
+    assert "use `with jax.set_mesh(self.mesh):`" in eager.message
+    assert eager.fix is not None and eager.fix.applicability == "unsafe"
+
+
+def test_shl101_inside_a_jitted_function_deprecation_only_is_a_warning_without_a_fix(tmp_path):
+    [f] = _lint(tmp_path, {"serve.py": """
+        import jax
+        mesh = jax.make_mesh((8,), ("data",))
+
+        @jax.jit
+        def step(x):
+            with mesh:
+                return x * 2
+    """}, "SHL101")
+    assert f.severity == "warning" and f.fix is None
+    assert "deprecated since jax 0.10.1" in f.message
+    assert f.message.endswith("enter `jax.set_mesh(mesh)` around the calls of `step`, outside "
+                              "the trace (`step` is compiled by the `jax.jit` of line 4, and "
+                              "`jax.set_mesh` raises inside a trace) and leave `mesh` out of "
+                              "this `with`"), f.message
+
+
 def test_shl101_in_test_code_is_a_warning_even_where_a_linen_constraint_runs_under_it(tmp_path):
     """A test runs toy sizes and checks values, which are the same unsharded: the dropped
     constraints are reported, but nothing there certainly goes wrong."""

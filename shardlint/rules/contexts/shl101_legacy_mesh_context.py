@@ -8,8 +8,16 @@ import dataclasses
 from shardlint.rules.base import Edit, Fix, Rule, example, register
 from shardlint.semantics.catalog import facts as releases
 from shardlint.semantics.catalog.api import Role, lookup
+from shardlint.semantics.file.execution import compiled_function
 from shardlint.semantics.file.facts import RULES
-from shardlint.semantics.file.jit_sites import PJIT, calls_of, jit_keywords, specs_may_be_bare
+from shardlint.semantics.file.jit_sites import (
+    LINEN_JIT,
+    NNX_JIT,
+    PJIT,
+    calls_of,
+    jit_keywords,
+    specs_may_be_bare,
+)
 from shardlint.semantics.file.moves import guarded_at, may_have_guards, version_guarded
 from shardlint.semantics.flow.summary import reference
 from shardlint.semantics.sharding.mesh_values import is_mesh
@@ -91,7 +99,11 @@ project's readers are named), or where the project's pins allow a jax older than
 `jax.set_mesh`). Where a `pjit` whose shardings shardlint cannot read runs under the `with`, or
 in a project function a call there reaches, the advice waits for it (given bare
 `PartitionSpec`s, it reads the legacy mesh) and the fix is unsafe. No fix next to
-`jax.set_mesh`.
+`jax.set_mesh`. No fix inside a function a jit of the file compiles (decorated, or named in a
+`jax.jit(...)` call, `self.step` included), or in a function nested in one: the `with` runs
+while it is traced, where `jax.set_mesh` raises (`set_mesh can only be used outside of jax.jit`,
+in every jax that has it); the message says to enter `jax.set_mesh(mesh)` around the calls of
+the compiled function instead and to leave the mesh out of that `with`.
 """
     versions = ("Error with flax >= 0.12.2 when a Linen logical constraint or partitioned "
                 "parameter runs under it; a deprecation warning with jax >= 0.10.1 otherwise.")
@@ -645,7 +657,7 @@ in a project function a call there reaches, the advice waits for it (given bare
             text = self.text(item.expr)
             beside = self._set_mesh_beside(item)
             silenced = self._silenced(item) if flax_noop and beside is None else None
-            advice, fix, blocked = self._advice(item, text, silenced is not None)
+            advice, fix, act = self._advice(item, text, silenced is not None)
             if beside is not None:
                 if not deprecated:
                     continue
@@ -675,21 +687,34 @@ in a project function a call there reaches, the advice waits for it (given bare
                        f"legacy resource environment, which `pjit` and `with_sharding_constraint` "
                        f"still read but `jax.jit` and Flax do not (since flax 0.12.2); {advice}")
                 # (where only the project's oldest jax stands in the way, nothing is to be done now)
-                severity = "warning" if fix is not None or blocked else "info"
+                severity = "warning" if fix is not None or act else "info"
             else:
                 continue
             yield self.finding(item.expr, msg, severity=severity, fix=fix, tags=("deprecated",))
 
     def _advice(self, item, text: str, silenced: bool = False) -> tuple[str, Fix | None, bool]:
-        """What to do instead, and the fix where replacing the ``with`` keeps the program working:
-        never where ``jax.set_mesh`` does not exist on the oldest jax the project allows, nor where
-        code under the ``with`` reads the legacy environment that ``jax.set_mesh`` does not set
-        (then ``blocked``). ``silenced``: Flax constraints run under it, so keeping it as it is
-        leaves them no-ops wherever the flax that drops them runs."""
+        """What to do instead, the fix where replacing the ``with`` keeps the program working, and
+        whether something is to be done now without a fix. No fix where ``jax.set_mesh`` does not
+        exist on the oldest jax the project allows, where code under the ``with`` reads the
+        legacy environment that ``jax.set_mesh`` does not set, or where the ``with`` runs inside
+        a function a jit compiles (``jax.set_mesh`` raises in a trace: the mesh is set around
+        its calls). ``silenced``: Flax constraints run under it, so keeping it as it is leaves
+        them no-ops wherever the flax that drops them runs."""
         versions = self.ctx.versions
         blocker = self._blocker(item)
         caveat = self._caveat(item) if blocker is None else None
         blocked = blocker is not None
+        # Inside a function a jit compiles, the `with` runs while it is traced, where
+        # `jax.set_mesh` raises (`set_mesh can only be used outside of jax.jit`, in every jax
+        # that has it): the mesh is set around the calls of the compiled function instead.
+        traced = self._compiled_by(item)
+        if traced is None:
+            enter, replace = f"enter `jax.set_mesh({text})`", f"use `with jax.set_mesh({text}):`"
+        else:
+            outside = (f"around the calls of `{traced[0]}`, outside the trace (`{traced[0]}` is "
+                       f"compiled by the `{traced[1]}` of line {traced[2]}, and "
+                       f"`jax.set_mesh` raises inside a trace)")
+            enter = replace = f"enter `jax.set_mesh({text})` {outside}"
         if versions.may_be_below("jax", SET_MESH_ADDED):
             needs = releases.flax_needs_jax(FLAX_NOOP)
             if silenced and needs is not None:
@@ -697,7 +722,7 @@ in a project function a call there reaches, the advice waits for it (given bare
                 return (f"its replacement `jax.set_mesh` needs jax >= {SET_MESH_ADDED} and "
                         f"{versions.allowed_by('jax')} allow jax {versions.oldest('jax')}, but flax "
                         f"{FLAX_NOOP} needs jax >= {needs}: where `jax.set_mesh` exists "
-                        f"(`hasattr(jax, \"set_mesh\")`) enter `jax.set_mesh({text})` as well, "
+                        f"(`hasattr(jax, \"set_mesh\")`) {enter} as well, "
                         f"or require jax >= {SET_MESH_ADDED} and replace it",
                         None, blocked)
             return (f"its replacement `jax.set_mesh` needs jax >= {SET_MESH_ADDED}, and "
@@ -706,13 +731,35 @@ in a project function a call there reaches, the advice waits for it (given bare
         if blocker is not None:
             return (f"but {blocker}, which `jax.set_mesh` does not set: migrate that first (`pjit` "
                     f"to `jax.jit` with `NamedSharding`s, `pxla.thread_resources` to "
-                    f"`jax.sharding.get_abstract_mesh()`), then use `with jax.set_mesh({text}):`",
+                    f"`jax.sharding.get_abstract_mesh()`), then {replace}", None, True)
+        if traced is not None:  # (no fix: `with jax.set_mesh(...)` in its place would raise)
+            return (f"{enter} and leave `{text}` out of this `with`"
+                    + (f" once nothing under it needs the legacy resource environment, which "
+                       f"`jax.set_mesh` does not set: {caveat}" if caveat is not None else ""),
                     None, True)
         if caveat is not None:  # (the fix stays: unsafe, as a pjit is reached)
-            return (f"use `with jax.set_mesh({text}):` once nothing under it needs the legacy "
+            return (f"{replace} once nothing under it needs the legacy "
                     f"resource environment, which `jax.set_mesh` does not set: {caveat}",
                     self._fix(item, text, unsafe=True), False)
-        return f"use `with jax.set_mesh({text}):`", self._fix(item, text), False
+        return replace, self._fix(item, text), False
+
+    def _compiled_by(self, item) -> tuple[str, str, int] | None:
+        """(name, jit API, line) of the jit site of this file that compiles the function the
+        ``with`` is in, or one around it: the ``with`` then runs while it is traced."""
+        around = set()
+        s = item.scope
+        while s is not None and s.kind != "module":
+            if s.kind == "function":
+                around.add(s)
+            s = s.parent
+        if not around:
+            return None
+        for site in self.facts.jit_sites:
+            compiled = compiled_function(self.facts, site)  # (decorated, or named: `self.step`)
+            if compiled in around:
+                return compiled.name, _JIT_SHOWN.get(site.api_name, site.api_name), \
+                    site.node.lineno
+        return None
 
     def _blocker(self, item) -> str | None:
         """Code under the ``with`` that needs the legacy resource environment it sets: a
@@ -942,6 +989,8 @@ def _shown(key: str) -> str:
 
 
 _LOGICAL = (Role.LOGICAL_CONSTRAINT, Role.LOGICAL_PARTITIONING)
+# How a message names a jit API (its canonical name otherwise: `jax.jit`, `jax.pmap`).
+_JIT_SHOWN = {PJIT: "pjit", NNX_JIT: "nnx.jit", LINEN_JIT: "nn.jit"}
 # Packages whose calls are known not to read the legacy environment (jax's own readers are the
 # APIs that honour `with mesh:` on purpose: pjit, with_sharding_constraint).
 _READABLE = frozenset({"jax", "flax", "optax", "numpy", "math", "functools", "itertools",
