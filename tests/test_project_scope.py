@@ -301,6 +301,52 @@ class Engine:
     assert eager.fix is not None and eager.fix.applicability == "unsafe"
 
 
+@pytest.mark.parametrize("base,forward", [
+    ("nn.Module", "@nn.compact\n    def __call__(self, x):"),
+    ("nn.Module", "@nn.compact\n    def encode(self, x):"),
+    ("nnx.Module", "def __call__(self, x):"),
+])
+def test_shl101_in_a_flax_modules_forward_pass_sets_the_mesh_where_the_model_runs(
+        tmp_path, base, forward):
+    """A model's forward pass runs wherever the model is initialised or applied, under a jit as
+    a rule, where `jax.set_mesh` raises: the mesh is set where the model runs, and no fix. Any
+    other method of the module (a loader) keeps the advice and the fix (the look-alike)."""
+    name = forward.rpartition("def ")[2].partition("(")[0]
+    [fwd, other, plain] = _lint(tmp_path, {"model.py": f"""
+import flax.linen as nn
+from flax import nnx
+import jax
+
+
+class Block({base}):
+    mesh: jax.sharding.Mesh = None
+
+    {forward}
+        with self.mesh:
+            return x * 2
+
+    def load(self, path):
+        with self.mesh:
+            return jax.numpy.load(path)
+
+
+class Runner:  # (not a Flax module: its `__call__` is no forward pass)
+    mesh: jax.sharding.Mesh = None
+
+    def __call__(self, x):
+        with self.mesh:
+            return x * 2
+"""}, "SHL101")
+    assert fwd.fix is None and fwd.severity == "warning", fwd.message
+    assert fwd.message.endswith(
+        f"enter `jax.set_mesh(self.mesh)` where the model is initialised, applied or called, "
+        f"outside the trace (`Block.{name}` is part of a Flax module's forward pass, which runs "
+        f"traced wherever the model runs under a jit, and `jax.set_mesh` raises inside a trace) "
+        f"and leave `self.mesh` out of this `with`"), fwd.message
+    for kept in (other, plain):
+        assert kept.message.endswith("use `with jax.set_mesh(self.mesh):`") and kept.fix is not None
+
+
 def test_shl101_inside_a_jitted_function_deprecation_only_is_a_warning_without_a_fix(tmp_path):
     [f] = _lint(tmp_path, {"serve.py": """
         import jax

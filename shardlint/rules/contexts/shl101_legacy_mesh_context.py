@@ -7,7 +7,7 @@ import dataclasses
 
 from shardlint.rules.base import Edit, Fix, Rule, example, register
 from shardlint.semantics.catalog import facts as releases
-from shardlint.semantics.catalog.api import Role, lookup
+from shardlint.semantics.catalog.api import LINEN_MODULE, NNX_MODULE, Role, lookup
 from shardlint.semantics.file.execution import compiled_function
 from shardlint.semantics.file.facts import RULES
 from shardlint.semantics.file.jit_sites import (
@@ -103,7 +103,10 @@ in a project function a call there reaches, the advice waits for it (given bare
 `jax.jit(...)` call, `self.step` included), or in a function nested in one: the `with` runs
 while it is traced, where `jax.set_mesh` raises (`set_mesh can only be used outside of jax.jit`,
 in every jax that has it); the message says to enter `jax.set_mesh(mesh)` around the calls of
-the compiled function instead and to leave the mesh out of that `with`.
+the compiled function instead and to leave the mesh out of that `with`. The same in a Flax
+module's forward pass (`__call__`, Linen's `setup`, an `@nn.compact` method), which runs
+wherever the model is initialised or applied, under a jit as a rule: the mesh is set where the
+model runs. Another method of a module (a loader) keeps the advice and the fix.
 """
     versions = ("Error with flax >= 0.12.2 when a Linen logical constraint or partitioned "
                 "parameter runs under it; a deprecation warning with jax >= 0.10.1 otherwise.")
@@ -704,17 +707,17 @@ the compiled function instead and to leave the mesh out of that `with`.
         blocker = self._blocker(item)
         caveat = self._caveat(item) if blocker is None else None
         blocked = blocker is not None
-        # Inside a function a jit compiles, the `with` runs while it is traced, where
-        # `jax.set_mesh` raises (`set_mesh can only be used outside of jax.jit`, in every jax
-        # that has it): the mesh is set around the calls of the compiled function instead.
-        traced = self._compiled_by(item)
+        # Inside a function a jit compiles, or a method of a Flax module (it runs wherever the
+        # model is initialised or applied, under a jit as a rule), the `with` runs while
+        # traced, where `jax.set_mesh` raises (`set_mesh can only be used outside of jax.jit`,
+        # in every jax that has it): the mesh is set outside, around the calls, instead.
+        traced = self._traced_where(item)
         if traced is None:
             enter, replace = f"enter `jax.set_mesh({text})`", f"use `with jax.set_mesh({text}):`"
         else:
-            outside = (f"around the calls of `{traced[0]}`, outside the trace (`{traced[0]}` is "
-                       f"compiled by the `{traced[1]}` of line {traced[2]}, and "
-                       f"`jax.set_mesh` raises inside a trace)")
-            enter = replace = f"enter `jax.set_mesh({text})` {outside}"
+            around, why = traced
+            enter = replace = (f"enter `jax.set_mesh({text})` {around}, outside the trace ({why}, "
+                               f"and `jax.set_mesh` raises inside a trace)")
         if versions.may_be_below("jax", SET_MESH_ADDED):
             needs = releases.flax_needs_jax(FLAX_NOOP)
             if silenced and needs is not None:
@@ -743,22 +746,44 @@ the compiled function instead and to leave the mesh out of that `with`.
                     self._fix(item, text, unsafe=True), False)
         return replace, self._fix(item, text), False
 
-    def _compiled_by(self, item) -> tuple[str, str, int] | None:
-        """(name, jit API, line) of the jit site of this file that compiles the function the
-        ``with`` is in, or one around it: the ``with`` then runs while it is traced."""
+    def _traced_where(self, item) -> tuple[str, str] | None:
+        """Where to set the mesh instead, and why, when the ``with`` runs while traced: in a
+        function a jit site of this file compiles (decorated, or named: ``jax.jit(self.step)``),
+        or one nested in it; in the forward pass of a Flax module (Linen or NNX: ``__call__``,
+        ``setup``, an ``@nn.compact`` method), which runs where the model is initialised or
+        applied, under a jit as a rule."""
         around = set()
         s = item.scope
+        cls = None
         while s is not None and s.kind != "module":
             if s.kind == "function":
                 around.add(s)
+            elif s.kind == "class" and cls is None:
+                cls = s
             s = s.parent
         if not around:
             return None
         for site in self.facts.jit_sites:
-            compiled = compiled_function(self.facts, site)  # (decorated, or named: `self.step`)
+            compiled = compiled_function(self.facts, site)
             if compiled in around:
-                return compiled.name, _JIT_SHOWN.get(site.api_name, site.api_name), \
-                    site.node.lineno
+                api = _JIT_SHOWN.get(site.api_name, site.api_name)
+                return (f"around the calls of `{compiled.name}`",
+                        f"`{compiled.name}` is compiled by the `{api}` of line {site.node.lineno}")
+        if cls is None:
+            return None
+        # (its forward pass only: `__call__`, Linen's `setup` and `@nn.compact` methods; any
+        # other method may be a loader, run eagerly)
+        method = next(f for f in [item.scope, *_parents(item.scope)] if f.parent is cls)
+        if method.name not in ("__call__", "setup") and not any(
+                (self.facts.qualify(d) or "").endswith(".compact") for d in method.decorators
+                if isinstance(d, (ast.Name, ast.Attribute))):
+            return None
+        ref, module = f"{self.facts.module}:{cls.qualname}", self.facts.module
+        if self.project.is_subclass(ref, LINEN_MODULE, module) or \
+                self.project.is_subclass(ref, NNX_MODULE, module):
+            return ("where the model is initialised, applied or called",
+                    f"`{cls.name}.{method.name}` is part of a Flax module's forward pass, "
+                    f"which runs traced wherever the model runs under a jit")
         return None
 
     def _blocker(self, item) -> str | None:
@@ -975,6 +1000,14 @@ the compiled function instead and to leave the mesh out of that `with`.
                 if ref is None or self.project.resolve(ref, self.facts.module) is None:
                     return c
         return None
+
+
+def _parents(scope):
+    """The scopes around ``scope``, innermost first."""
+    s = scope.parent
+    while s is not None:
+        yield s
+        s = s.parent
 
 
 def _named(site) -> str:
