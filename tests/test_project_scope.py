@@ -566,6 +566,64 @@ def test_shl101_next_to_set_mesh_is_a_warning_without_a_fix(tmp_path):
     assert "legacy resource environment" in f.message
 
 
+_SHAPED = """
+    import flax.linen as nn
+    from flax import nnx
+
+    class Block(nnx.Module):
+        def __init__(self, rngs):
+            self.w = nnx.Param(nnx.initializers.lecun_normal()(rngs.params(), (4, 4)),
+                               sharding=("embed", "mlp"))
+
+    def abstract_model():
+        return nnx.eval_shape(lambda: Block(nnx.Rngs(0)))
+"""
+
+
+@pytest.mark.parametrize("body,caveat", [
+    # nnx.eval_shape under it, directly or through project code in another module
+    ("with mesh:\n    m = nnx.eval_shape(lambda: Block(nnx.Rngs(0)))", "`nnx.eval_shape` runs under it"),
+    ("with mesh:\n    m = abstract_model()",
+     "`abstract_model` runs under it and reaches `shapes.abstract_model`, in a module that calls it"),
+    # the rules the models' names need entered with it, or inside it: no caveat
+    ("with mesh, nn.logical_axis_rules(RULES):\n    m = abstract_model()", None),
+    ("with mesh:\n    with nn.logical_axis_rules(RULES):\n        m = abstract_model()", None),
+])
+def test_shl101_where_a_model_is_built_with_eval_shape_set_mesh_needs_the_rules(
+        tmp_path, body, caveat):
+    """Under `jax.set_mesh`, `nnx.eval_shape` places a model's parameters by their logical axis
+    names and raises where no rules map them to the mesh's axes (`Resource axis ... not found in
+    mesh`; the legacy `with` leaves the names alone, with `flax_always_shard_variable` off as
+    maxtext and maxdiffusion set it): the advice says to enter the rules too, and the fix is
+    unsafe."""
+    [f] = _lint(tmp_path, {"shapes.py": _SHAPED, "train.py": (
+        "import jax\nimport flax.linen as nn\nfrom flax import nnx\n"
+        "from shapes import Block, abstract_model\n"
+        "RULES = ((\"embed\", \"data\"), (\"mlp\", None))\n"
+        "mesh = jax.make_mesh((8,), (\"data\",))\n" + body + "\n")}, "SHL101")
+    if caveat is None:  # (whether the rules map every name is not known: the fix is unsafe)
+        assert f.message.endswith("use `with jax.set_mesh(mesh):`"), f.message
+        assert f.fix is not None and f.fix.applicability == "unsafe"
+        return
+    assert ("use `with jax.set_mesh(mesh):`, and where a model is built under it with "
+            f"`nnx.eval_shape` ({caveat}), enter logical axis rules that map its parameters' "
+            "names as well (`nn.logical_axis_rules(rules)`)") in f.message, f.message
+    assert f.fix is not None and f.fix.applicability == "unsafe"
+
+
+def test_shl101_eval_shape_needs_the_rules_under_set_mesh_only_from_flax_0_12_6(tmp_path):
+    """flax 0.12.5 builds the same model under `jax.set_mesh` (run with jax 0.8.1): a project
+    that runs only older flax keeps the plain advice and the safe fix."""
+    files = {"shapes.py": _SHAPED, "train.py": (
+        "import jax\nfrom shapes import abstract_model\nmesh = jax.make_mesh((8,), (\"data\",))\n"
+        "with mesh:\n    m = abstract_model()\n")}
+    [old] = _lint_at(tmp_path / "old", files, "SHL101", jax="0.12.0.1", flax="0.12.5")
+    [new] = _lint_at(tmp_path / "new", files, "SHL101", jax="0.12.0.1", flax="0.12.6")
+    assert old.message.endswith("use `with jax.set_mesh(mesh):`") and old.fix.applicability == "safe"
+    assert "(flax >= 0.12.6) places parameters by their logical axis names" in new.message
+    assert new.fix.applicability == "unsafe"
+
+
 def test_shl101_fix_is_unsafe_when_a_library_runs_under_the_with(tmp_path):
     [f] = _lint(tmp_path, {"train.py": """
         import jax

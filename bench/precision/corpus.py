@@ -95,10 +95,14 @@ def parsed_here(label: dict) -> bool:
 
 
 def verdict_of(f: dict, own: dict, shared: dict) -> str | None:
+    """The own label that holds, else the shared one. Where several hold (a message that grew:
+    new advice after the labelled words), the one that labelled the most of it; of equals,
+    the latest written."""
     for table in (own, shared):
-        for r in table.get(key(f), []):
-            if holds(r, f):
-                return r["verdict"]
+        found = [r for r in table.get(key(f), []) if holds(r, f)]
+        if found:
+            best = max(range(len(found)), key=lambda i: (len(flat(found[i].get("message", ""))), i))
+            return found[best]["verdict"]
     return None
 
 

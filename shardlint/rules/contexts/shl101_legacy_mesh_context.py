@@ -28,6 +28,11 @@ SET_MESH_ADDED: str = lookup("jax.set_mesh").added or ""  # type: ignore[union-a
 # catalogue's names do not carry: tests/test_api_facts.py holds it to the table of releases.
 DEPRECATED = "0.10.1"
 FLAX_NOOP = "0.12.2"  # flax reads only the abstract mesh from here on: `with mesh:` is ignored
+# From here on `nnx.eval_shape` under `jax.set_mesh` places a model's parameters by their
+# logical axis names (`Resource axis: embed ... not found in mesh` where no rules map them), with
+# `flax_always_shard_variable` off; under the legacy `with` it leaves them alone. Run on flax
+# 0.12.2-0.12.6 with jax 0.8.1 and on 0.12.12 with jax 0.12: 0.12.5 passes, 0.12.6 raises.
+FLAX_PLACES = "0.12.6"
 _SPEC_KEYWORDS = ("in_shardings", "out_shardings", "in_axis_resources", "out_axis_resources")
 
 
@@ -99,7 +104,11 @@ project's readers are named), or where the project's pins allow a jax older than
 `jax.set_mesh`). Where a `pjit` whose shardings shardlint cannot read runs under the `with`, or
 in a project function a call there reaches, the advice waits for it (given bare
 `PartitionSpec`s, it reads the legacy mesh) and the fix is unsafe. No fix next to
-`jax.set_mesh`. No fix inside a function a jit of the file compiles (decorated, or named in a
+`jax.set_mesh`. Unsafe where a model may be built under the `with` with `nnx.eval_shape` (called
+there, or in a module that project code called there reaches): from flax 0.12.6, under
+`jax.set_mesh` `nnx.eval_shape` places the parameters by their logical axis names, and raises
+where no rules map them to the mesh's axes; where no rules are entered with the `with` (or
+around or inside it), the advice names them too. No fix inside a function a jit of the file compiles (decorated, or named in a
 `jax.jit(...)` call, `self.step` included), or in a function nested in one: the `with` runs
 while it is traced, where `jax.set_mesh` raises (`set_mesh can only be used outside of jax.jit`,
 in every jax that has it); the message says to enter `jax.set_mesh(mesh)` around the calls of
@@ -744,7 +753,45 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
             return (f"{replace} once nothing under it needs the legacy "
                     f"resource environment, which `jax.set_mesh` does not set: {caveat}",
                     self._fix(item, text, unsafe=True), False)
-        return replace, self._fix(item, text), False
+        shapes = self._eval_shape_under(item) if versions.at_least("flax", FLAX_PLACES) \
+            else None
+        if shapes is not None and not self._rules_around(item):  # (the fix stays: unsafe, as the model may then raise)
+            return (f"{replace}, and where a model is built under it with `nnx.eval_shape` "
+                    f"({shapes}), enter logical axis rules that map its parameters' names as "
+                    f"well (`nn.logical_axis_rules(rules)`): under `jax.set_mesh`, "
+                    f"`nnx.eval_shape` (flax >= {FLAX_PLACES}) places parameters by their logical "
+                    f"axis names and raises "
+                    f"where no rules map them to the mesh's axes (`Resource axis ... not found "
+                    f"in mesh`)", self._fix(item, text, unsafe=True), False)
+        # (with rules entered too, whether they map every name the model's parameters carry
+        # is not known: the advice stands, the fix is unsafe)
+        return replace, self._fix(item, text, unsafe=shapes is not None), False
+
+    def _rules_around(self, item) -> bool:
+        """Logical axis rules entered with the ``with``, around it or inside it."""
+        stmt = item.stmt
+        last = stmt.end_lineno or stmt.lineno
+        return any(w.kind == "rules" and w.scope is item.scope and w.stmt.lineno <= last
+                   and stmt.lineno <= (w.stmt.end_lineno or w.stmt.lineno)
+                   for w in self.facts.with_items)
+
+    def _eval_shape_under(self, item) -> str | None:
+        """What under the ``with`` may build a model with ``nnx.eval_shape`` (a call of it
+        there, or project code a call there reaches, in a module that calls it): the legacy
+        mesh leaves the parameters' logical names alone, ``jax.set_mesh`` makes
+        ``nnx.eval_shape`` place them by those names. (Coarse on purpose, as ``_reaches_pjit``:
+        it decides whether the fix is safe.)"""
+        for c in self._calls_under(item):
+            if c.api is not None and c.api.name == _NNX_EVAL_SHAPE:
+                return f"`{self.text(c.node.func)}` runs under it"  # (a call of it there)
+        summaries = self.project.summaries
+        for c, ref in self._call_refs(item):
+            for key in self.project.reachable(ref, self.facts.module):
+                s = summaries.get(key.partition(":")[0])
+                if s is not None and _NNX_EVAL_SHAPE in s.apis:
+                    return (f"`{self.text(c.node.func)}` runs under it and reaches "
+                            f"`{_shown(key)}`, in a module that calls it")
+        return None
 
     def _traced_where(self, item) -> tuple[str, str] | None:
         """Where to set the mesh instead, and why, when the ``with`` runs while traced: in a
@@ -1022,6 +1069,7 @@ def _shown(key: str) -> str:
 
 
 _LOGICAL = (Role.LOGICAL_CONSTRAINT, Role.LOGICAL_PARTITIONING)
+_NNX_EVAL_SHAPE = "flax.nnx.eval_shape"
 # How a message names a jit API (its canonical name otherwise: `jax.jit`, `jax.pmap`).
 _JIT_SHOWN = {PJIT: "pjit", NNX_JIT: "nnx.jit", LINEN_JIT: "nn.jit"}
 # Packages whose calls are known not to read the legacy environment (jax's own readers are the
