@@ -108,8 +108,9 @@ in a project function a call there reaches, the advice waits for it (given bare
 there, or in a module that project code called there reaches): from flax 0.12.6, under
 `jax.set_mesh` `nnx.eval_shape` places the parameters by their logical axis names, and raises
 where no rules map them to the mesh's axes; where no rules are entered with the `with` (or
-around or inside it), the advice names them too. No fix inside a function a jit of the file compiles (decorated, or named in a
-`jax.jit(...)` call, `self.step` included), or in a function nested in one: the `with` runs
+around or inside it), the advice names them too. No fix inside a function a jit of the file
+compiles (decorated, or named in a `jax.jit(...)` call, `self.step` included), or in a function
+nested in one: the `with` runs
 while it is traced, where `jax.set_mesh` raises (`set_mesh can only be used outside of jax.jit`,
 in every jax that has it); the message says to enter `jax.set_mesh(mesh)` around the calls of
 the compiled function instead and to leave the mesh out of that `with`. The same in a Flax
@@ -709,15 +710,17 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
         whether something is to be done now without a fix. No fix where ``jax.set_mesh`` does not
         exist on the oldest jax the project allows, where code under the ``with`` reads the
         legacy environment that ``jax.set_mesh`` does not set, or where the ``with`` runs inside
-        a function a jit compiles (``jax.set_mesh`` raises in a trace: the mesh is set around
-        its calls). ``silenced``: Flax constraints run under it, so keeping it as it is leaves
-        them no-ops wherever the flax that drops them runs."""
+        a function a jit compiles or a Flax module's forward pass (``jax.set_mesh`` raises in a
+        trace: the mesh is set around its calls, or where the model runs). Unsafe where a model
+        may be built under it with ``nnx.eval_shape`` (see ``FLAX_PLACES``). ``silenced``: Flax
+        constraints run under it, so keeping it as it is leaves them no-ops wherever the flax
+        that drops them runs."""
         versions = self.ctx.versions
         blocker = self._blocker(item)
         caveat = self._caveat(item) if blocker is None else None
         blocked = blocker is not None
-        # Inside a function a jit compiles, or a method of a Flax module (it runs wherever the
-        # model is initialised or applied, under a jit as a rule), the `with` runs while
+        # Inside a function a jit compiles, or a Flax module's forward pass (it runs wherever
+        # the model is initialised or applied, under a jit as a rule), the `with` runs while
         # traced, where `jax.set_mesh` raises (`set_mesh can only be used outside of jax.jit`,
         # in every jax that has it): the mesh is set outside, around the calls, instead.
         traced = self._traced_where(item)
@@ -755,14 +758,14 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
                     self._fix(item, text, unsafe=True), False)
         shapes = self._eval_shape_under(item) if versions.at_least("flax", FLAX_PLACES) \
             else None
-        if shapes is not None and not self._rules_around(item):  # (the fix stays: unsafe, as the model may then raise)
+        if shapes is not None and not self._rules_around(item):  # (and the fix is unsafe)
             return (f"{replace}, and where a model is built under it with `nnx.eval_shape` "
                     f"({shapes}), enter logical axis rules that map its parameters' names as "
                     f"well (`nn.logical_axis_rules(rules)`): under `jax.set_mesh`, "
                     f"`nnx.eval_shape` (flax >= {FLAX_PLACES}) places parameters by their logical "
-                    f"axis names and raises "
-                    f"where no rules map them to the mesh's axes (`Resource axis ... not found "
-                    f"in mesh`)", self._fix(item, text, unsafe=True), False)
+                    f"axis names and raises where no rules map them to the mesh's axes "
+                    f"(`Resource axis ... not found in mesh`)", self._fix(item, text, unsafe=True),
+                    False)
         # (with rules entered too, whether they map every name the model's parameters carry
         # is not known: the advice stands, the fix is unsafe)
         return replace, self._fix(item, text, unsafe=shapes is not None), False
