@@ -261,6 +261,8 @@ def test_shl101_is_an_error_only_where_a_linen_constraint_runs_under_it(tmp_path
     ("@jax.jit\n    def step(self, params, x):", "step", "jax.jit"),
     # (named in a jit call, and the `with` in a function nested in the compiled one)
     ("def step(self, params, x):\n        def inner():", "step", "jax.jit"),
+    # (bound by a functools.partial the jit compiles)
+    ("def run(self, params, x):", "run", "jax.jit"),
 ])
 def test_shl101_inside_a_jitted_function_sets_the_mesh_around_its_calls(tmp_path, compiled,
                                                                          name, api):
@@ -269,6 +271,7 @@ def test_shl101_inside_a_jitted_function_sets_the_mesh_around_its_calls(tmp_path
     function's calls, and no fix puts `jax.set_mesh` in its place. The same `with` in a method
     no jit compiles keeps its fix (the look-alike)."""
     nested = "def inner" in compiled
+    jitted = {"step": "jax.jit(self.step)", "run": "jax.jit(functools.partial(self.run, 1))"}
     body = ("            with self.mesh:\n                return MLP().apply(params, x)\n"
             "        return inner()\n" if nested else
             "        with self.mesh:\n            return MLP().apply(params, x)\n")
@@ -281,7 +284,7 @@ from model import MLP
 class Engine:
     def __init__(self):
         self.mesh = jax.make_mesh((8,), ("data",))
-        {"self.jitted = jax.jit(self.step)" if nested else "pass"}
+        {"self.jitted = " + jitted[name] if nested or name == "run" else "pass"}
 
     {compiled}
 {body}

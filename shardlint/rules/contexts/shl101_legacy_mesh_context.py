@@ -8,7 +8,7 @@ import dataclasses
 from shardlint.rules.base import Edit, Fix, Rule, example, register
 from shardlint.semantics.catalog import facts as releases
 from shardlint.semantics.catalog.api import LINEN_MODULE, NNX_MODULE, Role, lookup
-from shardlint.semantics.file.execution import compiled_function
+from shardlint.semantics.file.execution import compiled_function, function_named
 from shardlint.semantics.file.facts import RULES
 from shardlint.semantics.file.jit_sites import (
     LINEN_JIT,
@@ -798,8 +798,8 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
 
     def _traced_where(self, item) -> tuple[str, str] | None:
         """Where to set the mesh instead, and why, when the ``with`` runs while traced: in a
-        function a jit site of this file compiles (decorated, or named: ``jax.jit(self.step)``),
-        or one nested in it; in the forward pass of a Flax module (Linen or NNX: ``__call__``,
+        function a jit site of this file compiles (decorated, or named: ``jax.jit(self.step)``,
+        ``jax.jit(functools.partial(run, ...))``), or one nested in it; in the forward pass of a Flax module (Linen or NNX: ``__call__``,
         ``setup``, an ``@nn.compact`` method), which runs where the model is initialised or
         applied, under a jit as a rule."""
         around = set()
@@ -815,7 +815,12 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
             return None
         for site in self.facts.jit_sites:
             compiled = compiled_function(self.facts, site)
-            if compiled in around:
+            target = site.target
+            if compiled is None and isinstance(target, ast.Call) and target.args and \
+                    self.facts.qualify(target.func) == "functools.partial":
+                # `jax.jit(functools.partial(run, model=m))`: the function the partial binds
+                compiled = function_named(self.facts, target.args[0], site.scope)
+            if compiled is not None and compiled in around:
                 api = _JIT_SHOWN.get(site.api_name, site.api_name)
                 return (f"around the calls of `{compiled.name}`",
                         f"`{compiled.name}` is compiled by the `{api}` of line {site.node.lineno}")
