@@ -787,13 +787,23 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
         for c in self._calls_under(item):
             if c.api is not None and c.api.name == _NNX_EVAL_SHAPE:
                 return f"`{self.text(c.node.func)}` runs under it"  # (a call of it there)
+        found = self._reaching_api(item, _NNX_EVAL_SHAPE)
+        if found is None:
+            return None
+        call, key = found
+        return (f"`{self.text(call.node.func)}` runs under it and reaches `{_shown(key)}`, in a "
+                f"module that calls it")
+
+    def _reaching_api(self, item, api: str):
+        """The first call under the ``with`` of project code that reaches a module calling
+        ``api`` (through calls, methods, base classes, any depth), and the symbol reached.
+        Module-level on purpose: it decides whether a fix is safe."""
         summaries = self.project.summaries
         for c, ref in self._call_refs(item):
             for key in self.project.reachable(ref, self.facts.module):
                 s = summaries.get(key.partition(":")[0])
-                if s is not None and _NNX_EVAL_SHAPE in s.apis:
-                    return (f"`{self.text(c.node.func)}` runs under it and reaches "
-                            f"`{_shown(key)}`, in a module that calls it")
+                if s is not None and api in s.apis:
+                    return c, key
         return None
 
     def _traced_where(self, item) -> tuple[str, str] | None:
@@ -1028,17 +1038,10 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
                    (Edit(self.span(expr), f"{call}({text})"),))
 
     def _reaches_pjit(self, item) -> bool:
-        """A call under the ``with`` of project code that reaches a module calling ``pjit``
-        (through calls, methods, base classes, any depth): given bare ``PartitionSpec``s there,
-        it reads the legacy environment ``jax.set_mesh`` does not set. (Coarse on purpose: it
-        decides whether the fix is safe.)"""
-        summaries = self.project.summaries
-        for _, ref in self._call_refs(item):
-            for key in self.project.reachable(ref, self.facts.module):
-                s = summaries.get(key.partition(":")[0])
-                if s is not None and PJIT in s.apis:
-                    return True
-        return False
+        """A call under the ``with`` of project code that reaches a module calling ``pjit``:
+        given bare ``PartitionSpec``s there, it reads the legacy environment ``jax.set_mesh``
+        does not set."""
+        return self._reaching_api(item, PJIT) is not None
 
     def _calls_a_library(self, item) -> bool:
         return self._library_call(item) is not None
