@@ -793,6 +793,101 @@ NNX_BLOCK = """
 """
 
 
+# Where a model handed in is applied (`model.apply` of a parameter), how the model gets there,
+# and where what applies it runs under the `with`.
+HANDED_MODEL = """
+    import functools
+    import flax.linen as nn
+    import jax
+
+    class {cls}(nn.Module):
+        @classmethod
+        def from_config(cls, cfg):
+            return cls(**cfg)
+
+        @nn.compact
+        def __call__(self, x):
+            return {body}
+
+    def body(i, carry, model):
+        params, x = carry
+        return params, model.apply(params, x)
+
+    def run(params, x, model, mesh, rules):
+        with mesh, nn.logical_axis_rules(rules):
+            {under}
+"""
+
+
+@pytest.mark.parametrize("hand,under", [
+    # a partial's keyword, the partial handed to lax control flow
+    ("functools.partial(run, model=model, mesh=mesh, rules=rules)",
+     "return jax.lax.fori_loop(0, 4, functools.partial(body, model=model), (params, x))"),
+    # by position, the partial bound to a local first
+    ("functools.partial(run, model=model, mesh=mesh, rules=rules)",
+     "loop = functools.partial(body, 0, model=model)\n            return loop((params, x))"),
+    # called directly, by position; `run` called through a jit of a partial
+    ("jax.jit(functools.partial(run, model=model, mesh=mesh, rules=rules))",
+     "return body(0, (params, x), model)"),
+])
+@pytest.mark.parametrize("made", ["Model()", "Model.from_config({})"])
+def test_shl101_is_an_error_where_a_model_handed_in_runs_under_it(tmp_path, hand, under,
+                                                                  made):
+    """A model reaches the function that applies it as an argument (a call's, a
+    `functools.partial`'s keyword or position, through a function it is handed to), built by
+    its class or by a classmethod that returns `cls(...)`: its Linen constraints run under the
+    `with` and are no-ops -- the error, naming the model and where it is applied."""
+    files = {"model.py": HANDED_MODEL.format(
+        cls="Model", body='nn.with_logical_constraint(x, ("batch", "embed"))', under=under),
+        "main.py": f"""
+        import functools
+        import jax
+        from model import Model, run
+
+        def main(params, x, rules):
+            mesh = jax.make_mesh((8,), ("data",))
+            model = {made}
+            step = {hand}
+            return step(params, x)
+    """}
+    [found] = _lint(tmp_path, files, "SHL101")
+    assert found.severity == "error", found.message
+    assert "and `Model`, handed to `body` and applied there, runs under it" in found.message
+
+
+def test_shl101_a_model_handed_in_without_constraints_is_only_deprecated(tmp_path):
+    """Look-alikes: the model handed in applies no constraint; a function handed two models,
+    one of them unconstrained (which one this call runs is not known): the deprecation only."""
+    plain = HANDED_MODEL.format(cls="Plain", body="x * 2",
+                                under="return body(0, (params, x), model)")
+    files = {"model.py": plain, "main.py": """
+        import jax
+        from model import Plain, run
+
+        def main(params, x, rules):
+            mesh = jax.make_mesh((8,), ("data",))
+            return run(params, x, Plain(), mesh, rules)
+    """}
+    [found] = _lint(tmp_path, files, "SHL101")
+    assert found.severity == "warning" and "is deprecated since" in found.message, found.message
+    files = {"model.py": plain + """
+    class Constrained(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.with_logical_constraint(x, ("batch", "embed"))
+""", "main.py": """
+        import jax
+        from model import Constrained, Plain, run
+
+        def main(params, x, rules):
+            mesh = jax.make_mesh((8,), ("data",))
+            run(params, x, Plain(), mesh, rules)
+            return run(params, x, Constrained(), mesh, rules)
+    """}
+    [found] = _lint(tmp_path, files, "SHL101")
+    assert found.severity == "warning" and "is deprecated since" in found.message, found.message
+
+
 def test_shl101_building_an_nnx_model_does_not_run_its_forward_pass(tmp_path):
     """Under the legacy mesh, building the module (directly, or in a helper through
     nnx.eval_shape) runs `__init__` only: only the deprecation holds. Built and called there,

@@ -14,6 +14,7 @@ from shardlint.semantics.file.jit_sites import (
     LINEN_JIT,
     NNX_JIT,
     PJIT,
+    bound_once,
     calls_of,
     jit_keywords,
     specs_may_be_bare,
@@ -61,7 +62,9 @@ return`, a branch of a version compare, an `except AttributeError` / `ImportErro
 
 Severity says what happens. **Error** (flax >= 0.12.2) when a Linen logical constraint or a
 logically partitioned parameter is traced under the `with` -- the model initialised or applied
-there, or a function called there, reaches one: each is then a no-op (a warning where the
+there, or a function called there, reaches one, or applies a model handed to it (`model.apply`
+of a parameter, given by a call or a `functools.partial`'s argument at any depth, where every
+model the project hands there has such constraints): each is then a no-op (a warning where the
 project's pins also allow a flax older than 0.12.2, which still honours the `with`, and in
 test code, which runs toy sizes and passes the same unsharded; the
 shardings a jit's `in_shardings`/`out_shardings` or a `shard_map` give the values still apply). Building an NNX module
@@ -1001,6 +1004,52 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
                     else self.project.needs_running(key)
                 if needs & RULES:
                     return f"`{self.text(c.node.func)}`"
+        return self._handed_model(item)
+
+    def _handed_model(self, item) -> str | None:
+        """A model handed to a function that applies it (``transformer.apply(...)`` of a
+        parameter), where that function runs under the ``with``: called there, or handed
+        there to a call as a callable (``lax.fori_loop(0, n, partial(body, transformer=m),
+        ...)``, a local bound to ``jax.jit(functools.partial(run, model=m))``). Only where
+        every class the project hands it applies Linen constraints: the value flow does not
+        tell which caller's model this call runs."""
+        applied = self.project.applied_models()
+        targets = frozenset(k for k, classes in applied.items()
+                            if all(self.project.needs(c) & RULES for c in classes))
+        if not targets:
+            return None
+        starts: list[tuple[ast.Call, str]] = []
+        for c in self._calls_under(item):
+            n = c.node
+            for node in (n.func, *n.args, *(k.value for k in n.keywords)):
+                ref = self._callable_ref(node, c.scope)
+                if ref is not None:
+                    starts.append((n, ref))
+        found = self.project.first_reaching([r for _, r in starts], self.facts.module,
+                                            targets) if starts else None
+        if found is None:
+            return None
+        key = found[1]
+        names = ", ".join(f"`{c.rpartition(':')[2]}`" for c in sorted(applied[key]))
+        return f"{names}, handed to `{key.rpartition(':')[2]}` and applied there,"
+
+    def _callable_ref(self, node: ast.expr, scope, depth: int = 0) -> str | None:
+        """The project function a callable expression runs: a name of one, or a
+        ``functools.partial``, jit or pmap of one, written in place or bound once to a local
+        name."""
+        if isinstance(node, ast.Name):
+            ref = reference(self.facts, node, scope)
+            if ref is not None:
+                return ref
+            value = bound_once(scope, node.id)
+            return self._callable_ref(value, scope, depth + 1) \
+                if isinstance(value, ast.Call) and depth < 4 else None
+        if isinstance(node, ast.Attribute):
+            return reference(self.facts, node, scope)
+        if isinstance(node, ast.Call) and node.args and depth < 4:
+            known = self.facts.resolve(node.func)
+            if known is not None and known.role in (Role.PARTIAL, Role.JIT, Role.PMAP):
+                return self._callable_ref(node.args[0], scope, depth + 1)
         return None
 
     def _called_in(self, entry, scope, first: int, last: int) -> bool:

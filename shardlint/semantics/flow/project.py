@@ -341,6 +341,26 @@ class ProjectIndex:
         self._ensure()
         return list(self._walk(self.resolve(ref, from_module), self._reach_edges))
 
+    @project_cached
+    def applied_models(self) -> dict[str, frozenset[str]]:
+        """The functions that apply a model handed in (``transformer.apply(...)`` of a
+        parameter, theirs or an enclosing function's: ``mrun:`` references), with the project
+        classes their callers hand in there, through calls and ``functools.partial``
+        bindings, at any depth (``FlowIndex.instances``). A function no caller is known to
+        hand a class is left out."""
+        out: dict[str, frozenset[str]] = {}
+        for mod, s in self.summaries.items():
+            for qual, sym in s.symbols.items():
+                for r in sym.refs:
+                    if not r.startswith("mrun:"):
+                        continue
+                    owner, _, param = r[5:].rpartition("#")
+                    found = self.flows.instances([["p", param]], f"{mod}:{owner}")
+                    if found:
+                        key = f"{mod}:{qual}"
+                        out[key] = out.get(key, frozenset()) | found
+        return out
+
     def first_reaching(self, refs: list[str], from_module: str,
                        targets: frozenset[str]) -> tuple[int, str] | None:
         """The first of ``refs`` whose code runs a symbol of ``targets`` (``mod:Qual`` keys;

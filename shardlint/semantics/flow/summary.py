@@ -930,8 +930,10 @@ class _Summariser:
         its dotted name where imported, or this module's ``mod:Qual``. The index follows it to
         the methods of that name of the project's subclasses of the class
         (``ProjectIndex.traced_under_sharded_jits``: class-hierarchy edges, kept apart from the references
-        other closures follow). Of ``calls`` (a piece of code's: a keystroke asks about the
-        edited method's, not every call of the file), once per list."""
+        other closures follow). And ``mrun:<function>#<param>`` for each ``p.apply(...)``,
+        ``p.init(...)`` of a parameter ``p`` (of that function, its own or an enclosing one):
+        a model handed in runs there. Of ``calls`` (a piece of code's: a keystroke asks about
+        the edited method's, not every call of the file), once per list."""
         made = self._methods.get(id(calls))
         if made is not None and made[0] is calls:
             return made[1]
@@ -945,6 +947,14 @@ class _Summariser:
             if found is None or found[0].kind != "function":
                 continue
             owner = found[0]
+            if func.attr in ENTRY_METHODS and func.value.id in owner.params \
+                    and not c.abstract:
+                # A model handed in as a parameter runs here (`transformer.apply(...)`):
+                # the value flow says which classes callers hand (ProjectIndex.handed_models)
+                ref = f"mrun:{owner.qualname}#{func.value.id}"
+                refs = out.setdefault(c.scope, [])
+                if ref not in refs:
+                    refs.append(ref)
             ann = owner.annotations.get(func.value.id) if func.value.id in owner.params \
                 else None
             cls = self._annotated_class(ann, owner) if ann is not None else None

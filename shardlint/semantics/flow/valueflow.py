@@ -70,6 +70,8 @@ class ProjectIndex(Protocol):
 
     def base_classes(self, key: str, bases: list[str] | None = None) -> list[str]: ...
 
+    def class_chain(self, key: str) -> list[str]: ...
+
     def config_tables(self, key: str, hops: int = 0) -> list: ...
 
     def config_asked(self, key: str) -> bool: ...
@@ -2087,11 +2089,37 @@ class FlowIndex:
                     target = self.function(t[1], module)
                     if target is not None:
                         out |= self._memo_classes(("new", target[0]), depth)
+                    made = self._alternative_constructor(t[1], module)
+                    if made is not None:
+                        out.add(made)
             elif what == "p":
                 out |= self._memo_classes(("param-new", key, t[1]), depth)
             elif what == "pc":
                 out |= self._memo_classes(("call", key, t[1]), depth)
         return frozenset(out)
+
+    def _alternative_constructor(self, ref: str, module: str) -> str | None:
+        """The project class ``C`` of a call ``C.from_config(...)`` of a method, its own or
+        inherited from a project base, that returns ``cls(...)``: an instance of ``C`` (the
+        class it is called on, which a base's method does not know)."""
+        head, dot, name = ref.rpartition(".")
+        cls = self.project.resolve(head, module) if dot and head not in ("ext", "") else None
+        sym = self.project.symbol(cls) if cls is not None else None
+        if sym is None or sym.kind != "class":
+            return None
+        for c in self.project.class_chain(cls):
+            m = self.project.symbol(f"{c}.{name}")
+            if m is None:
+                continue
+            flow = (m.flow or {}) if m.kind == "function" else {}
+            params = flow.get("params") or []
+            if not flow.get("method") or not params:
+                return None
+            receiver = params[0]
+            made = any(x == ["pc", receiver] for slot in (flow.get("kind") or {}).values()
+                       for x in _flat(slot))
+            return cls if made else None
+        return None
 
     def _called(self, terms: list[list], key: str, depth: int) -> frozenset[str]:
         """The instances calling a value with these terms gives: a class's, or those the
@@ -2153,7 +2181,8 @@ class FlowIndex:
             fn = f"{module}:{qual.rpartition('.')[0]}"
         params, method = flow.get("params", []), flow.get("method", 0)
         out: set[str] = set()
-        for caller, args, constructor in self._callers_of(fn):
+        # (a `functools.partial` that binds the parameter hands it to every later call)
+        for caller, args, constructor in self._callers_of(fn) + self._partials_of(fn):
             if not args:
                 continue
             offset = method if constructor or "self" in args else 0
@@ -2202,6 +2231,15 @@ class FlowIndex:
             for p, _kind, _ev, flowing in _bind(callee_flow, below, args, bound, via_attr):
                 _add(out, p, Flowing(UPDATED, (here, *flowing.chain)))
         return out
+
+
+def _flat(terms: list[list]):
+    """The terms, and those of the lists, tuples and items among them."""
+    for t in terms:
+        if t and t[0] in ("elts", "sub"):
+            yield from _flat(t[1])
+        else:
+            yield t
 
 
 def module_of(key: str) -> str:
