@@ -888,6 +888,37 @@ def test_shl101_a_model_handed_in_without_constraints_is_only_deprecated(tmp_pat
     assert found.severity == "warning" and "is deprecated since" in found.message, found.message
 
 
+def test_the_classes_a_parameter_may_be_walk_each_hop_once_per_question(tmp_path, monkeypatch):
+    """Callers that hand a model on in a cycle (`a_i` and `b_i` each call both of level i+1,
+    and the last calls the first): an answer cut at the cycle is kept for the rest of the
+    walk, so each hop is walked once per question -- not once per path (2**levels: a real
+    project's evaluation step took minutes). The answer is whole all the same."""
+    from helpers import lint_files
+
+    from shardlint.config import Config
+    from shardlint.engine import Engine
+    from shardlint.semantics.flow import valueflow
+
+    levels = 6  # (deep enough for 2**levels, within the hops an answer may take)
+    code = ["import flax.linen as nn", "", "class Net(nn.Module):", "    pass", ""]
+    for i in range(levels):
+        nxt = (i + 1) % levels
+        for name in "ab":
+            code += [f"def {name}{i}(model, x):", f"    a{nxt}(model, x)", f"    b{nxt}(model, x)",
+                     "    return model.apply({}, x)", ""]
+    code += ["def main(x):", "    return a0(Net(), x)", ""]
+    lint_files(tmp_path, {"loop.py": "\n".join(code)})
+    engine = Engine(Config(root=tmp_path), use_cache=False)
+    index = engine.build_index(save=False)
+    hops = []
+    walk = valueflow.FlowIndex._param_classes
+    monkeypatch.setattr(valueflow.FlowIndex, "_param_classes",
+                        lambda self, *a: hops.append(a[:2]) or walk(self, *a))
+    found = index.applied_models(f"loop:a{levels - 1}")
+    assert found == {"loop:Net"}
+    assert len(hops) <= 3 * levels, len(hops)
+
+
 def test_shl101_building_an_nnx_model_does_not_run_its_forward_pass(tmp_path):
     """Under the legacy mesh, building the module (directly, or in a helper through
     nnx.eval_shape) runs `__init__` only: only the deprecation holds. Built and called there,

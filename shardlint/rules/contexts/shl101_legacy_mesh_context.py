@@ -1013,10 +1013,8 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
         ...)``, a local bound to ``jax.jit(functools.partial(run, model=m))``). Only where
         every class the project hands it applies Linen constraints: the value flow does not
         tell which caller's model this call runs."""
-        applied = self.project.applied_models()
-        targets = frozenset(k for k, classes in applied.items()
-                            if all(self.project.needs(c) & RULES for c in classes))
-        if not targets:
+        appliers = self.project.model_appliers()
+        if not appliers:
             return None
         starts: list[tuple[ast.Call, str]] = []
         for c in self._calls_under(item):
@@ -1025,13 +1023,19 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
                 ref = self._callable_ref(node, c.scope)
                 if ref is not None:
                     starts.append((n, ref))
-        found = self.project.first_reaching([r for _, r in starts], self.facts.module,
-                                            targets) if starts else None
-        if found is None:
-            return None
-        key = found[1]
-        names = ", ".join(f"`{c.rpartition(':')[2]}`" for c in sorted(applied[key]))
-        return f"{names}, handed to `{key.rpartition(':')[2]}` and applied there,"
+        refs = [r for _, r in starts]
+        targets = set(appliers)
+        while refs and targets:  # (the classes of those reached only: few are)
+            found = self.project.first_reaching(refs, self.facts.module, frozenset(targets))
+            if found is None:
+                return None
+            key = found[1]
+            classes = self.project.applied_models(key)
+            if classes and all(self.project.needs(c) & RULES for c in classes):
+                names = ", ".join(f"`{c.rpartition(':')[2]}`" for c in sorted(classes))
+                return f"{names}, handed to `{key.rpartition(':')[2]}` and applied there,"
+            targets.discard(key)
+        return None
 
     def _callable_ref(self, node: ast.expr, scope, depth: int = 0) -> str | None:
         """The project function a callable expression runs: a name of one, or a

@@ -106,6 +106,8 @@ class ProjectIndex:
     _edges: dict[str, list[str]] = field(default_factory=dict, repr=False)
     _config_asked: set[str] = field(default_factory=set, repr=False)  # see config_tables
     _flows: FlowIndex | None = field(default=None, repr=False)
+    # module -> (its summary, what model_appliers reads of it)
+    _appliers: dict[str, tuple] = field(default_factory=dict, repr=False)
     # The closures (what each symbol needs, its edges, the callers and contexts of functions)
     # as a run over exactly these summaries computed them, kept by the engine's cache: a
     # callable giving them (or None), asked once when they are first needed; and one given
@@ -341,24 +343,32 @@ class ProjectIndex:
         self._ensure()
         return list(self._walk(self.resolve(ref, from_module), self._reach_edges))
 
-    @project_cached
-    def applied_models(self) -> dict[str, frozenset[str]]:
+    def model_appliers(self) -> dict[str, list[tuple[str, str]]]:
         """The functions that apply a model handed in (``transformer.apply(...)`` of a
-        parameter, theirs or an enclosing function's: ``mrun:`` references), with the project
-        classes their callers hand in there, through calls and ``functools.partial``
-        bindings, at any depth (``FlowIndex.instances``). A function no caller is known to
-        hand a class is left out."""
-        out: dict[str, frozenset[str]] = {}
+        parameter, theirs or an enclosing function's: ``mrun:`` references), with (function
+        key, parameter) of each model. Read once per summary (a keystroke reads one file's)."""
+        out: dict[str, list[tuple[str, str]]] = {}
+        held = self._appliers
         for mod, s in self.summaries.items():
-            for qual, sym in s.symbols.items():
-                for r in sym.refs:
-                    if not r.startswith("mrun:"):
-                        continue
-                    owner, _, param = r[5:].rpartition("#")
-                    found = self.flows.instances([["p", param]], f"{mod}:{owner}")
-                    if found:
-                        key = f"{mod}:{qual}"
-                        out[key] = out.get(key, frozenset()) | found
+            found = held.get(mod)
+            if found is None or found[0] is not s:
+                found = held[mod] = (s, {
+                    f"{mod}:{qual}": [(f"{mod}:{owner}", param) for r in sym.refs
+                                      if r.startswith("mrun:")
+                                      for owner, _, param in [r[5:].rpartition("#")]]
+                    for qual, sym in s.symbols.items()
+                    if any(r.startswith("mrun:") for r in sym.refs)})
+            out.update(found[1])
+        return out
+
+    @project_cached
+    def applied_models(self, key: str) -> frozenset[str]:
+        """The project classes the models a function applies (:meth:`model_appliers`) may be:
+        what its callers hand in there, through calls and ``functools.partial`` bindings, at
+        any depth (``FlowIndex.instances``)."""
+        out: frozenset[str] = frozenset()
+        for owner, param in self.model_appliers().get(key, ()):
+            out |= self.flows.instances([["p", param]], owner)
         return out
 
     def first_reaching(self, refs: list[str], from_module: str,

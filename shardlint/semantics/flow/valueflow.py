@@ -1206,6 +1206,8 @@ class FlowIndex:
         self._table_memo: dict[tuple, tuple[list, bool]] = {}
         self._classes: dict[tuple, frozenset[str]] = {}
         self._cuts = 0  # answers cut short so far (see _memo_classes)
+        # (this walk's answers cut short, with the depth they were asked at: _memo_classes)
+        self._classes_cut: dict[tuple, tuple[frozenset[str], int]] = {}
         self._by_target: dict[str, list] | None = None
         self._by_partial: dict[str, list] | None = None
         self._gin_names: dict[str, list[str]] | None = None
@@ -2144,6 +2146,11 @@ class FlowIndex:
         found = self._classes.get(memo)
         if found is not None:
             return found
+        cut = self._classes_cut.get(memo)
+        if cut is not None and depth >= cut[1]:
+            # (asked again in this walk, from as deep or deeper: it adds nothing the walk lacks)
+            self._cuts += 1
+            return cut[0]
         if memo in self._active or depth >= _CLASS_HOPS:
             self._cuts += 1
             return frozenset()
@@ -2165,6 +2172,13 @@ class FlowIndex:
             self._active.discard(memo)
         if self._cuts == cuts:
             self._classes[memo] = found
+        elif self._active:
+            # Cut short, kept for the rest of this walk: what a hop cut at a cycle misses
+            # is what the hops still open find, so the walk's answer stays whole, and each
+            # hop is walked once per question (not once per path to it: exponential).
+            self._classes_cut[memo] = (found, depth)
+        if not self._active:
+            self._classes_cut.clear()
         return found
 
     def _param_classes(self, fn: str, param: str, depth: int,
