@@ -1016,17 +1016,23 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
         appliers = self.project.model_appliers()
         if not appliers:
             return None
-        starts: list[tuple[ast.Call, str]] = []
+        refs: list[str] = []
+        module = self.facts.module
         for c in self._calls_under(item):
             n = c.node
-            for node in (n.func, *n.args, *(k.value for k in n.keywords)):
-                ref = self._callable_ref(node, c.scope)
-                if ref is not None:
-                    starts.append((n, ref))
-        refs = [r for _, r in starts]
+            ref = self._callable_ref(n.func, c.scope)
+            if ref is not None:
+                refs.append(ref)
+            for a in (*n.args, *(k.value for k in n.keywords)):
+                # (an argument runs there where it is a function: a value handed on does not)
+                ref = self._callable_ref(a, c.scope)
+                key = self.project.resolve(ref, module) if ref is not None else None
+                sym = self.project.symbol(key) if key is not None else None
+                if sym is not None and sym.kind in ("function", "alias"):
+                    refs.append(ref)  # type: ignore[arg-type]
         targets = set(appliers)
         while refs and targets:  # (the classes of those reached only: few are)
-            found = self.project.first_reaching(refs, self.facts.module, frozenset(targets))
+            found = self.project.first_reaching(refs, module, frozenset(targets))
             if found is None:
                 return None
             key = found[1]

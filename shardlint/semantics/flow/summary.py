@@ -950,7 +950,7 @@ class _Summariser:
             if func.attr in ENTRY_METHODS and func.value.id in owner.params \
                     and not c.abstract:
                 # A model handed in as a parameter runs here (`transformer.apply(...)`):
-                # the value flow says which classes callers hand (ProjectIndex.handed_models)
+                # the value flow says which classes callers hand (ProjectIndex.applied_models)
                 ref = f"mrun:{owner.qualname}#{func.value.id}"
                 refs = out.setdefault(c.scope, [])
                 if ref not in refs:

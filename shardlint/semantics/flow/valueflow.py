@@ -251,6 +251,8 @@ def function_flow(facts: FileFacts, scope: Scope, ref: RefFn,
         out["method"] = method
         if accessor(fn) == 1:
             out["prop"] = 1  # (a property: `obj.mesh` is what it returns)
+        elif any(isinstance(d, ast.Name) and d.id == "classmethod" for d in fn.decorator_list):
+            out["cm"] = 1  # (its first parameter is the class it is called on)
     defaults = _defaults(facts, scope, fn)
     if defaults:
         out["defaults"] = defaults
@@ -2101,8 +2103,8 @@ class FlowIndex:
         return frozenset(out)
 
     def _alternative_constructor(self, ref: str, module: str) -> str | None:
-        """The project class ``C`` of a call ``C.from_config(...)`` of a method, its own or
-        inherited from a project base, that returns ``cls(...)``: an instance of ``C`` (the
+        """The project class ``C`` of a call ``C.from_config(...)`` of a classmethod, its own
+        or inherited from a project base, that returns ``cls(...)``: an instance of ``C`` (the
         class it is called on, which a base's method does not know)."""
         head, dot, name = ref.rpartition(".")
         cls = self.project.resolve(head, module) if dot and head not in ("ext", "") else None
@@ -2115,7 +2117,7 @@ class FlowIndex:
                 continue
             flow = (m.flow or {}) if m.kind == "function" else {}
             params = flow.get("params") or []
-            if not flow.get("method") or not params:
+            if not flow.get("cm") or not params:
                 return None
             receiver = params[0]
             made = any(x == ["pc", receiver] for slot in (flow.get("kind") or {}).values()
