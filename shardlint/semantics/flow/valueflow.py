@@ -1210,6 +1210,7 @@ class FlowIndex:
         self._cuts = 0  # answers cut short so far (see _memo_classes)
         # (this walk's answers cut short, with the depth they were asked at: _memo_classes)
         self._classes_cut: dict[tuple, tuple[frozenset[str], int]] = {}
+        self._class_hops = 0  # (hops of that walk still open)
         self._by_target: dict[str, list] | None = None
         self._by_partial: dict[str, list] | None = None
         self._gin_names: dict[str, list[str]] | None = None
@@ -2158,6 +2159,7 @@ class FlowIndex:
             return frozenset()
         cuts = self._cuts
         self._active.add(memo)
+        self._class_hops += 1
         try:
             what = memo[0]
             if what in ("ret", "new"):  # the classes, or the instances, a function returns
@@ -2172,14 +2174,15 @@ class FlowIndex:
                 found = self._param_classes(memo[1], memo[2], depth + 1, how)
         finally:
             self._active.discard(memo)
+            self._class_hops -= 1
         if self._cuts == cuts:
             self._classes[memo] = found
-        elif self._active:
+        elif self._class_hops:
             # Cut short, kept for the rest of this walk: what a hop cut at a cycle misses
             # is what the hops still open find, so the walk's answer stays whole, and each
             # hop is walked once per question (not once per path to it: exponential).
             self._classes_cut[memo] = (found, depth)
-        if not self._active:
+        else:  # (the walk is over: another question's open hops are others)
             self._classes_cut.clear()
         return found
 
