@@ -304,6 +304,47 @@ class Engine:
     assert eager.fix is not None and eager.fix.applicability == "unsafe"
 
 
+@pytest.mark.parametrize("jit", [
+    "jax.jit(steps.train_step)", "jax.jit(train_step, donate_argnums=0)",
+    "jax.jit(functools.partial(train_step, rules=None))", "pjit(train_step)"])
+def test_shl101_in_a_function_another_module_jits_sets_the_mesh_around_its_calls(tmp_path,
+                                                                                 jit):
+    """The jit is in another module (by the module's attribute, an imported name, through a
+    `functools.partial`): the function still runs traced, so no `jax.set_mesh` in its place.
+    The look-alike: a function of the same module that nothing jits keeps the fix."""
+    files = {"model.py": MODEL, "steps.py": """
+        import jax
+        from model import MLP
+
+        def train_step(params, x, rules=None):
+            mesh = jax.make_mesh((8,), ("data",))
+            with mesh:
+                return MLP().apply(params, x)
+
+        def evaluate(params, x):
+            mesh = jax.make_mesh((8,), ("data",))
+            with mesh:
+                return MLP().apply(params, x)
+    """, "train.py": f"""
+        import functools
+        import jax
+        from jax.experimental.pjit import pjit
+        import steps
+        from steps import train_step
+
+        def main(params, x):
+            step = {jit}
+            return step(params, x)
+    """}
+    traced, eager = _lint(tmp_path, files, "SHL101")
+    api = "pjit" if jit.startswith("pjit") else "jax.jit"
+    assert traced.fix is None and (
+        f"around the calls of `train_step`, outside the trace (`train_step` is compiled by the "
+        f"`{api}` of line 8 of `train`, and `jax.set_mesh` raises inside a trace)"
+    ) in traced.message, traced.message
+    assert eager.fix is not None and "use `with jax.set_mesh(mesh):`" in eager.message
+
+
 @pytest.mark.parametrize("base,forward", [
     ("nn.Module", "@nn.compact\n    def __call__(self, x):"),
     ("nn.Module", "@nn.compact\n    def encode(self, x):"),

@@ -111,9 +111,10 @@ in a project function a call there reaches, the advice waits for it (given bare
 there, or in a module that project code called there reaches): from flax 0.12.6, under
 `jax.set_mesh` `nnx.eval_shape` places the parameters by their logical axis names, and raises
 where no rules map them to the mesh's axes; where no rules are entered with the `with` (or
-around or inside it), the advice names them too. No fix inside a function a jit of the file
-compiles (decorated, or named in a `jax.jit(...)` call, `self.step` included), or in a function
-nested in one: the `with` runs
+around or inside it), the advice names them too. No fix inside a function a jit compiles
+(decorated, or named in a `jax.jit(...)` call of this file, `self.step` included, or of another
+module, `jax.jit(steps.train_step)` or through a `functools.partial`), or in a function nested
+in one: the `with` runs
 while it is traced, where `jax.set_mesh` raises (`set_mesh can only be used outside of jax.jit`,
 in every jax that has it); the message says to enter `jax.set_mesh(mesh)` around the calls of
 the compiled function instead and to leave the mesh out of that `with`. The same in a Flax
@@ -812,15 +813,16 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
     def _traced_where(self, item) -> tuple[str, str] | None:
         """Where to set the mesh instead, and why, when the ``with`` runs while traced: in a
         function a jit site of this file compiles (decorated, or named: ``jax.jit(self.step)``,
-        ``jax.jit(functools.partial(run, ...))``), or one nested in it; in the forward pass of a Flax module (Linen or NNX: ``__call__``,
+        ``jax.jit(functools.partial(run, ...))``) or of another module (named there), or one
+        nested in it; in the forward pass of a Flax module (Linen or NNX: ``__call__``,
         ``setup``, an ``@nn.compact`` method), which runs where the model is initialised or
         applied, under a jit as a rule."""
-        around = set()
+        around: list = []  # (the functions around the `with`, the innermost first)
         s = item.scope
         cls = None
         while s is not None and s.kind != "module":
             if s.kind == "function":
-                around.add(s)
+                around.append(s)
             elif s.kind == "class" and cls is None:
                 cls = s
             s = s.parent
@@ -837,6 +839,14 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
                 api = _JIT_SHOWN.get(site.api_name, site.api_name)
                 return (f"around the calls of `{compiled.name}`",
                         f"`{compiled.name}` is compiled by the `{api}` of line {site.node.lineno}")
+        elsewhere = self.project.compiled_elsewhere
+        for fn in around:
+            found = elsewhere.get(f"{self.facts.module}:{fn.qualname}")
+            if found is not None:
+                module, api, line = found
+                api = _JIT_SHOWN.get(api, api)
+                return (f"around the calls of `{fn.name}`",
+                        f"`{fn.name}` is compiled by the `{api}` of line {line} of `{module}`")
         if cls is None:
             return None
         # (its forward pass only: `__call__`, Linen's `setup` and `@nn.compact` methods; any

@@ -343,6 +343,19 @@ class ProjectIndex:
         self._ensure()
         return list(self._walk(self.resolve(ref, from_module), self._reach_edges))
 
+    @property
+    @project_cached
+    def compiled_elsewhere(self) -> dict[str, tuple[str, str, int]]:
+        """The project functions a jit of another module compiles (``summary.jit_targets``):
+        key -> (that module, the jit API, its line), the first in module order."""
+        out: dict[str, tuple[str, str, int]] = {}
+        for mod in sorted(self.summaries):
+            for ref, api, line, *_ in self.summaries[mod].jit_targets:
+                key = self.resolve(ref, mod)
+                if key is not None and key not in out:
+                    out[key] = (mod, api, line)
+        return out
+
     def model_appliers(self) -> dict[str, list[tuple[str, str]]]:
         """The functions that apply a model handed in (``transformer.apply(...)`` of a
         parameter, theirs or an enclosing function's: ``mrun:`` references), with (function

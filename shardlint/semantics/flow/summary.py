@@ -194,6 +194,10 @@ class ModuleSummary:
     # [function key, line, col, end line, end col of the jit]: a project function compiled by a
     # jit with in/out shardings (SHL502: what it reaches is traced for a sharded program)
     sharded_jits: list[list] = field(default_factory=list)
+    # [function reference, jit API, line, col, end line, end col of the jit]: a function of
+    # another module that a jit here compiles (`jax.jit(steps.train_step)`, through a
+    # `functools.partial` too): it runs traced (SHL101 says where `jax.set_mesh` goes)
+    jit_targets: list[list] = field(default_factory=list)
 
     def to_json(self) -> dict:
         """The summary as JSON data (what ``from_json`` reads back): fields left at their
@@ -275,6 +279,8 @@ def without_positions(data: dict) -> dict:
         out["sharded_jit_params"] = [[*p[:2], 0, 0, 0, 0] for p in data["sharded_jit_params"]]
     if "sharded_jits" in data:
         out["sharded_jits"] = [[p[0], 0, 0, 0, 0] for p in data["sharded_jits"]]
+    if "jit_targets" in data:
+        out["jit_targets"] = [[*p[:2], 0, 0, 0, 0] for p in data["jit_targets"]]
     out.pop("path", None)
     return out
 
@@ -982,6 +988,29 @@ class _Summariser:
         q = self.f.imports.qualify_parts(parts)
         return q if q and q.split(".", 1)[0] not in ("typing", "builtins") else None
 
+    def _jit_targets(self) -> list[list]:
+        """:attr:`ModuleSummary.jit_targets` of this module: what its jit sites compile of
+        other modules (its own functions' it reads from the file itself)."""
+        out: list[list] = []
+        f = self.f
+        for site in f.jit_sites:
+            t = site.target
+            if site.function is not None or t is None:
+                continue  # (a decorated function is this module's)
+            if isinstance(t, ast.Call) and t.args and f.qualify(t.func) == "functools.partial":
+                t = t.args[0]
+            if not isinstance(t, (ast.Name, ast.Attribute)):
+                continue
+            ref = self.ref(t, site.scope)
+            if ref is None or ref.startswith(f"{f.module}:"):
+                continue
+            n = site.node
+            entry = [ref, site.api_name, n.lineno, n.col_offset, n.end_lineno or n.lineno,
+                     n.end_col_offset or 0]
+            if entry not in out:
+                out.append(entry)
+        return out
+
     def _sharded_jits(self) -> list[list]:
         """:attr:`ModuleSummary.sharded_jits` of this module."""
         out: list[list] = []
@@ -1362,6 +1391,7 @@ class _Summariser:
         if f.jit_sites:
             out.sharded_jit_params = sharded_jit_params(f)
             out.sharded_jits = self._sharded_jits()
+            out.jit_targets = self._jit_targets()
         for kind in unknown:  # a mesh or rules call shardlint cannot read (see _provides)
             (out.mesh_axes if kind == "mesh" else out.rule_tables).append(None)
         consts = f.module_constants()
