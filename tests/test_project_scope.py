@@ -929,6 +929,82 @@ def test_shl101_a_model_handed_in_without_constraints_is_only_deprecated(tmp_pat
     assert found.severity == "warning" and "is deprecated since" in found.message, found.message
 
 
+@pytest.mark.parametrize("under,error", [
+    ("return jax.lax.fori_loop(0, 4, body, (params, x))", "`body` (handed to `jax.lax.fori_loop`)"),
+    ("return lax.scan(functools.partial(body, 0), (params, x), None)",
+     "`functools.partial(body, 0)` (handed to `lax.scan`)"),
+    ("return jax.jit(step)(params, x)", "`step` (handed to `jax.jit`)"),
+    # the look-alike: a jit made under the `with` and called after it traces there
+    ("fn = jax.jit(step)\nreturn fn", None),
+])
+def test_shl101_a_function_handed_to_a_call_that_runs_it_runs_under_the_with(tmp_path, under,
+                                                                             error):
+    """A function handed to what runs it there (lax control flow, a jit called in place) runs
+    under the `with`: its Linen constraints are no-ops, the error. A jit only made there runs
+    where it is called: the deprecation alone."""
+    [found] = _lint(tmp_path, {"model.py": MODEL, "train.py": f"""
+import functools
+import jax
+from jax import lax
+from model import MLP
+
+
+def body(i, carry):
+    params, x = carry
+    return params, MLP().apply(params, x)
+
+
+def step(params, x):
+    return MLP().apply(params, x)
+
+
+def run(params, x):
+    mesh = jax.make_mesh((8,), ("data",))
+    with mesh:
+        {under.replace(chr(10), chr(10) + "        ")}
+"""}, "SHL101")
+    if error is None:
+        assert found.severity == "warning" and "is deprecated since" in found.message
+    else:
+        assert found.severity == "error" and f"and {error} runs under it" in found.message, \
+            found.message
+
+
+def test_a_model_handed_in_is_applied_where_the_function_runs(tmp_path):
+    """`model.apply` of a parameter: under a legacy `with` in the same function, the error
+    (SHL101); called with a mesh and no rules, SHL102 names the model and the parameter."""
+    files = {"model.py": MODEL, "train.py": """
+        import jax
+        import flax.linen as nn
+        from model import MLP
+
+        def run(model, params, x, rules):
+            mesh = jax.make_mesh((8,), ("data",))
+            with mesh, nn.logical_axis_rules(rules):
+                return model.apply(params, x)
+
+        def step(model, params, x):
+            return model.apply(params, x)
+
+        def main(params, x, rules):
+            run(MLP(), params, x, rules)
+            with jax.set_mesh(jax.make_mesh((8,), ("data",))):
+                return step(MLP(), params, x)
+
+        main(None, None, None)
+    """}
+    [legacy] = _lint(tmp_path, files, "SHL101")
+    assert legacy.severity == "error" and \
+        "and `MLP` (handed in as `model`) runs under it" in legacy.message, legacy.message
+    files["train.py"] = files["train.py"].replace("run(MLP(), params, x, rules)", "")
+    files["train.py"] = files["train.py"].replace(
+        "with mesh, nn.logical_axis_rules(rules):", "with jax.set_mesh(mesh):")
+    [norules] = _lint(tmp_path, files, "SHL102")
+    assert norules.span.line == 11 and norules.message.startswith(
+        "this applies `MLP` (handed in as `model`), whose logical constraints run with no "
+        "`nn.logical_axis_rules` in context"), norules.message
+
+
 def test_the_classes_a_parameter_may_be_walk_each_hop_once_per_question(tmp_path, monkeypatch):
     """Callers that hand a model on in a cycle (`a_i` and `b_i` each call both of level i+1,
     and the last calls the first): an answer cut at the cycle is kept for the rest of the

@@ -20,7 +20,7 @@ from shardlint.semantics.file.jit_sites import (
     specs_may_be_bare,
 )
 from shardlint.semantics.file.moves import guarded_at, may_have_guards, version_guarded
-from shardlint.semantics.flow.summary import reference
+from shardlint.semantics.flow.summary import HANDED, reference
 from shardlint.semantics.sharding.mesh_values import is_mesh
 from shardlint.semantics.sharding.placement import bare_specs
 
@@ -62,9 +62,11 @@ return`, a branch of a version compare, an `except AttributeError` / `ImportErro
 
 Severity says what happens. **Error** (flax >= 0.12.2) when a Linen logical constraint or a
 logically partitioned parameter is traced under the `with` -- the model initialised or applied
-there, or a function called there, reaches one, or applies a model handed to it (`model.apply`
-of a parameter, given by a call or a `functools.partial`'s argument at any depth, where every
-model the project hands there has such constraints): each is then a no-op (a warning where the
+there, or a function called there or handed to a call that runs it (`lax.fori_loop(0, n, body,
+...)`, `jax.jit(step)(x)`; a jit only made there runs where it is called), reaches one, or applies
+a model handed to it (`model.apply` of a parameter, given by a call or a `functools.partial`'s
+argument at any depth, where every model the project hands there has such constraints): each is
+then a no-op (a warning where the
 project's pins also allow a flax older than 0.12.2, which still honours the `with`, and in
 test code, which runs toy sizes and passes the same unsharded; the
 shardings a jit's `in_shardings`/`out_shardings` or a `shard_map` give the values still apply). Building an NNX module
@@ -992,6 +994,12 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
         module = self.facts.module
         for e in self.project.entries(module):
             if e.scope == item.scope.qualname and first <= e.line <= last:
+                if e.model.startswith(HANDED):  # (`model.apply(...)` of a parameter)
+                    classes = self.project.handed_classes(e.model, module)
+                    if classes and all(self.project.needs(c) & RULES for c in classes):
+                        names = ", ".join(f"`{c.rpartition(':')[2]}`" for c in sorted(classes))
+                        return f"{names} (handed in as `{e.model.rpartition('#')[2]}`)"
+                    continue
                 model = self.project.resolve(e.model, module)
                 # (an NNX module built there runs its __init__, not its forward pass -- unless
                 # the module built is called there too)
@@ -1014,7 +1022,37 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
                     else self.project.needs_running(key)
                 if needs & RULES:
                     return f"`{self.text(c.node.func)}`"
+        for call, node, key in self._functions_handed(item):
+            if self.project.needs_running(key) & RULES:
+                return f"`{self.text(node)}` (handed to `{self.text(call.func)}`)"
         return self._handed_model(item)
+
+    def _functions_handed(self, item) -> list[tuple[ast.Call, ast.expr, str]]:
+        """(call, argument, the project function's key) of the functions handed to a call
+        under the ``with`` (``lax.fori_loop(0, n, body, ...)``, a partial or jit of one,
+        or a local bound to one): they run there."""
+        out = []
+        module = self.facts.module
+        calls = self._calls_under(item)
+        called = {id(c.node.func) for c in calls}  # (`jax.jit(f)(x)`: the jit runs there)
+        for c in calls:
+            n = c.node
+            if id(n) not in called and self.facts.qualify(n.func) not in _RUNS_CALLABLES:
+                ref = reference(self.facts, n.func, c.scope) \
+                    if isinstance(n.func, (ast.Name, ast.Attribute)) else None
+                key = self.project.resolve(ref, module) if ref is not None else None
+                sym = self.project.symbol(key) if key is not None else None
+                if sym is None or sym.kind != "function":
+                    # (a jit, a partial or a package's call may keep it for later: only a
+                    # project function is taken to call what it is handed)
+                    continue
+            for a in (*n.args, *(k.value for k in n.keywords)):
+                ref = self._callable_ref(a, c.scope)
+                key = self.project.resolve(ref, module) if ref is not None else None
+                sym = self.project.symbol(key) if key is not None else None
+                if sym is not None and sym.kind in ("function", "alias"):
+                    out.append((n, a, key))
+        return out
 
     def _handed_model(self, item) -> str | None:
         """A model handed to a function that applies it (``transformer.apply(...)`` of a
@@ -1026,20 +1064,11 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
         appliers = self.project.model_appliers()
         if not appliers:
             return None
-        refs: list[str] = []
         module = self.facts.module
-        for c in self._calls_under(item):
-            n = c.node
-            ref = self._callable_ref(n.func, c.scope)
-            if ref is not None:
-                refs.append(ref)
-            for a in (*n.args, *(k.value for k in n.keywords)):
-                # (an argument runs there where it is a function: a value handed on does not)
-                ref = self._callable_ref(a, c.scope)
-                key = self.project.resolve(ref, module) if ref is not None else None
-                sym = self.project.symbol(key) if key is not None else None
-                if sym is not None and sym.kind in ("function", "alias"):
-                    refs.append(ref)  # type: ignore[arg-type]
+        refs = [ref for c in self._calls_under(item)
+                if (ref := self._callable_ref(c.node.func, c.scope)) is not None]
+        # (an argument runs there where it is a function: a value handed on does not)
+        refs += [key for _, _, key in self._functions_handed(item)]
         targets = set(appliers)
         while refs and targets:  # (the classes of those reached only: few are)
             found = self.project.first_reaching(refs, module, frozenset(targets))
@@ -1149,6 +1178,9 @@ def _shown(key: str) -> str:
 
 
 _LOGICAL = (Role.LOGICAL_CONSTRAINT, Role.LOGICAL_PARTITIONING)
+# Calls that run the callables they are handed, there and then.
+_RUNS_CALLABLES = frozenset(f"jax.lax.{n}" for n in (
+    "fori_loop", "while_loop", "scan", "cond", "switch", "map", "associative_scan"))
 _NNX_EVAL_SHAPE = "flax.nnx.eval_shape"
 # How a message names a jit API (its canonical name otherwise: `jax.jit`, `jax.pmap`).
 _JIT_SHOWN = {PJIT: "pjit", NNX_JIT: "nnx.jit", LINEN_JIT: "nn.jit"}

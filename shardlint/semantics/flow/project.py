@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from shardlint.semantics.catalog.api import LINEN_MODULE, NNX_MODULE
 from shardlint.semantics.file.facts import ALL, MESH, MESH_SET, RULES, CallSite, FileFacts
 from shardlint.semantics.file.reuse import each_call
-from shardlint.semantics.flow.summary import Entry, ModuleSummary, Site
+from shardlint.semantics.flow.summary import HANDED, Entry, ModuleSummary, Site
 from shardlint.semantics.flow.valueflow import FlowIndex
 
 
@@ -356,32 +356,42 @@ class ProjectIndex:
                     out[key] = (mod, api, line)
         return out
 
-    def model_appliers(self) -> dict[str, list[tuple[str, str]]]:
+    def model_appliers(self) -> dict[str, list[str]]:
         """The functions that apply a model handed in (``transformer.apply(...)`` of a
-        parameter, theirs or an enclosing function's: ``mrun:`` references), with (function
-        key, parameter) of each model. Read once per summary (a keystroke reads one file's)."""
-        out: dict[str, list[tuple[str, str]]] = {}
+        parameter, theirs or an enclosing function's: model entries ``#param:...``), with
+        those entries' models. Read once per summary (a keystroke reads one file's)."""
+        out: dict[str, list[str]] = {}
         held = self._appliers
         for mod, s in self.summaries.items():
             found = held.get(mod)
             if found is None or found[0] is not s:
-                found = held[mod] = (s, {
-                    f"{mod}:{qual}": [(f"{mod}:{owner}", param) for r in sym.refs
-                                      if r.startswith("mrun:")
-                                      for owner, _, param in [r[5:].rpartition("#")]]
-                    for qual, sym in s.symbols.items()
-                    if any(r.startswith("mrun:") for r in sym.refs)})
+                appliers: dict[str, list[str]] = {}
+                for e in s.entries:
+                    if e.model.startswith(HANDED):
+                        models = appliers.setdefault(f"{mod}:{e.scope}", [])
+                        if e.model not in models:
+                            models.append(e.model)
+                found = held[mod] = (s, appliers)
             out.update(found[1])
         return out
 
     @project_cached
+    def handed_classes(self, model: str, module: str) -> frozenset[str]:
+        """The project classes a model handed in (an entry's ``#param:<function>#<name>``,
+        of ``module``) may be an instance of: what the function's callers hand in there,
+        through calls and ``functools.partial`` bindings, at any depth
+        (``FlowIndex.instances``)."""
+        owner, _, param = model[len(HANDED):].rpartition("#")
+        return self.flows.instances([["p", param]], f"{module}:{owner}")
+
+    @project_cached
     def applied_models(self, key: str) -> frozenset[str]:
-        """The project classes the models a function applies (:meth:`model_appliers`) may be:
-        what its callers hand in there, through calls and ``functools.partial`` bindings, at
-        any depth (``FlowIndex.instances``)."""
+        """The project classes of the models handed in that the function ``key`` applies
+        (:meth:`model_appliers`)."""
+        module = key.partition(":")[0]
         out: frozenset[str] = frozenset()
-        for owner, param in self.model_appliers().get(key, ()):
-            out |= self.flows.instances([["p", param]], owner)
+        for model in self.model_appliers().get(key, ()):
+            out |= self.handed_classes(model, module)
         return out
 
     def first_reaching(self, refs: list[str], from_module: str,
@@ -1187,7 +1197,17 @@ class ProjectIndex:
         for i, e in enumerate(self.entries(module)):
             if self.inside_module_class(module, e.scope):
                 continue  # a submodule built or applied by a parent module: not where it runs
-            model = self.resolve(e.model, module)
+            others: tuple[str, ...] = ()
+            if e.model.startswith(HANDED):
+                # A model handed in: each class callers hand there (Linen: `model.apply`),
+                # needing what every one of them needs
+                classes = sorted(c for c in self.handed_classes(e.model, module)
+                                 if self.is_subclass(c, LINEN_MODULE))
+                if not classes:
+                    continue
+                model, others = classes[0], tuple(classes[1:])
+            else:
+                model = self.resolve(e.model, module)  # type: ignore[assignment]
             if model is None:
                 continue
             if single and model.partition(":")[0] != module and \
@@ -1196,6 +1216,8 @@ class ProjectIndex:
                 # script): one device by design, whatever the model's annotations.
                 continue
             needs = self._needs.get(model, 0)
+            for other in others:
+                needs &= self._needs.get(other, 0)
             if not needs:
                 continue
             if e.kind == "nnx":
@@ -1211,7 +1233,7 @@ class ProjectIndex:
             missing = needs & ~(self._legacy_mesh_at(module, i, e.ctx) | outer)
             if missing:
                 callers = [c for c in self.callers(module, e.scope) if c[1] & missing != missing]
-                out.append(MissingContext(e, model, needs, missing, callers))
+                out.append(MissingContext(e, model, needs, missing, callers, others))
         return out
 
 
@@ -1222,10 +1244,17 @@ class MissingContext:
     needs: int
     missing: int
     callers: list[tuple[str, int, str, int]]  # (caller, ctx, path, line) lacking the context
+    others: tuple[str, ...] = ()  # the other classes a model handed in may be
 
     @property
     def model_name(self) -> str:
-        return self.model.partition(":")[2]
+        return "`, `".join(m.partition(":")[2] for m in (self.model, *self.others))
+
+    @property
+    def handed(self) -> str | None:
+        """The parameter the model is handed in as, where it is one."""
+        model = self.entry.model
+        return model.rpartition("#")[2] if model.startswith(HANDED) else None
 
 
 def project_callees(facts: FileFacts,

@@ -51,6 +51,7 @@ _MISSING = object()
 # Bump when what a summary records changes: cached summaries of another format are dropped.
 FORMAT = 30
 ENTRY_METHODS = ("init", "init_with_output", "apply")
+HANDED = "#param:"  # an entry's model handed in as a parameter (Entry.model)
 _WRAPPERS = frozenset({Role.JIT, Role.PARTIAL, Role.LINEN_LIFT, Role.NNX_LIFT, Role.REMAT})
 _MESH_LIKE = frozenset({"Mesh", "make_mesh", "AbstractMesh"})
 _RULES_LIKE = frozenset({"logical_axis_rules", "axis_rules", "set_logical_axis_rules",
@@ -107,7 +108,9 @@ class CallEdge:
 class Entry:
     """A place where a model runs: ``model.init``/``apply`` or an NNX constructor."""
 
-    model: str  # reference to the model symbol
+    # reference to the model symbol; ``#param:<function>#<name>`` for a model handed in as a
+    # parameter (``ProjectIndex.handed_classes``; no module is named ``#param``)
+    model: str
     kind: str  # "init" | "apply" | "nnx"
     scope: str
     ctx: int
@@ -936,10 +939,8 @@ class _Summariser:
         its dotted name where imported, or this module's ``mod:Qual``. The index follows it to
         the methods of that name of the project's subclasses of the class
         (``ProjectIndex.traced_under_sharded_jits``: class-hierarchy edges, kept apart from the references
-        other closures follow). And ``mrun:<function>#<param>`` for each ``p.apply(...)``,
-        ``p.init(...)`` of a parameter ``p`` (of that function, its own or an enclosing one):
-        a model handed in runs there. Of ``calls`` (a piece of code's: a keystroke asks about
-        the edited method's, not every call of the file), once per list."""
+        other closures follow). Of ``calls`` (a piece of code's: a keystroke asks about the
+        edited method's, not every call of the file), once per list."""
         made = self._methods.get(id(calls))
         if made is not None and made[0] is calls:
             return made[1]
@@ -953,14 +954,6 @@ class _Summariser:
             if found is None or found[0].kind != "function":
                 continue
             owner = found[0]
-            if func.attr in ENTRY_METHODS and func.value.id in owner.params \
-                    and not c.abstract:
-                # A model handed in as a parameter runs here (`transformer.apply(...)`):
-                # the value flow says which classes callers hand (ProjectIndex.applied_models)
-                ref = f"mrun:{owner.qualname}#{func.value.id}"
-                refs = out.setdefault(c.scope, [])
-                if ref not in refs:
-                    refs.append(ref)
             ann = owner.annotations.get(func.value.id) if func.value.id in owner.params \
                 else None
             cls = self._annotated_class(ann, owner) if ann is not None else None
@@ -1140,7 +1133,7 @@ class _Summariser:
         if not c.abstract:
             # Entries: model.init(...) / model.apply(...) / NNX constructors.
             if isinstance(func, ast.Attribute) and func.attr in ENTRY_METHODS:
-                model = self._model_ref(func.value, c.scope)
+                model = self._model_ref(func.value, c.scope) or self._handed(func.value, c.scope)
                 if model is not None:
                     entries.append(self._entry(model, "apply" if func.attr == "apply" else "init",
                                                c, n))
@@ -1293,6 +1286,18 @@ class _Summariser:
             return self.ref(node.func, scope) if isinstance(node.func, (ast.Name, ast.Attribute)) \
                 else self._lift_ref(node.func, scope)
         return None
+
+    @staticmethod
+    def _handed(node: ast.expr, scope: Scope) -> str | None:
+        """``#param:<function>#<name>`` for a model that is a parameter of the function (its
+        own, or one it is nested in): the value flow says which classes callers hand there
+        (``ProjectIndex.handed_classes``)."""
+        if type(node) is not ast.Name:
+            return None
+        found = scope.lookup(node.id)  # type: ignore[attr-defined]
+        if found is None or found[0].kind != "function" or node.id not in found[0].params:  # type: ignore[attr-defined]
+            return None
+        return f"{HANDED}{found[0].qualname}#{node.id}"  # type: ignore[attr-defined]
 
     def _lift_ref(self, node: ast.expr, scope: Scope) -> str | None:
         """`nn.vmap(MLP, ...)()`: the lifted class."""
