@@ -23,7 +23,8 @@ completes it:
   none;
 * ``HOPS``: how the model runs where the contexts are: ``model.init`` in place, a jitted
   ``model.init`` (called at once or bound first), a helper function in the same or another
-  module, a jitted function that calls ``model.apply``, in the same or another module.
+  module, a jitted function that calls ``model.apply``, in the same or another module, the
+  model handed to a function that initialises it (a call's argument, a partial's keyword).
 
 The driver is ``run()`` in ``trainer/train.py`` (a method of ``Trainer`` for the ``self.mesh``
 piece), called under ``if __name__ == "__main__":``. What must be reported is marked in the text
@@ -311,6 +312,14 @@ HOPS = [
         call="y = forward(variables, x)",
         body="@jax.jit\ndef forward(variables, x):\n{enter}return Model().apply(variables, x)  # ENTRY\n",
         jitted=True),
+    # the model handed to what applies it: a call's argument (another module), a partial's
+    # keyword (called in place)
+    Hop("handed", call="variables = create_variables(Model(), jax.random.key(0), x{args})",
+        body="def create_variables(model, key, x{params}):\n{enter}return model.init(key, x)  # ENTRY\n",
+        module=f"{PKG}/steps.py"),
+    Hop("handed_partial",
+        call="variables = functools.partial(create_variables, model=Model())(jax.random.key(0), x{args})",
+        body="def create_variables(key, x{params}, *, model):\n{enter}return model.init(key, x)  # ENTRY\n"),
     Hop("jitted_module", pre=_ABSTRACT,
         call="y = forward(variables, x)",
         body="@jax.jit\ndef forward(variables, x):\n{enter}return Model().apply(variables, x)  # ENTRY\n",
@@ -370,7 +379,8 @@ def build(constraint: Constraint, mesh: MeshPiece, table: Table, enter: Enter,
         project.add(f"{PKG}/config.py", _CONFIG)
     in_run = mesh.expr
     inner_items = enter.inner
-    imports = ("import jax\nimport flax.linen as nn\n" + _imports_for(enter) + mesh.imports
+    imports = ("import functools\n" if "functools" in hop.call else "") + (
+        "import jax\nimport flax.linen as nn\n" + _imports_for(enter) + mesh.imports
                + table.imports + f"from {PKG}.model import Model\n")
     if mesh.config or table.config:
         imports += f"from {PKG}.config import Config\n"

@@ -1005,6 +1005,30 @@ def test_a_model_handed_in_is_applied_where_the_function_runs(tmp_path):
         "`nn.logical_axis_rules` in context"), norules.message
 
 
+@pytest.mark.parametrize("bind,legacy", [
+    ("functools.partial(run, x=1)", True),  # (the mesh is passed by the partial's call)
+    ("functools.partial(run, 3)", False),  # (the partial binds the mesh: a number)
+    ("functools.partial(run, mesh=3)", False),
+])
+def test_a_partial_is_a_caller_of_the_parameters_it_binds(tmp_path, bind, legacy):
+    """Every caller must pass a mesh for a parameter to be one: a `functools.partial` counts
+    as a caller of what it binds, whatever the value (a number here), and not of what it
+    leaves to the partial's own calls (here made where shardlint does not see them)."""
+    found = _lint(tmp_path, {"train.py": f"""
+        import functools
+        import jax
+
+        def run(mesh, x):
+            with mesh:
+                return x * 2
+
+        def main():
+            mesh = jax.make_mesh((8,), ("data",))
+            return run(mesh, 1), jax.tree.map({bind}, [mesh])
+    """}, "SHL101")
+    assert bool(found) is legacy, [f.message for f in found]
+
+
 def test_the_classes_a_parameter_may_be_walk_each_hop_once_per_question(tmp_path, monkeypatch):
     """Callers that hand a model on in a cycle (`a_i` and `b_i` each call both of level i+1,
     and the last calls the first): an answer cut at the cycle is kept for the rest of the

@@ -1106,6 +1106,8 @@ class _Summariser:
                 if kinds is not None:
                     kinds["#n"] = 99  # (the later call passes the rest: not known here)
                     kinds.pop("#kw", None)
+                    # (what it binds, whatever the values: positions and keywords)
+                    kinds["#b"] = [len(n.args) - 1, [k.arg for k in n.keywords if k.arg]]
                     frag.partials.append([c.scope.qualname, bound_to, kinds])
         target = None
         if c.api is None:

@@ -1720,8 +1720,11 @@ class FlowIndex:
             return False
         params, method = flow.get("params", []), flow.get("method", 0)
         # (a `functools.partial` that binds the parameter counts as a caller: every later
-        # call of it passes what it bound)
-        callers = self._callers_of(fn) + self._partials_of(fn)
+        # call of it passes what it bound; one that leaves it to its calls does not: a call
+        # of it seen is a call of ``fn``, and one not seen is no call of a partial shown)
+        pos = params.index(param) if param in params else -1
+        callers = self._callers_of(fn) + [
+            p for p in self._partials_of(fn) if _binds(p[1], param, pos)]
         if not callers or (param not in params and param not in flow.get("kwonly", ())):
             return False
         for caller, args, constructor in callers:
@@ -2250,6 +2253,15 @@ class FlowIndex:
             for p, _kind, _ev, flowing in _bind(callee_flow, below, args, bound, via_attr):
                 _add(out, p, Flowing(UPDATED, (here, *flowing.chain)))
         return out
+
+
+def _binds(args: dict | None, param: str, pos: int) -> bool:
+    """A ``functools.partial``'s arguments (``ModuleSummary.partials``) bind ``param``
+    (at position ``pos``, -1: keyword-only), or may (what it binds not recorded)."""
+    bound = args.get("#b") if args is not None else None
+    if bound is None:
+        return True
+    return param in bound[1] or 0 <= pos < bound[0]
 
 
 def _flat(terms: list[list]):
