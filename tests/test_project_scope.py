@@ -893,7 +893,8 @@ def test_shl101_is_an_error_where_a_model_handed_in_runs_under_it(tmp_path, hand
     """}
     [found] = _lint(tmp_path, files, "SHL101")
     assert found.severity == "error", found.message
-    assert "and `Model`, handed to `body` and applied there, runs under it" in found.message
+    assert "and `Model`, applied in `body` (handed in as `model`), runs under it" \
+        in found.message
 
 
 def test_shl101_a_model_handed_in_without_constraints_is_only_deprecated(tmp_path):
@@ -1003,6 +1004,51 @@ def test_a_model_handed_in_is_applied_where_the_function_runs(tmp_path):
     assert norules.span.line == 11 and norules.message.startswith(
         "this applies `MLP` (handed in as `model`), whose logical constraints run with no "
         "`nn.logical_axis_rules` in context"), norules.message
+
+
+@pytest.mark.parametrize("model,error", [("MLP()", True), ("Plain()", False)])
+def test_a_model_kept_on_self_is_applied_where_the_method_runs(tmp_path, model, error):
+    """`self.model.apply` in a method: the classes the class's methods store there (here from
+    the constructor's parameter). Applied under the legacy `with`, in place or by a method a
+    jit called there compiles, its constraints are no-ops: the error; an unconstrained model
+    kept there (the look-alike) leaves the deprecation alone."""
+    files = {"model.py": MODEL + """
+    class Plain(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.Dense(8)(x)
+""", "train.py": f"""
+        import jax
+        import flax.linen as nn
+        from model import MLP, Plain
+
+        class Trainer:
+            def __init__(self, model, rules):
+                self.model = model
+                self.rules = rules
+                self.mesh = jax.make_mesh((8,), ("data",))
+
+            def step(self, params, x):
+                return self.model.apply(params, x)
+
+            def run(self, params, x):
+                with self.mesh, nn.logical_axis_rules(self.rules):
+                    return jax.jit(self.step)(params, x)
+
+            def run_here(self, params, x):
+                with self.mesh, nn.logical_axis_rules(self.rules):
+                    return self.model.apply(params, x)
+
+        Trainer({model}, ()).run(None, None)
+    """}
+    through, here = _lint(tmp_path, files, "SHL101")
+    if not error:
+        assert through.severity == here.severity == "warning"
+        return
+    assert through.severity == here.severity == "error"
+    assert "and `MLP`, applied in `Trainer.step` (kept in `self.model`), runs under it" \
+        in through.message, through.message
+    assert "and `MLP` (kept in `self.model`) runs under it" in here.message, here.message
 
 
 @pytest.mark.parametrize("bind,legacy", [

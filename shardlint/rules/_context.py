@@ -30,7 +30,7 @@ def missing_context_findings(rule: Rule, flag: int, consequence: str,
                 # policy: reported only when their program provides the context nowhere.)
                 continue
             verb = "applies" if m.entry.kind == "apply" else "initialises"
-            handed = f" (handed in as `{m.handed}`)" if m.handed else ""
+            handed = f" ({m.handed})" if m.handed else ""
             message = f"this {verb} `{m.model_name}`{handed}, whose {consequence}{where(rule, m)}"
             finding = context_finding(rule, m, message)
             if fix is not None:

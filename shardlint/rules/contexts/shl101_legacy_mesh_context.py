@@ -20,6 +20,7 @@ from shardlint.semantics.file.jit_sites import (
     specs_may_be_bare,
 )
 from shardlint.semantics.file.moves import guarded_at, may_have_guards, version_guarded
+from shardlint.semantics.flow.project import held_as
 from shardlint.semantics.flow.summary import HANDED, reference
 from shardlint.semantics.sharding.mesh_values import is_mesh
 from shardlint.semantics.sharding.placement import bare_specs
@@ -65,8 +66,8 @@ logically partitioned parameter is traced under the `with` -- the model initiali
 there, or a function called there or handed to a call that runs it (`lax.fori_loop(0, n, body,
 ...)`, `jax.jit(step)(x)`; a jit only made there runs where it is called), reaches one, or applies
 a model handed to it (`model.apply` of a parameter, given by a call or a `functools.partial`'s
-argument at any depth, where every model the project hands there has such constraints): each is
-then a no-op (a warning where the
+argument at any depth, or `self.model.apply` of what the class's methods store there, where
+every model the project puts there has such constraints): each is then a no-op (a warning where the
 project's pins also allow a flax older than 0.12.2, which still honours the `with`, and in
 test code, which runs toy sizes and passes the same unsharded; the
 shardings a jit's `in_shardings`/`out_shardings` or a `shard_map` give the values still apply). Building an NNX module
@@ -994,11 +995,11 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
         module = self.facts.module
         for e in self.project.entries(module):
             if e.scope == item.scope.qualname and first <= e.line <= last:
-                if e.model.startswith(HANDED):  # (`model.apply(...)` of a parameter)
+                if e.model.startswith(HANDED):  # (`model.apply(...)` of a parameter...)
                     classes = self.project.handed_classes(e.model, module)
                     if classes and all(self.project.needs(c) & RULES for c in classes):
                         names = ", ".join(f"`{c.rpartition(':')[2]}`" for c in sorted(classes))
-                        return f"{names} (handed in as `{e.model.rpartition('#')[2]}`)"
+                        return f"{names} ({held_as(e.model)})"
                     continue
                 model = self.project.resolve(e.model, module)
                 # (an NNX module built there runs its __init__, not its forward pass -- unless
@@ -1078,7 +1079,8 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
             classes = self.project.applied_models(key)
             if classes and all(self.project.needs(c) & RULES for c in classes):
                 names = ", ".join(f"`{c.rpartition(':')[2]}`" for c in sorted(classes))
-                return f"{names}, handed to `{key.rpartition(':')[2]}` and applied there,"
+                how = held_as(appliers[key][0])
+                return f"{names}, applied in `{key.rpartition(':')[2]}` ({how}),"
             targets.discard(key)
         return None
 

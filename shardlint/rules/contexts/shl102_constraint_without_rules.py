@@ -35,9 +35,10 @@ Finds where a Flax Linen model whose code calls `nn.with_logical_constraint`,
 (`model.init`, `model.apply`, a jitted `model.init`) with no `nn.logical_axis_rules(...)` around
 it: not in the `with` statement, not in any caller in the project, and no global
 `nn.set_logical_axis_rules`. The constraint may sit in another file than the `init` call: the
-project index follows the model across files. A model handed in (`model.apply` of a parameter)
-counts where every class the project's callers hand there has such constraints, through calls
-and `functools.partial` arguments at any depth. Constraints that pass `rules=` themselves need no
+project index follows the model across files. A model handed in (`model.apply` of a parameter,
+`self.model.apply`) counts where every class the project's callers hand there (through calls and
+`functools.partial` arguments at any depth), or the class's methods store there, has such
+constraints. Constraints that pass `rules=` themselves need no
 context.
 Not flagged: a program that never shards -- its module and the project modules it imports build,
 enter or set no mesh and no axis rules -- running a model another module defines (a checkpoint

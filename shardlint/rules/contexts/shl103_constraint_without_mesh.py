@@ -32,9 +32,9 @@ Finds where a model whose code applies Flax partitioning or constraints is initi
 with no mesh in context: no `with jax.set_mesh(mesh):` (or `jax.sharding.use_abstract_mesh`)
 around it or around any caller in the project, and no global `jax.set_mesh(mesh)` call.
 Constraints that pass `mesh=` themselves need no context. A legacy `with mesh:` is reported by
-SHL101 instead, once, at the `with`. A model handed in (`model.apply` of a parameter) counts
-where every class the project's callers hand there has them (calls and `functools.partial`
-arguments, at any depth).
+SHL101 instead, once, at the `with`. A model handed in (`model.apply` of a parameter,
+`self.model.apply`) counts where every class the project's callers hand there (calls and
+`functools.partial` arguments, at any depth), or the class's methods store there, has them.
 
 Code nobody in the project calls has an unknown context: it is reported only when its program
 provides a mesh nowhere, and never for an `nnx.vmap`/`nnx.scan`-decorated factory of stacked

@@ -377,12 +377,21 @@ class ProjectIndex:
 
     @project_cached
     def handed_classes(self, model: str, module: str) -> frozenset[str]:
-        """The project classes a model handed in (an entry's ``#param:<function>#<name>``,
-        of ``module``) may be an instance of: what the function's callers hand in there,
-        through calls and ``functools.partial`` bindings, at any depth
-        (``FlowIndex.instances``)."""
-        owner, _, param = model[len(HANDED):].rpartition("#")
-        return self.flows.instances([["p", param]], f"{module}:{owner}")
+        """The project classes a model held by a value (an entry's ``#param:<function>#<name>``
+        or ``#attr:<class>#<name>``, of ``module``) may be an instance of: what the function's
+        callers hand in there, through calls and ``functools.partial`` bindings, at any depth,
+        or what the class's methods store on ``self`` there (``FlowIndex.instances``)."""
+        kind, _, rest = model.partition(":")
+        owner, _, name = rest.rpartition("#")
+        if kind != "#attr":
+            return self.flows.instances([["p", name]], f"{module}:{owner}")
+        out: frozenset[str] = frozenset()  # (what the class's methods, or its bases', store)
+        for c in self.class_chain(f"{module}:{owner}"):
+            sym = self.symbol(c)
+            terms = ((sym.flow or {}).get("attrs") or {}).get(name) if sym is not None else None
+            if terms:
+                out |= self.flows.instances(terms, f"{c}.__attr__")
+        return out
 
     @project_cached
     def applied_models(self, key: str) -> frozenset[str]:
@@ -1252,9 +1261,16 @@ class MissingContext:
 
     @property
     def handed(self) -> str | None:
-        """The parameter the model is handed in as, where it is one."""
-        model = self.entry.model
-        return model.rpartition("#")[2] if model.startswith(HANDED) else None
+        """How the model gets there, where a value holds it: "handed in as `model`"."""
+        return held_as(self.entry.model)
+
+
+def held_as(model: str) -> str | None:
+    """How an entry's model held by a value (``summary.HANDED``) gets there, for messages."""
+    if not model.startswith(HANDED):
+        return None
+    name = model.rpartition("#")[2]
+    return f"kept in `self.{name}`" if model.startswith("#attr:") else f"handed in as `{name}`"
 
 
 def project_callees(facts: FileFacts,

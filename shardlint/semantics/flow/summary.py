@@ -51,7 +51,9 @@ _MISSING = object()
 # Bump when what a summary records changes: cached summaries of another format are dropped.
 FORMAT = 30
 ENTRY_METHODS = ("init", "init_with_output", "apply")
-HANDED = "#param:"  # an entry's model handed in as a parameter (Entry.model)
+# An entry's model held by a value (Entry.model): a parameter (`#param:<function>#<name>`) or an
+# attribute of `self` (`#attr:<class>#<name>`); no module is named so
+HANDED = "#"
 _WRAPPERS = frozenset({Role.JIT, Role.PARTIAL, Role.LINEN_LIFT, Role.NNX_LIFT, Role.REMAT})
 _MESH_LIKE = frozenset({"Mesh", "make_mesh", "AbstractMesh"})
 _RULES_LIKE = frozenset({"logical_axis_rules", "axis_rules", "set_logical_axis_rules",
@@ -108,8 +110,8 @@ class CallEdge:
 class Entry:
     """A place where a model runs: ``model.init``/``apply`` or an NNX constructor."""
 
-    # reference to the model symbol; ``#param:<function>#<name>`` for a model handed in as a
-    # parameter (``ProjectIndex.handed_classes``; no module is named ``#param``)
+    # reference to the model symbol; ``#param:...``/``#attr:...`` for a model held by a
+    # parameter or an attribute of ``self`` (HANDED; ``ProjectIndex.handed_classes``)
     model: str
     kind: str  # "init" | "apply" | "nnx"
     scope: str
@@ -1292,14 +1294,19 @@ class _Summariser:
     @staticmethod
     def _handed(node: ast.expr, scope: Scope) -> str | None:
         """``#param:<function>#<name>`` for a model that is a parameter of the function (its
-        own, or one it is nested in): the value flow says which classes callers hand there
-        (``ProjectIndex.handed_classes``)."""
+        own, or one it is nested in), ``#attr:<class>#<name>`` for one kept on ``self`` in a
+        method: the value flow says which classes callers hand there, or the class's methods
+        store there (``ProjectIndex.handed_classes``)."""
+        if type(node) is ast.Attribute and type(node.value) is ast.Name \
+                and node.value.id == "self":  # type: ignore[attr-defined]
+            cls = scope.enclosing_class
+            return f"#attr:{cls.qualname}#{node.attr}" if cls is not None else None  # type: ignore[attr-defined]
         if type(node) is not ast.Name:
             return None
         found = scope.lookup(node.id)  # type: ignore[attr-defined]
         if found is None or found[0].kind != "function" or node.id not in found[0].params:  # type: ignore[attr-defined]
             return None
-        return f"{HANDED}{found[0].qualname}#{node.id}"  # type: ignore[attr-defined]
+        return f"#param:{found[0].qualname}#{node.id}"  # type: ignore[attr-defined]
 
     def _lift_ref(self, node: ast.expr, scope: Scope) -> str | None:
         """`nn.vmap(MLP, ...)()`: the lifted class."""

@@ -2100,8 +2100,9 @@ class FlowIndex:
                     made = self._alternative_constructor(t[1], module)
                     if made is not None:
                         out.add(made)
-            elif what == "p":
-                out |= self._memo_classes(("param-new", key, t[1]), depth)
+            elif what == "p":  # (of an attribute's terms: a parameter of the method named)
+                fn = key if len(t) == 2 else f"{key.rpartition('.')[0]}.{t[2]}"
+                out |= self._memo_classes(("param-new", fn, t[1]), depth)
             elif what == "pc":
                 out |= self._memo_classes(("call", key, t[1]), depth)
         return frozenset(out)
