@@ -1006,6 +1006,32 @@ def test_a_model_handed_in_is_applied_where_the_function_runs(tmp_path):
         "`nn.logical_axis_rules` in context"), norules.message
 
 
+def test_a_model_handed_in_beside_another_object_with_apply_is_left_alone(tmp_path):
+    """The look-alike of SHL102 on a handed model: callers hand `step` a Linen model and an
+    object of another class with an `apply` method; which one a call runs is not known."""
+    files = {"model.py": MODEL, "train.py": """
+        import jax
+        from model import MLP
+
+        class Scaler:
+            def apply(self, params, x):
+                return x * 2
+
+        def step(model, params, x):
+            return model.apply(params, x)
+
+        def main(params, x):
+            with jax.set_mesh(jax.make_mesh((8,), ("data",))):
+                return step(MLP(), params, x), step(Scaler(), params, x)
+
+        main(None, None)
+    """}
+    assert _lint(tmp_path, files, "SHL102") == []
+    files["train.py"] = files["train.py"].replace(", step(Scaler(), params, x)", "")
+    [found] = _lint(tmp_path, files, "SHL102")
+    assert "this applies `MLP` (handed in as `model`)" in found.message
+
+
 @pytest.mark.parametrize("model,error", [("MLP()", True), ("Plain()", False)])
 def test_a_model_kept_on_self_is_applied_where_the_method_runs(tmp_path, model, error):
     """`self.model.apply` in a method: the classes the class's methods store there (here from

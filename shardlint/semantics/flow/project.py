@@ -357,9 +357,10 @@ class ProjectIndex:
         return out
 
     def model_appliers(self) -> dict[str, list[str]]:
-        """The functions that apply a model handed in (``transformer.apply(...)`` of a
-        parameter, theirs or an enclosing function's: model entries ``#param:...``), with
-        those entries' models. Read once per summary (a keystroke reads one file's)."""
+        """The functions that apply a model held by a value (``transformer.apply(...)`` of a
+        parameter, theirs or an enclosing function's, or ``self.model.apply(...)``: model
+        entries ``#param:...``/``#attr:...``), with those entries' models. Read once per
+        summary (a keystroke reads one file's)."""
         out: dict[str, list[str]] = {}
         held = self._appliers
         for mod, s in self.summaries.items():
@@ -1208,11 +1209,11 @@ class ProjectIndex:
                 continue  # a submodule built or applied by a parent module: not where it runs
             others: tuple[str, ...] = ()
             if e.model.startswith(HANDED):
-                # A model handed in: each class callers hand there (Linen: `model.apply`),
+                # A model handed in: the classes callers hand there, all Linen modules (an
+                # object of another class with an `apply` may be the one this call runs),
                 # needing what every one of them needs
-                classes = sorted(c for c in self.handed_classes(e.model, module)
-                                 if self.is_subclass(c, LINEN_MODULE))
-                if not classes:
+                classes = sorted(self.handed_classes(e.model, module))
+                if not classes or not all(self.is_subclass(c, LINEN_MODULE) for c in classes):
                     continue
                 model, others = classes[0], tuple(classes[1:])
             else:
