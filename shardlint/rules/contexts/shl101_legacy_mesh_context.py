@@ -14,10 +14,10 @@ from shardlint.semantics.file.jit_sites import (
     LINEN_JIT,
     NNX_JIT,
     PJIT,
-    bound_once,
     calls_of,
     jit_keywords,
     specs_may_be_bare,
+    wrapped_callable,
 )
 from shardlint.semantics.file.moves import guarded_at, may_have_guards, version_guarded
 from shardlint.semantics.flow.project import held_as
@@ -833,11 +833,10 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
             return None
         for site in self.facts.jit_sites:
             compiled = compiled_function(self.facts, site)
-            target = site.target
-            if compiled is None and isinstance(target, ast.Call) and target.args and \
-                    self.facts.qualify(target.func) == "functools.partial":
+            if compiled is None and isinstance(site.target, ast.Call):
                 # `jax.jit(functools.partial(run, model=m))`: the function the partial binds
-                compiled = function_named(self.facts, target.args[0], site.scope)
+                compiled = function_named(
+                    self.facts, wrapped_callable(self.facts, site.target, site.scope), site.scope)
             if compiled is not None and compiled in around:
                 api = _JIT_SHOWN.get(site.api_name, site.api_name)
                 return (f"around the calls of `{compiled.name}`",
@@ -998,8 +997,7 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
                 if e.model.startswith(HANDED):  # (`model.apply(...)` of a parameter...)
                     classes = self.project.handed_classes(e.model, module)
                     if classes and all(self.project.needs(c) & RULES for c in classes):
-                        names = ", ".join(f"`{c.rpartition(':')[2]}`" for c in sorted(classes))
-                        return f"{names} ({held_as(e.model)})"
+                        return f"{_class_names(classes)} ({held_as(e.model)})"
                     continue
                 model = self.project.resolve(e.model, module)
                 # (an NNX module built there runs its __init__, not its forward pass -- unless
@@ -1078,30 +1076,15 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
             key = found[1]
             classes = self.project.applied_models(key)
             if classes and all(self.project.needs(c) & RULES for c in classes):
-                names = ", ".join(f"`{c.rpartition(':')[2]}`" for c in sorted(classes))
                 how = held_as(appliers[key][0])
-                return f"{names}, applied in `{key.rpartition(':')[2]}` ({how}),"
+                return f"{_class_names(classes)}, applied in `{key.rpartition(':')[2]}` ({how}),"
             targets.discard(key)
         return None
 
-    def _callable_ref(self, node: ast.expr, scope, depth: int = 0) -> str | None:
-        """The project function a callable expression runs: a name of one, or a
-        ``functools.partial``, jit or pmap of one, written in place or bound once to a local
-        name."""
-        if isinstance(node, ast.Name):
-            ref = reference(self.facts, node, scope)
-            if ref is not None:
-                return ref
-            value = bound_once(scope, node.id)
-            return self._callable_ref(value, scope, depth + 1) \
-                if isinstance(value, ast.Call) and depth < 4 else None
-        if isinstance(node, ast.Attribute):
-            return reference(self.facts, node, scope)
-        if isinstance(node, ast.Call) and node.args and depth < 4:
-            known = self.facts.resolve(node.func)
-            if known is not None and known.role in (Role.PARTIAL, Role.JIT, Role.PMAP):
-                return self._callable_ref(node.args[0], scope, depth + 1)
-        return None
+    def _callable_ref(self, node: ast.expr, scope) -> str | None:
+        """The reference of the function a callable expression runs (``wrapped_callable``)."""
+        name = wrapped_callable(self.facts, node, scope)
+        return reference(self.facts, name, scope) if name is not None else None
 
     def _called_in(self, entry, scope, first: int, last: int) -> bool:
         """The NNX module built at ``entry`` is called in the same function between ``first``
@@ -1171,6 +1154,11 @@ def _parents(scope):
 def _named(site) -> str:
     """How a message names a jit site: the name it is bound to, else where it is."""
     return f"`{site.bound_name}`" if site.bound_name else f"the `pjit` of line {site.node.lineno}"
+
+
+def _class_names(classes) -> str:
+    """The classes of project class keys, named in order (`` `A`, `B` ``)."""
+    return ", ".join(f"`{c.rpartition(':')[2]}`" for c in sorted(classes))
 
 
 def _shown(key: str) -> str:

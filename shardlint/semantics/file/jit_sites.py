@@ -397,6 +397,24 @@ def _returned_from(facts: FileFacts, site: JitSite) -> Scope | None:
     return None
 
 
+def wrapped_callable(facts: FileFacts, node: ast.expr | None, scope: Scope,
+                     depth: int = 0) -> ast.Name | ast.Attribute | None:
+    """The name of the callable an expression runs: a name or attribute as it is, or what a
+    ``functools.partial``, jit or pmap wraps (``jax.jit(functools.partial(run, m=m))``: ``run``),
+    written in place or a local name bound to it once. None for any other value."""
+    if isinstance(node, ast.Name) and depth < 4:
+        value = bound_once(scope, node.id)
+        return wrapped_callable(facts, value, scope, depth + 1) \
+            if isinstance(value, ast.Call) else node
+    if isinstance(node, ast.Attribute):
+        return node
+    if isinstance(node, ast.Call) and node.args and depth < 4:
+        known = facts.resolve(node.func)
+        if known is not None and known.role in (Role.PARTIAL, Role.JIT, Role.PMAP):
+            return wrapped_callable(facts, node.args[0], scope, depth + 1)
+    return None
+
+
 def bound_once(scope: Scope, name: str) -> ast.expr | None:
     """The value a name of a function body is bound to, when bound exactly once there."""
     values = scope.assigned.get(name) if scope.kind == "function" else None

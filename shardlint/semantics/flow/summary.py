@@ -27,6 +27,7 @@ from shardlint.semantics.file.jit_sites import (
     is_sharded,
     sharded_jit_params,
     specs_may_be_bare,
+    wrapped_callable,
 )
 from shardlint.semantics.file.meshes import axis_kind
 from shardlint.semantics.file.moves import newer_calls
@@ -989,12 +990,10 @@ class _Summariser:
         out: list[list] = []
         f = self.f
         for site in f.jit_sites:
-            t = site.target
-            if site.function is not None or t is None:
+            if site.function is not None:
                 continue  # (a decorated function is this module's)
-            if isinstance(t, ast.Call) and t.args and f.qualify(t.func) == "functools.partial":
-                t = t.args[0]
-            if not isinstance(t, (ast.Name, ast.Attribute)):
+            t = wrapped_callable(f, site.target, site.scope)
+            if t is None:
                 continue
             ref = self.ref(t, site.scope)
             if ref is None or ref.startswith(f"{f.module}:"):
