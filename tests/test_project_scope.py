@@ -1188,3 +1188,83 @@ def test_shl104_names_the_mesh_context_each_pinned_jax_has(tmp_path):
     assert all("`with jax.set_mesh(mesh):`, or `with mesh:` on the jax < 0.7.1" in f.message
                and "(jax 0.4.7)" in f.message for f in both)
     assert all("(`with jax.set_mesh(mesh):`)" in f.message for f in new)
+
+
+@pytest.mark.parametrize("read,error", [
+    ("Trainer.tokenize(d)", False),  # a static member that applies nothing
+    ("Trainer.tokenize", False),  # (handed on, not called)
+    ("Trainer.step(self, d, d)", True),  # the member that applies the model, through the class
+    ("Trainer.inherited(self, d)", True),  # defined in a base: the class stands for it
+    ("Trainer.Inner", False),  # a nested class that applies nothing
+    ("Trainer.make(d)", True),  # a classmethod builds the class: the class stands for it
+])
+def test_a_member_read_through_its_class_is_that_member(tmp_path, read, error):
+    """`Trainer.tokenize` in a method references the member, not every method of the class:
+    the legacy `with` around `self.load(...)` is an error only where what `load` reads
+    through the class applies the constrained model (a member the class inherits, or a
+    classmethod, stands for the class, as before)."""
+    files = {"model.py": MODEL, "train.py": f"""
+        import jax
+        from model import MLP
+
+        class Base:
+            def inherited(self, x):
+                return MLP().apply({{}}, x)
+
+        class Trainer(Base):
+            class Inner:
+                pass
+
+            @staticmethod
+            def tokenize(x):
+                return x
+
+            @classmethod
+            def make(cls, x):
+                return cls().step({{}}, x)
+
+            def step(self, params, x):
+                return MLP().apply(params, x)
+
+            def load(self, data):
+                return [{read} for d in data]
+
+            def run(self, data):
+                with jax.make_mesh((8,), ("data",)):
+                    return self.load(data)
+
+        Trainer().run([])
+    """}
+    [found] = _lint(tmp_path, files, "SHL101")
+    assert (found.severity == "error") is error, found.message
+    assert ("`self.load` runs under it" in found.message) is error, found.message
+
+
+def test_a_jitted_name_read_only_as_a_chain_head_is_a_reference_of_it():
+    """`step.lower(...)` in another function hands the jitted callable on (to be compiled
+    there): ``references_of`` finds it where the name is read only as a chain's head (the
+    visitor records `step.lower` for it, not `step`), as it finds a plain `step`."""
+    import ast
+
+    from shardlint.semantics.file.jit_sites import references_of
+    from shardlint.semantics.file.visitor import build_facts
+    from shardlint.semantics.file.wrappers import Wrappers
+
+    src = textwrap.dedent("""
+        import jax
+
+        def train_step(s):
+            return s
+
+        step = jax.jit(train_step)
+
+        def compiled(s):
+            return step.lower(s).compile()
+
+        def handed(s):
+            return run(step, s)
+    """)
+    facts = build_facts("m.py", "m", ast.parse(src), False, Wrappers())
+    [site] = facts.jit_sites
+    assert sorted((scope.name, n.lineno) for n, scope in references_of(facts, site)) == [
+        ("compiled", 10), ("handed", 13)]

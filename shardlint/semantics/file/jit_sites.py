@@ -338,8 +338,10 @@ def references_of(facts: FileFacts, site: JitSite) -> list[tuple[ast.expr, Scope
         return []
     out: list[tuple[ast.expr, Scope]] = []
     called: set[int] | None = None
+    dot = f"{name}."  # (a name read only as a chain's head, `step.lower`: visitor._chain)
     for scope in {id(x): x for x in [facts.module_scope, *facts.scopes.values()]}.values():
-        by_name = name is not None and name in scope.references
+        by_name = name is not None and (name in scope.references or any(
+            r.startswith(dot) for r in scope.references))
         by_attr = attr_name is not None and scope.kind == "function" and _class_of(scope) is cls
         if not by_name and not by_attr:
             continue

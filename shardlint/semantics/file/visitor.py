@@ -917,10 +917,15 @@ class FactsBuilder:
     def _chain(self, node: ast.Attribute, parts: list[str], q: str | None, known) -> None:
         """A dotted chain ``a.b.c`` read: its first name is referenced, and what it names
         through the imports (``q``: ``qualify_parts(parts)``) is an API's use (``known``: that
-        API when the caller looked it up already, else _UNSEEN)."""
-        self.scope.references.add(parts[0])
+        API when the caller looked it up already, else _UNSEEN). A chain on a name of this
+        module (``Trainer.tokenize``) is referenced as its first two parts: a class's member
+        read through the class is that member, not every method of the class (the summary
+        decides, ``ModuleSummary``'s ``_scope_refs``)."""
+        head = parts[0] if q or len(parts) == 1 or parts[0] == "self" else \
+            f"{parts[0]}.{parts[1]}"
+        self.scope.references.add(head)
         if self.log is not None and self.scope is self.root:
-            self.log.root_references.add(parts[0])
+            self.log.root_references.add(head)
         if not q:
             return
         if known is _UNSEEN:

@@ -921,7 +921,7 @@ class _Summariser:
         refs = []
         for name in sorted(scope.references):
             r = self.ref_name(name, scope) if "." not in name else self._attribute_ref(name, scope)
-            if r:
+            if r and r not in refs:
                 refs.append(r)
         cls = scope if scope.kind == "class" else None
         for name in sorted(scope.self_calls):
@@ -1030,10 +1030,28 @@ class _Summariser:
         module's attributes those reach factories whose closures run under contexts of their
         own, which the needs do not model (docs/analysis.md)."""
         parts = name.split(".")
-        if scope.lookup(parts[0]) is not None:
-            return None  # (a local of that name, not the import)
+        found = scope.lookup(parts[0])
+        if found is not None:  # (a local of that name, not the import)
+            return self._member_ref(parts[0], parts[1], scope, found) if len(parts) == 2 \
+                else None
         q = self.f.imports.qualify_parts(parts)
         return f"attr:ext:{q}" if q and q.split(".", 1)[0] not in EXTERNAL_PACKAGES else None
+
+    def _member_ref(self, head: str, attr: str, scope: Scope, found) -> str | None:
+        """What ``head.attr`` read in a body references, ``head`` a name of this module
+        (``visitor._chain``): where ``head`` is a class of it that defines ``attr`` as a
+        function or class (a classmethod aside: it builds the class as a rule), that member
+        (``mod:Trainer.tokenize``); else what ``head`` references (the class: an inherited
+        member, a class attribute; a module-level value)."""
+        owner, values = found
+        if values and type(values[-1]) is ast.ClassDef:
+            cls = owner.children.get(head)
+            member = cls.children.get(attr) if cls is not None and cls.node is values[-1] \
+                else None
+            if member is not None and (member.kind == "class" or not any(
+                    type(d) is ast.Name and d.id == "classmethod" for d in member.decorators)):
+                return f"{self.f.module}:{member.qualname}"
+        return self.ref_name(head, scope)
 
     def _alias(self, name: str, v: ast.expr) -> tuple[str, list[str]]:
         refs = set()
