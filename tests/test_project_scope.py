@@ -629,9 +629,9 @@ _SHAPED = """
     ("with mesh:\n    m = nnx.eval_shape(lambda: Block(nnx.Rngs(0)))", "`nnx.eval_shape` runs under it"),
     ("with mesh:\n    m = abstract_model()",
      "`abstract_model` runs under it and reaches `shapes.abstract_model`, in a module that calls it"),
-    # the rules the models' names need entered with it, or inside it: no caveat
-    ("with mesh, nn.logical_axis_rules(RULES):\n    m = abstract_model()", None),
-    ("with mesh:\n    with nn.logical_axis_rules(RULES):\n        m = abstract_model()", None),
+    # the rules the models' names need entered with it, or inside it: they must map them all
+    ("with mesh, nn.logical_axis_rules(RULES):\n    m = abstract_model()", "rules"),
+    ("with mesh:\n    with nn.logical_axis_rules(RULES):\n        m = abstract_model()", "rules"),
 ])
 def test_shl101_where_a_model_is_built_with_eval_shape_set_mesh_needs_the_rules(
         tmp_path, body, caveat):
@@ -645,8 +645,13 @@ def test_shl101_where_a_model_is_built_with_eval_shape_set_mesh_needs_the_rules(
         "from shapes import Block, abstract_model\n"
         "RULES = ((\"embed\", \"data\"), (\"mlp\", None))\n"
         "mesh = jax.make_mesh((8,), (\"data\",))\n" + body + "\n")}, "SHL101")
-    if caveat is None:  # (whether the rules map every name is not known: the fix is unsafe)
-        assert f.message.endswith("use `with jax.set_mesh(mesh):`"), f.message
+    if caveat == "rules":  # (whether the rules map every name is not known: the fix is unsafe)
+        assert ("use `with jax.set_mesh(mesh):`, provided the logical axis rules entered with "
+                "it map every logical axis name that the parameters of a model built under it "
+                "with `nnx.eval_shape` carry (`abstract_model` runs under it and reaches "
+                "`shapes.abstract_model`, in a module that calls it): under `jax.set_mesh`, "
+                "`nnx.eval_shape` (flax >= 0.12.6) places parameters by those names and raises "
+                "for a name no rule maps") in f.message, f.message
         assert f.fix is not None and f.fix.applicability == "unsafe"
         return
     assert ("use `with jax.set_mesh(mesh):`, and where a model is built under it with "
@@ -1268,3 +1273,73 @@ def test_a_jitted_name_read_only_as_a_chain_head_is_a_reference_of_it():
     [site] = facts.jit_sites
     assert sorted((scope.name, n.lineno) for n, scope in references_of(facts, site)) == [
         ("compiled", 10), ("handed", 13)]
+
+
+_UNBOXES = """
+    import jax
+    import flax.linen as nn
+    from flax.linen import spmd
+
+    RULES = (("embed", "data"),)
+
+    def unbox_leaf(x):
+        return x.unbox() if isinstance(x, spmd.LogicallyPartitioned) else x
+
+    def load(mesh, abstract):
+        {body}
+
+    @jax.jit
+    def unbox_jitted(tree):
+        return nn.unbox(tree)
+
+    load(jax.make_mesh((8,), ("data",)), None)
+"""
+
+
+@pytest.mark.parametrize("body,caveat", [
+    # an unbox outside a jit, with the rules entered with the `with`: in a function written
+    # there, a function of the file mapped over the tree, a lambda, a tree's own unbox
+    ("with mesh, nn.logical_axis_rules(RULES):\n"
+     "            def leaf(x):\n"
+     "                return x.unbox() if isinstance(x, spmd.LogicallyPartitioned) else x\n"
+     "            return jax.tree_util.tree_map(leaf, abstract)", "`x.unbox` (line 13)"),
+    ("with mesh, nn.logical_axis_rules(RULES):\n"
+     "            return jax.tree.map(unbox_leaf, abstract)", "`x.unbox` (line 8)"),
+    ("with mesh, nn.logical_axis_rules(RULES):\n"
+     "            return jax.tree.map(lambda x: x.unbox(), abstract)", "`x.unbox` (line 12)"),
+    ("with mesh, nn.logical_axis_rules(RULES):\n"
+     "            return nn.unbox(abstract)", "`nn.unbox` (line 12)"),
+    ("with mesh:\n"
+     "            with nn.logical_axis_rules(RULES):\n"
+     "                return nn.meta.unbox(abstract)", "`nn.meta.unbox` (line 13)"),
+    # the look-alikes: no rules (a logically partitioned box constrains nothing without
+    # them), no constraint asked for, the unbox handed to a jit (traced: the constraint holds)
+    ("with mesh:\n"
+     "            return nn.unbox(abstract)", None),
+    ("with mesh, nn.logical_axis_rules(RULES):\n"
+     "            return jax.tree.map(lambda x: x.unbox(apply_constraint=False), abstract)", None),
+    ("with mesh, nn.logical_axis_rules(RULES):\n"
+     "            return jax.jit(unbox_leaf)(abstract)", None),
+    ("with mesh, nn.logical_axis_rules(RULES):\n"
+     "            return jax.jit(lambda t: nn.unbox(t))(abstract)", None),
+    ("with mesh, nn.logical_axis_rules(RULES):\n"
+     "            return unbox_jitted(abstract)", None),
+    ("with mesh, nn.logical_axis_rules(RULES):\n"
+     "            return jax.eval_shape(lambda: jax.tree.map(unbox_leaf, abstract))", None),
+])
+def test_shl101_set_mesh_waits_for_an_unbox_of_unplaced_values(tmp_path, body, caveat):
+    """With logical axis rules entered, `jax.set_mesh` makes Flax's `unbox` apply
+    `with_sharding_constraint` (flax reads the abstract mesh), which raises outside a jit for
+    a value not placed with a `NamedSharding` (`jax.eval_shape`'s abstract values included);
+    under the legacy mesh it does nothing. Run on jax 0.12.0.1 / flax 0.12.12: `nn.unbox`,
+    `nn.meta.unbox` and a box's `.unbox()` of eval_shape outputs or fresh arrays raise
+    TypeError under `jax.set_mesh` + rules, pass under the legacy `with`; without rules, or
+    under `jax.jit`, they pass under both. The advice waits for it and the fix is unsafe."""
+    [f] = _lint(tmp_path, {"train.py": _UNBOXES.replace("{body}", body)}, "SHL101")
+    if caveat is None:
+        assert "unboxes only values already placed" not in f.message, f.message
+        return
+    assert (f"use `with jax.set_mesh(mesh):` once {caveat} under it unboxes only values "
+            "already placed: with logical axis rules entered, under `jax.set_mesh` Flax's "
+            "`unbox` (flax >= 0.12.2) applies `with_sharding_constraint`") in f.message, f.message
+    assert f.fix is not None and f.fix.applicability == "unsafe"

@@ -114,7 +114,13 @@ in a project function a call there reaches, the advice waits for it (given bare
 there, or in a module that project code called there reaches): from flax 0.12.6, under
 `jax.set_mesh` `nnx.eval_shape` places the parameters by their logical axis names, and raises
 where no rules map them to the mesh's axes; where no rules are entered with the `with` (or
-around or inside it), the advice names them too. No fix inside a function a jit compiles
+around or inside it), the advice names them too, and where rules are entered, it holds provided
+they map every name. Unsafe, and the advice waits for it, where Flax's `unbox` runs under the
+`with` outside a jit with logical axis rules entered with it (`nn.unbox(tree)`, `nn.meta.unbox`,
+a box's `.unbox()` there, in a function or lambda written there, or in a function of the file
+called or mapped over a tree there): under `jax.set_mesh` it applies `with_sharding_constraint`,
+which raises for a value not placed with a `NamedSharding` (the abstract values of
+`jax.eval_shape` too); under the legacy mesh it does nothing. No fix inside a function a jit compiles
 (decorated, or named in a `jax.jit(...)` call of this file, `self.step` included, or of another
 module, `jax.jit(steps.train_step)` or through a `functools.partial`), or in a function nested
 in one: the `with` runs
@@ -763,9 +769,26 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
             return (f"{replace} once nothing under it needs the legacy "
                     f"resource environment, which `jax.set_mesh` does not set: {caveat}",
                     self._fix(item, text, unsafe=True), False)
+        unbox = self._unbox_under(item) if versions.at_least("flax", FLAX_NOOP) else None
+        if unbox is not None:  # (the fix stays: unsafe)
+            return (f"{replace} once {unbox} under it unboxes only values already placed: "
+                    f"with logical axis rules entered, under `jax.set_mesh` Flax's `unbox` "
+                    f"(flax >= {FLAX_NOOP}) applies `with_sharding_constraint`, outside a jit "
+                    f"here, which raises for a value not placed with a `NamedSharding` (an "
+                    f"abstract value of `jax.eval_shape` too); under the legacy mesh it does "
+                    f"nothing", self._fix(item, text, unsafe=True), False)
         shapes = self._eval_shape_under(item) if versions.at_least("flax", FLAX_PLACES) \
             else None
-        if shapes is not None and not self._rules_around(item):  # (and the fix is unsafe)
+        rules = self._rules_around(item)
+        if shapes is not None and rules:  # (and the fix is unsafe)
+            return (f"{replace}, provided the logical axis rules entered with it map every "
+                    f"logical axis name that the parameters of a model built under it with "
+                    f"`nnx.eval_shape` carry ({shapes}): under `jax.set_mesh`, `nnx.eval_shape` "
+                    f"(flax >= {FLAX_PLACES}) places parameters by those names and raises for a "
+                    f"name no rule maps to the mesh's axes (`Resource axis ... not found in "
+                    f"mesh`)",
+                    self._fix(item, text, unsafe=True), False)
+        if shapes is not None:  # (and the fix is unsafe)
             return (f"{replace}, and where a model is built under it with `nnx.eval_shape` "
                     f"({shapes}), enter logical axis rules that map its parameters' names as "
                     f"well (`nn.logical_axis_rules(rules)`): under `jax.set_mesh`, "
@@ -773,9 +796,7 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
                     f"axis names and raises where no rules map them to the mesh's axes "
                     f"(`Resource axis ... not found in mesh`)", self._fix(item, text, unsafe=True),
                     False)
-        # (with rules entered too, whether they map every name the model's parameters carry
-        # is not known: the advice stands, the fix is unsafe)
-        return replace, self._fix(item, text, unsafe=shapes is not None), False
+        return replace, self._fix(item, text), False
 
     def _rules_around(self, item) -> bool:
         """Logical axis rules entered with the ``with``, around it or inside it."""
@@ -784,6 +805,70 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
         return any(w.kind == "rules" and w.scope is item.scope and w.stmt.lineno <= last
                    and stmt.lineno <= (w.stmt.end_lineno or w.stmt.lineno)
                    for w in self.facts.with_items)
+
+    def _unbox_under(self, item) -> str | None:
+        """A Flax ``unbox`` that runs under the ``with`` outside a jit with logical axis rules
+        entered with it (where callers enter them, the contexts cannot say it is certain):
+        ``nn.unbox``/``meta.unbox`` of a
+        tree, or ``.unbox()`` of a box, in its body, in a function or lambda written there, or
+        in a function of this file named there (``jax.tree.map(unbox_fn, ...)``). ``.unbox(
+        apply_constraint=False)`` constrains nothing. Under ``jax.set_mesh`` the box's
+        constraint applies, eagerly (``tests/test_project_scope.py`` holds the behaviour).
+        Asked only where the ``with`` itself does not run traced (``_advice``)."""
+        if not self._rules_around(item):
+            return None
+        stmt = item.stmt
+        first = stmt.body[0].lineno if stmt.body else stmt.lineno
+        last = stmt.end_lineno or stmt.lineno
+        inner = {id(item.scope)}
+        named: set[int] = set()
+        under = [c for c in self.facts.calls
+                 if c.scope is item.scope and first <= c.node.lineno <= last]
+        mapped = {id(c.node) for c in under if self._maps_a_tree(c.node)}
+        # (a lambda handed to any other call -- a jit, `jax.eval_shape` -- runs where that
+        # call runs it, traced as a rule: the calls in it are left out)
+        handed = {id(n) for c in under if id(c.node) not in mapped
+                  for a in [*c.node.args, *(k.value for k in c.node.keywords)]
+                  if type(a) is ast.Lambda for n in ast.walk(a.body)}
+        for c in under:
+            if id(c.node) not in handed:
+                # (a function of this file called there, or mapped over a tree there; one
+                # handed to a jit or `jax.eval_shape` runs traced, where the constraint holds)
+                for n in [c.node.func, *(c.node.args if id(c.node) in mapped else ())]:
+                    if type(n) is ast.Name:
+                        f = function_named(self.facts, n, c.scope)
+                        if f is not None:
+                            named.add(id(f))
+        if named:  # (a function a jit of this file compiles runs traced)
+            named -= {id(f) for site in self.facts.jit_sites
+                      if (f := compiled_function(self.facts, site)) is not None}
+        for c in self.facts.calls:
+            func = c.node.func
+            if not (type(func) is ast.Attribute and func.attr == "unbox" and not (
+                    type(func.value) is ast.Name and func.value.id == "self")
+                    or type(func) is ast.Name and func.id == "unbox"):
+                continue
+            if id(c.node) in handed:
+                continue
+            scope, inside = c.scope, False
+            while scope is not None and not inside:
+                inside = id(scope) in inner and first <= c.node.lineno <= last or \
+                    id(scope) in named
+                scope = scope.parent
+            if not inside or any(k.arg == "apply_constraint" and not (
+                    type(k.value) is ast.Constant and k.value.value is True)
+                    for k in c.node.keywords):
+                continue
+            q = self.facts.qualify(func) or ""
+            if q in _FLAX_UNBOX or not q and not c.node.args:  # (a box's own method)
+                return f"`{self.text(func)}` (line {c.node.lineno})"
+        return None
+
+    def _maps_a_tree(self, call: ast.Call) -> bool:
+        """``jax.tree.map(f, tree)`` and its spellings, or the builtin ``map``: runs ``f``
+        there and then."""
+        q = self.facts.qualify(call.func) or ""
+        return q in _TREE_MAPS or not q and type(call.func) is ast.Name and call.func.id == "map"
 
     def _eval_shape_under(self, item) -> str | None:
         """What under the ``with`` may build a model with ``nnx.eval_shape`` (a call of it
@@ -1172,6 +1257,10 @@ _LOGICAL = (Role.LOGICAL_CONSTRAINT, Role.LOGICAL_PARTITIONING)
 _RUNS_CALLABLES = frozenset(f"jax.lax.{n}" for n in (
     "fori_loop", "while_loop", "scan", "cond", "switch", "map", "associative_scan"))
 _NNX_EVAL_SHAPE = "flax.nnx.eval_shape"
+_TREE_MAPS = frozenset({"jax.tree_util.tree_map", "jax.tree.map", "jax.tree_map",
+                        "jax.tree_util.tree_map_with_path", "jax.tree.map_with_path"})
+_FLAX_UNBOX = frozenset({"flax.linen.unbox", "flax.linen.meta.unbox", "flax.core.meta.unbox",
+                         "flax.core.unbox"})
 # How a message names a jit API (its canonical name otherwise: `jax.jit`, `jax.pmap`).
 _JIT_SHOWN = {PJIT: "pjit", NNX_JIT: "nnx.jit", LINEN_JIT: "nn.jit"}
 # Packages whose calls are known not to read the legacy environment (jax's own readers are the
