@@ -1343,3 +1343,58 @@ def test_shl101_set_mesh_waits_for_an_unbox_of_unplaced_values(tmp_path, body, c
             "already placed: with logical axis rules entered, under `jax.set_mesh` Flax's "
             "`unbox` (flax >= 0.12.2) applies `with_sharding_constraint`") in f.message, f.message
     assert f.fix is not None and f.fix.applicability == "unsafe"
+
+
+@pytest.mark.parametrize("model,error", [("MLP()", True), ("Plain()", False)])
+def test_a_model_kept_in_an_attribute_of_what_is_handed_in_is_followed(tmp_path, model, error):
+    """`pipeline.flux.apply(...)` in a step that gets `pipeline` through a partial's keyword:
+    the classes callers hand in as `pipeline` (here a tuple's first item, returned by a method
+    the trainer inherits from a base in another module), then what those classes keep in
+    `flux` (their constructor's parameter). Under the legacy `with` that calls the jitted step,
+    a constrained model there is the error; an unconstrained one (the look-alike) leaves the
+    deprecation alone."""
+    files = {"model.py": MODEL + """
+    class Plain(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.Dense(8)(x)
+
+    class Pipeline:
+        def __init__(self, flux, mesh=None):
+            self.flux = flux
+            self.mesh = mesh
+""", "ckpt.py": f"""
+        import jax
+        from model import MLP, Pipeline, Plain
+
+        class Checkpointer:
+            def __init__(self):
+                self.mesh = jax.make_mesh((8,), ("data",))
+
+            def load_checkpoint(self):
+                pipeline, params = None, {{}}
+                pipeline = Pipeline({model}, mesh=self.mesh)
+                return pipeline, params
+    """, "train.py": """
+        import functools
+        import jax
+        import flax.linen as nn
+        from ckpt import Checkpointer
+
+        def _train_step(state, batch, pipeline):
+            return pipeline.flux.apply(state, batch)
+
+        class Trainer(Checkpointer):
+            def start(self, rules):
+                with self.mesh, nn.logical_axis_rules(rules):
+                    pipeline, params = self.load_checkpoint()
+                    step = jax.jit(functools.partial(_train_step, pipeline=pipeline))
+                    return step(params, None)
+
+        Trainer().start(())
+    """}
+    [found] = _lint(tmp_path, files, "SHL101")
+    assert (found.severity == "error") is error, found.message
+    if error:
+        assert ("and `MLP`, applied in `_train_step` (kept in `pipeline.flux`, `pipeline` handed "
+                "in), runs under it") in found.message, found.message

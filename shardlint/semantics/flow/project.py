@@ -383,11 +383,19 @@ class ProjectIndex:
         callers hand in there, through calls and ``functools.partial`` bindings, at any depth,
         or what the class's methods store on ``self`` there (``FlowIndex.instances``)."""
         kind, _, rest = model.partition(":")
-        owner, _, name = rest.rpartition("#")
-        if kind != "#attr":
-            return self.flows.instances([["p", name]], f"{module}:{owner}")
-        out: frozenset[str] = frozenset()  # (what the class's methods, or its bases', store)
-        for c in self.class_chain(f"{module}:{owner}"):
+        owner, _, chain = rest.rpartition("#")
+        name, *attrs = chain.split(".")
+        out = self.flows.instances([["p", name]], f"{module}:{owner}") if kind != "#attr" \
+            else self._stored(f"{module}:{owner}", name)
+        for attr in attrs:  # (`pipeline.flux`: what those classes keep in `flux`)
+            out = frozenset(c for cls in sorted(out) for c in self._stored(cls, attr))
+        return out
+
+    def _stored(self, cls: str, name: str) -> frozenset[str]:
+        """The project classes of what a class's methods, or its bases', store in
+        ``self.<name>`` (their ``attrs`` flow, followed back to the callers)."""
+        out: frozenset[str] = frozenset()
+        for c in self.class_chain(cls):
             sym = self.symbol(c)
             terms = ((sym.flow or {}).get("attrs") or {}).get(name) if sym is not None else None
             if terms:
@@ -611,6 +619,19 @@ class ProjectIndex:
         mod = key.partition(":")[0]
         return [t for b in bases
                 if (t := self.resolve(f"ext:{b}", mod) or self.resolve(f"{mod}:{b}"))]
+
+    def inherited(self, ref: str, from_module: str | None = None) -> str | None:
+        """The member a reference to a class's member names where the class inherits it
+        (``train:Trainer.load_checkpoint``, defined in the project base ``ckpt:Checkpointer``):
+        the nearest base's, as Python looks it up; None where the class is not a project
+        class or no base defines it."""
+        head, dot, name = ref.rpartition(".")
+        cls = self.resolve(head, from_module) if dot and head not in ("ext", "") else None
+        sym = self.symbol(cls) if cls is not None else None
+        if sym is None or sym.kind != "class":
+            return None
+        return next((f"{c}.{name}" for c in self.class_chain(cls)[1:]
+                     if self.symbol(f"{c}.{name}") is not None), None)
 
     def class_chain(self, key: str) -> list[str]:
         """The class ``key`` and its project base classes at any depth, nearest first (the
@@ -1271,7 +1292,10 @@ def held_as(model: str) -> str | None:
     if not model.startswith(HANDED):
         return None
     name = model.rpartition("#")[2]
-    return f"kept in `self.{name}`" if model.startswith("#attr:") else f"handed in as `{name}`"
+    if model.startswith("#attr:"):
+        return f"kept in `self.{name}`"
+    head, dot, _ = name.partition(".")
+    return f"kept in `{name}`, `{head}` handed in" if dot else f"handed in as `{name}`"
 
 
 def project_callees(facts: FileFacts,

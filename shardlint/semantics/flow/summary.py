@@ -1314,16 +1314,18 @@ class _Summariser:
         own, or one it is nested in), ``#attr:<class>#<name>`` for one kept on ``self`` in a
         method: the value flow says which classes callers hand there, or the class's methods
         store there (``ProjectIndex.handed_classes``)."""
-        if type(node) is ast.Attribute and type(node.value) is ast.Name \
-                and node.value.id == "self":  # type: ignore[attr-defined]
+        parts = dotted(node) if type(node) is ast.Attribute else \
+            [node.id] if type(node) is ast.Name else None  # type: ignore[attr-defined]
+        if parts is None or len(parts) > 4:
+            return None
+        if parts[0] == "self" and len(parts) > 1:
             cls = scope.enclosing_class
-            return f"#attr:{cls.qualname}#{node.attr}" if cls is not None else None  # type: ignore[attr-defined]
-        if type(node) is not ast.Name:
+            return f"#attr:{cls.qualname}#{'.'.join(parts[1:])}" if cls is not None else None
+        found = scope.lookup(parts[0])
+        if found is None or found[0].kind != "function" or parts[0] not in found[0].params:
             return None
-        found = scope.lookup(node.id)  # type: ignore[attr-defined]
-        if found is None or found[0].kind != "function" or node.id not in found[0].params:  # type: ignore[attr-defined]
-            return None
-        return f"#param:{found[0].qualname}#{node.id}"  # type: ignore[attr-defined]
+        # (`pipeline.flux.apply(...)`: what the classes handed in keep in `flux`)
+        return f"#param:{found[0].qualname}#{'.'.join(parts)}"
 
     def _lift_ref(self, node: ast.expr, scope: Scope) -> str | None:
         """`nn.vmap(MLP, ...)()`: the lifted class."""

@@ -72,6 +72,8 @@ class ProjectIndex(Protocol):
 
     def class_chain(self, key: str) -> list[str]: ...
 
+    def inherited(self, ref: str, from_module: str | None = None) -> str | None: ...
+
     def config_tables(self, key: str, hops: int = 0) -> list: ...
 
     def config_asked(self, key: str) -> bool: ...
@@ -1778,7 +1780,10 @@ class FlowIndex:
         """``project.resolve``, and a gin selector (``gin:partitioning.Partitioner``, from a
         gin file's module): the one symbol :meth:`_gin_targets` finds, else None."""
         if not ref.startswith("gin:"):
-            return self.project.resolve(ref, from_module)
+            # (a method the class inherits, `self.load_checkpoint()` of a base's method: the
+            # base's, where the class does not define it)
+            return self.project.resolve(ref, from_module) or self.project.inherited(
+                ref, from_module)
         found = self._gin_targets(ref, from_module or "")
         return found[0] if len(found) == 1 else None
 
