@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -514,3 +515,29 @@ def test_config_reads_the_file_it_names_whatever_its_name(tmp_path, capsys):
     code, out, err = run(["check", "--no-cache", "--config", str(tmp_path / "ci" / "other.toml"),
                           str(tmp_path / "m.py")], capsys)
     assert code == 2 and "has no [tool.shardlint] table" in err
+
+
+def test_the_program_prints_all_it_found_before_it_ends(tmp_path):
+    """The program ends without freeing its heap (``cli._exit_now``) once what it printed is
+    flushed: a report larger than a pipe's buffer arrives whole, in text and JSON, with the
+    exit code of findings; a caller in the same process (``main(argv)``) gets the code back."""
+    # (stdout block-buffered, as a pipe makes it where PYTHONUNBUFFERED is not set)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = \"t\"\n")
+    body = "import jax\nfrom jax.sharding import Mesh\nmesh = Mesh(jax.devices(), (\"data\",))\n"
+    (tmp_path / "train.py").write_text(body + "with mesh:\n    pass\n" * 400)
+    text = subprocess.run([sys.executable, "-m", "shardlint", "check", "--no-cache", "."],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert text.returncode == 1, text.stderr
+    assert len(text.stdout) > 65536
+    assert text.stdout.count("SHL101") == 400 and "Found 400 findings" in text.stdout
+    report = subprocess.run([sys.executable, "-m", "shardlint", "check", "--no-cache",
+                             "--format", "json", "."],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert report.returncode == 1
+    assert len(json.loads(report.stdout)) == 400
+    (tmp_path / "train.py").write_text(body + "with mesh:\n    pass\n")  # (a small report)
+    small = subprocess.run([sys.executable, "-m", "shardlint", "check", "--no-cache", "."],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert small.returncode == 1 and "Found 1 finding" in small.stdout, small
+    assert main(["check", "--no-cache", "--exit-zero", str(tmp_path / "train.py")]) == 0

@@ -119,8 +119,8 @@ they map every name. Unsafe, and the advice waits for it, where Flax's `unbox` r
 `with` outside a jit with logical axis rules entered with it (`nn.unbox(tree)`, `nn.meta.unbox`,
 a box's `.unbox()` there, in a function or lambda written there, or in a function of the file
 called or mapped over a tree there): under `jax.set_mesh` it applies `with_sharding_constraint`,
-which raises for a value not placed with a `NamedSharding` (the abstract values of
-`jax.eval_shape` too); under the legacy mesh it does nothing. No fix inside a function a jit compiles
+which raises for an abstract value of `jax.eval_shape` or a jax array not placed with a
+`NamedSharding`; under the legacy mesh it does nothing. No fix inside a function a jit compiles
 (decorated, or named in a `jax.jit(...)` call of this file, `self.step` included, or of another
 module, `jax.jit(steps.train_step)` or through a `functools.partial`), or in a function nested
 in one: the `with` runs
@@ -774,8 +774,8 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
             return (f"{replace} once {unbox} under it unboxes only values already placed: "
                     f"with logical axis rules entered, under `jax.set_mesh` Flax's `unbox` "
                     f"(flax >= {FLAX_NOOP}) applies `with_sharding_constraint`, outside a jit "
-                    f"here, which raises for a value not placed with a `NamedSharding` (an "
-                    f"abstract value of `jax.eval_shape` too); under the legacy mesh it does "
+                    f"here, which raises for an abstract value of `jax.eval_shape` or a jax "
+                    f"array not placed with a `NamedSharding`; under the legacy mesh it does "
                     f"nothing", self._fix(item, text, unsafe=True), False)
         shapes = self._eval_shape_under(item) if versions.at_least("flax", FLAX_PLACES) \
             else None
