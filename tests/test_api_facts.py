@@ -199,7 +199,8 @@ BEHAVIOUR_FACTS = {
     ("flax", "0.12.2"): "a legacy `with mesh:` no longer activates Linen constraints (behaviour)",
     ("flax", "0.12.0"): "NNX eager sharding of annotated Variables is on by default (a default)",
     ("jax", "0.5.0"): "jax_threefry_partitionable defaults to True (a config default)",
-    ("jax", "0.4"): "the jax_threefry_partitionable flag exists since jax 0.4.x (a config flag)",
+    ("jax", "0.3.24"): "the jax_threefry_partitionable flag exists from jax 0.3.24 (a config "
+                       "flag: the sdists' jax/_src/config.py define it from 0.3.24, not in 0.3.23)",
 }
 
 

@@ -550,6 +550,49 @@ def test_shl502_quiet_in_test_modules(tmp_path):
     assert flagged(tmp_path, "SHL502", files) == set()
 
 
+_SHARDED_RANDOM = """
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    mesh = jax.make_mesh((8,), ("model",))
+    init = jax.jit(lambda k: jax.random.normal(k, (8192, 4096)),
+                   out_shardings=NamedSharding(mesh, P("model")))
+"""
+
+
+def test_shl502_before_the_flag_exists_says_to_require_it_first(tmp_path):
+    """`jax_threefry_partitionable` exists from jax 0.3.24 (0.3.23's `jax/_src/config.py` has
+    no such flag): on an older jax, updating it raises, so the advice asks for the release
+    first; where the pins allow older releases as well, it says so beside the opt-in."""
+    from shardlint.config import Config
+    from shardlint.engine import Engine
+
+    [old] = lint(tmp_path, {"example.py": _dedent(_SHARDED_RANDOM)}, ("SHL502",), jax="0.3.10")
+    assert old.message.startswith("jax 0.3.10 has no `jax_threefry_partitionable` flag"), \
+        old.message
+    assert "the flag that opts in needs jax >= 0.3.24: require it, then opt in" in old.message
+    [new] = lint(tmp_path, {"example.py": _dedent(_SHARDED_RANDOM)}, ("SHL502",), jax="0.4.30")
+    assert new.message.startswith("jax 0.4.30 defaults `jax_threefry_partitionable` to False")
+    assert "0.3.24" not in new.message
+    root = tmp_path / "ranged"
+    root.mkdir()
+    (root / "requirements.txt").write_text("jax>=0.3.10,<0.5\n")
+    (root / "example.py").write_text(_dedent("""
+        import jax
+        import numpy as np
+        from jax.experimental import PartitionSpec as P
+        from jax.experimental.maps import Mesh
+        from jax.experimental.pjit import pjit
+        mesh = Mesh(np.array(jax.devices()), ("model",))
+        init = pjit(lambda k: jax.random.normal(k, (8192, 4096)), in_axis_resources=None,
+                    out_axis_resources=P("model"))
+    """))  # (what the file calls exists from jax 0.3.0: the pins' range stays whole)
+    [ranged] = Engine(Config(root=root, select=("SHL502",)), use_cache=False).lint_paths(
+        [root / "example.py"])
+    assert ("the default since jax 0.5.0); the flag exists from jax 0.3.24, and the project's "
+            "pins allow jax 0.3.10, where updating it raises: require jax >= 0.3.24 as well") \
+        in ranged.message, ranged.message
+
+
 # ---- the project index ---------------------------------------------------------------------------------
 def test_summary_keeps_jitted_names_and_flags():
     from shardlint.semantics.flow.summary import summarise

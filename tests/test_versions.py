@@ -3,6 +3,7 @@ environment, and what each finding says it judged."""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -320,3 +321,59 @@ def test_requirement_reads_as_packaging_does(text):
     except InvalidRequirement:
         expected = None
     assert V.requirement(text) == expected
+
+
+@pytest.mark.parametrize("pin,jax,oldest", [
+    ("jax~=0.2.12", "0.2.12", "0.2.12"),
+    ("jax>=0.2.12,<0.3", "0.2.12", "0.2.12"),
+    ("jax==0.2.25", "0.2.25", "0.2.25"),
+    ("jax<0.3", V.CURRENT["jax"], V.CURRENT["jax"]),  # (no version older than the table written)
+    ("jax>=99.0", V.CURRENT["jax"], V.CURRENT["jax"]),  # (newer than every release known)
+])
+def test_pins_older_than_every_release_known_judge_at_what_they_write(tmp_path, monkeypatch,
+                                                                       pin, jax, oldest):
+    """`jax~=0.2.12` runs a jax 0.2 (the table starts at 0.3.0), not the newest release: the
+    versions the pins write judge it, so nothing deprecated or removed since is claimed."""
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    v = V.detect(project(tmp_path, {"requirements.txt": f"{pin}\n"}))
+    assert (v.jax, v.oldest("jax")) == (jax, oldest), v.describe("jax")
+    if jax != V.CURRENT["jax"] and "==" not in pin:
+        assert "allows only releases older than any shardlint knows (from 0.3.0)" \
+            in v.describe("jax")
+
+
+def test_a_jax_0_2_project_is_told_nothing_about_later_removals(tmp_path, monkeypatch):
+    """The pitfalls of a jax 0.2 project are its own: `jax.tree_map` and
+    `jax.experimental.maps.Mesh` are current there, and `with maps.mesh(...)` enters the mesh
+    a bare `PartitionSpec` of a pjit reads (SHL104 stays quiet)."""
+    from helpers import lint_files
+
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    files = {"requirements.txt": "jax~=0.2.12\n", "train.py": textwrap.dedent("""
+        import jax
+        import numpy as np
+        from jax.experimental import maps
+        from jax.experimental.pjit import pjit
+        from jax.experimental import PartitionSpec as P
+
+        def step(x):
+            return jax.tree_map(lambda a: a * 2, x)
+
+        def main(x):
+            devices = np.array(jax.devices()).reshape(1, -1)
+            step_p = pjit(step, in_axis_resources=P("dp"), out_axis_resources=P("dp"))
+            with maps.mesh(devices, ("dp", "mp")):
+                return step_p(x)
+
+        def init_env(devices):
+            maps.thread_resources.env = maps.ResourceEnv(maps.Mesh(devices, ("dp", "mp")), ())
+    """)}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    from shardlint.config import Config
+    from shardlint.engine import Engine
+
+    engine = Engine(Config(root=tmp_path), use_cache=False)
+    assert engine.versions.jax == "0.2.12"
+    found = engine.lint_paths([tmp_path / "train.py"])
+    assert [f for f in found if f.code in ("SHL501", "SHL104")] == [], found

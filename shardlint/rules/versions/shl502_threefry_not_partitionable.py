@@ -14,6 +14,9 @@ from shardlint.source import Span
 
 FLAG = "jax_threefry_partitionable"
 DEFAULT_TRUE = "0.5.0"  # jax release that made the flag default to True
+# The first release that defines the flag (read from the releases' `jax/_src/config.py`: 0.3.23
+# has no `jax_threefry_partitionable`, 0.3.24 defines it); before it, updating it raises.
+FLAG_ADDED = "0.3.24"
 # `jax.random` calls that make, split or convert keys rather than draw the numbers of an array
 KEY_CALLS = frozenset({"PRNGKey", "key", "split", "fold_in", "clone", "key_data",
                        "wrap_key_data"})
@@ -101,8 +104,10 @@ checkpoints seeded the old way. The fix rewrites `False` to `True` in the `jax.c
 call; the version case has no automatic fix (where to opt in is the project's start-up code).
 """
     versions = """
-The flag exists since jax 0.4.x and defaults to `True` since jax 0.5.0, so the version case only
-applies to projects on older jax. The explicit `False` is reported on every version.
+The flag exists since jax 0.3.24 and defaults to `True` since jax 0.5.0, so the version case only
+applies to projects on older jax; where the project runs (or its pins allow) a jax older than
+0.3.24, the advice says to require 0.3.24 first (updating a flag jax does not define raises).
+The explicit `False` is reported on every version.
 """
     VALID = [
         example("""
@@ -370,12 +375,23 @@ applies to projects on older jax. The explicit `False` is reported on every vers
         if first is None:
             return
         node, how, related = first
+        versions = self.ctx.versions
+        opt_in = f"`jax.config.update(\"{FLAG}\", True)`"
+        if not versions.at_least("jax", FLAG_ADDED):  # (the flag does not exist there)
+            advice = (f"the flag that opts in needs jax >= {FLAG_ADDED}: require it, then opt "
+                      f"in once at start-up with {opt_in}")
+            what = f"jax {versions.jax} has no `{FLAG}` flag (its threefry is not partitionable)"
+        else:
+            what = f"jax {versions.jax} defaults `{FLAG}` to False"
+            advice = f"opt in once at start-up with {opt_in} (the default since jax {DEFAULT_TRUE})"
+            if versions.may_be_below("jax", FLAG_ADDED):
+                advice += (f"; the flag exists from jax {FLAG_ADDED}, and "
+                           f"{versions.allowed_by('jax')} allow jax {versions.oldest('jax')}, "
+                           f"where updating it raises: require jax >= {FLAG_ADDED} as well")
         yield self.finding(
             node,
-            f"jax {self.ctx.versions.jax} defaults `{FLAG}` to False: {how}, where the random "
-            f"numbers generated for a sharded array are computed in full on every device; opt "
-            f"in once at start-up with `jax.config.update(\"{FLAG}\", True)` (the default since "
-            f"jax {DEFAULT_TRUE})", related=related)
+            f"{what}: {how}, where the random numbers generated for a sharded array are "
+            f"computed in full on every device; {advice}", related=related)
 
     # ---- the version case: random numbers that reach a jit with shardings -----------------------
     def _first_reaching(self) -> tuple[ast.Call, str, list[Related]] | None:

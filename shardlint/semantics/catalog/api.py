@@ -181,6 +181,8 @@ APIS: tuple[Api, ...] = (
     _a("jax.experimental.maps.xmap", R.OTHER, replacement="jax.shard_map"),
     # Old spellings of sharding and mesh APIs: their roles still tell rules what they are.
     _a("jax.experimental.maps.Mesh", R.MESH, replacement="jax.sharding.Mesh"),
+    # (`with maps.mesh(devices, names):` built a Mesh and entered it, until jax 0.3.8)
+    _a("jax.experimental.maps.mesh", R.MESH, replacement="jax.sharding.Mesh"),
     _a("jax.interpreters.pxla.Mesh", R.MESH, replacement="jax.sharding.Mesh"),
     _a("jax.experimental.PartitionSpec", R.PARTITION_SPEC,
        replacement="jax.sharding.PartitionSpec"),

@@ -580,9 +580,37 @@ def _from_requirements(files: list[Path], root: Path) -> Stated:
             out[pkg] = (releases[-1], f"the newest release that {shown} ({', '.join(wheres)}) "
                         f"allows", releases[0] if lower_bound else releases[-1])
         else:
-            out[pkg] = (CURRENT[pkg], f"assumed: no release shardlint knows satisfies {shown}",
-                        CURRENT[pkg])
+            out[pkg] = _older_than_known(pkg, found, combined, shown, wheres, Version,
+                                         InvalidVersion) or (
+                CURRENT[pkg], f"assumed: no release shardlint knows satisfies {shown}",
+                CURRENT[pkg])
     return out
+
+
+def _older_than_known(pkg: str, found: list[tuple[str, str, str]], combined, shown: str,
+                      wheres: list[str], Version, InvalidVersion) -> tuple[str, str, str] | None:
+    """Where the pins allow only releases older than every release shardlint knows (``jax~=
+    0.2.12``; its table starts at 0.3.0): the project runs such an old release, not the newest,
+    so the versions the pins write themselves judge it (the newest of them, and the oldest as
+    the range's start). Nothing deprecated or removed later is claimed, and advice that needs a
+    newer release says so. None where the pins write no such version (``jax<0.3`` alone) or
+    allow a newer one (a release after the table's newest: the newest known is assumed)."""
+    oldest = parse(RELEASES[pkg][0])
+    written = []
+    for spec, _, _ in found:
+        for part in spec.split(","):
+            v = part.strip().lstrip("<>=!~").split("+", 1)[0].removesuffix(".*")
+            try:
+                if parse(v) < oldest and _allowed(combined, v, Version, InvalidVersion):
+                    written.append(v)
+            except ValueError:
+                continue
+    if not written:
+        return None
+    written.sort(key=parse)
+    return (written[-1], f"{written[-1]}, as {shown} ({', '.join(wheres)}) writes it: it allows "
+                         f"only releases older than any shardlint knows (from {RELEASES[pkg][0]})",
+            written[0])
 
 
 def _newest_for_python(pkg: str, python: tuple[str, str] | None) -> str | None:
