@@ -649,3 +649,73 @@ def create(key):
 def test_shl302(tmp_path, title):
     src = SHL302_CASES[title]
     assert flagged(tmp_path, "SHL302", src) == marked("SHL302", src)
+
+
+@pytest.mark.parametrize("first", [
+    "seq = params['embed'][seq]",  # an item of another value, by the token ids
+    "seq = embed(params['embed'], seq)",  # a function that returns no part of `seq`
+])
+def test_shl401_a_parameter_rebound_before_the_update_is_not_what_is_updated(tmp_path, first):
+    """`seq = embed(seq)` then `seq = decode(seq)`: `decode` updates the embedding, not the
+    token ids that came in (another shape and dtype: donating them would be unusable). The
+    look-alike keeps the parameter through a pass-through before the update: still an update."""
+    src = f"""
+        import jax
+        import jax.numpy as jnp
+
+        def embed(table, ids):
+            return table[ids]
+
+        @jax.jit
+        def decode(ws, seq):
+            seq, _ = jax.lax.scan(lambda s, w: (jnp.tanh(s @ w), None), seq, ws)
+            return seq
+
+        @jax.jit
+        def forward(params, seq):
+            {first}
+            seq = decode(params["ws"], seq)
+            return seq
+
+        def main(params, batches):
+            for seq in batches:
+                print(forward(params, seq))
+    """
+    assert flagged(tmp_path, "SHL401", src) == set()
+    kept = src.replace(first, "seq = jax.lax.with_sharding_constraint(seq, None)")
+    assert ("example.py", 12) in flagged(tmp_path / "kept", "SHL401", kept)
+
+
+@pytest.mark.parametrize("eager_caller", [False, True])
+def test_shl401_a_jitted_function_called_only_in_other_modules_traces(tmp_path, eager_caller):
+    """`@jax.jit def forward_decoder` that only the jitted `forward_model` of another module
+    calls runs inlined in that trace: a donation asked of it is ignored, so nothing is said.
+    Where a module that imports jax also calls it in a loop, eagerly, it is reported."""
+    files = {"decoder.py": """
+        import jax
+        import jax.numpy as jnp
+
+        @jax.jit
+        def forward_decoder(ws, seq):
+            seq, _ = jax.lax.scan(lambda s, w: (jnp.tanh(s @ w), None), seq, ws)
+            return seq
+    """, "model.py": """
+        import jax
+        from decoder import forward_decoder
+
+        @jax.jit
+        def forward_model(params, seq):
+            return forward_decoder(params["ws"], seq)
+    """}
+    if eager_caller:
+        files["run.py"] = """
+            import jax
+            from decoder import forward_decoder
+
+            def run(ws, batches):
+                for seq in batches:
+                    seq = forward_decoder(ws, seq)
+                return seq
+        """
+    found = {f for f in flagged(tmp_path, "SHL401", files) if f[0] == "decoder.py"}
+    assert found == ({("decoder.py", 4)} if eager_caller else set())

@@ -1709,7 +1709,8 @@ jax >= 0.8.1 (no fix is offered on older jax).
         if unknown and not evidence and not any(c.in_loop is not None for c in all_calls):
             return None  # (no loop calls it: nothing can say it is updated)
         calls = [c for c in all_calls if not execution.is_traced(c)]
-        if not calls and (all_calls or self._handed_on_traced(site, execution)):
+        if not calls and (all_calls or self._handed_on_traced(site, execution)
+                          or self._called_only_traced_elsewhere(site)):
             # only called inside other traces, or only handed to them (`lax.while_loop(c,
             # partial(self.step, ...), s)` in a jitted function): donation is ignored there
             return None
@@ -1806,6 +1807,15 @@ jax >= 0.8.1 (no fix is offered on older jax).
         for key in remote_names(self.facts, site):
             out |= self.project.flows.read_after(key)
         return frozenset(out)
+
+    def _called_only_traced_elsewhere(self, site: JitSite) -> bool:
+        """A function decorated with the jit at module level that this file never calls and
+        the project calls only from traced code of other modules (`forward_decoder`, called
+        in the jitted `forward_model` of another file)."""
+        fn = site.function
+        return fn is not None and fn.parent is self.facts.module_scope \
+            and not references_of(self.facts, site) \
+            and self.project.called_only_traced(self.facts.module, fn.qualname)
 
     def _handed_on_traced(self, site: JitSite, execution: Execution) -> bool:
         """The callable is used in this file, and only inside traced code, as a value handed

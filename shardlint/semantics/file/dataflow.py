@@ -298,6 +298,11 @@ class LocalFlow:
             seen_key = (name, index)
             assigned = self.assigned.get(name)
             if not assigned or seen_key in _seen:
+                if param and assigned and self._rebound_before(name, expr):
+                    # (read again while its value is traced, after a statement every path runs
+                    # rebound it: `x = embed(x)` then `x = f(x)` hands `f` the embedding, what
+                    # the earlier bindings hold -- not the parameter)
+                    return self._bound_before(name, expr, index, _seen)
                 if param:
                     written = self.written_in_place(name)
                     if written is not None:  # `cache.k[i] = new; return cache`: an update
@@ -382,6 +387,17 @@ class LocalFlow:
             out.merge(self.trace_terms(expr.orelse, index, _seen))  # type: ignore[attr-defined]
             return out
         return _EMPTY
+
+    def _bound_before(self, name: str, read: ast.expr, index: tuple[int, ...],
+                      _seen: frozenset) -> Terms:
+        """What the bindings of ``name`` that end before ``read`` hold (its value there, where
+        a statement every path runs rebound it before)."""
+        line = getattr(read, "lineno", 0)
+        out = Terms()
+        for a in self.assigned.get(name, ()):
+            if a.value is not None and getattr(a.node, "end_lineno", line) < line:
+                out.merge(self.trace_terms(a.value, (*a.index, *index), _seen))
+        return out
 
     def _rebound_before(self, name: str, read: ast.expr) -> bool:
         """Whether a statement of the body's top level (or of a ``with`` there), which every

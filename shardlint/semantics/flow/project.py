@@ -922,6 +922,24 @@ class ProjectIndex:
                 todo.append(caller)
         return True
 
+    def called_only_traced(self, module: str, qualname: str) -> bool:
+        """Whether the project calls the function ``module:qualname`` and every call is in
+        code that runs traced: in a function its module compiles at the top level (decorated
+        with a jit, or bound once to one: ``ModuleSummary.jitted``), or that a jit of another
+        module compiles, or nested in one (a donation asked of it is ignored there)."""
+        self._ensure()
+        callers = self._callers.get(f"{module}:{qualname}")
+        if not callers:
+            return False
+        elsewhere = self.compiled_elsewhere
+        for caller, _, _, _ in callers:
+            mod, _, qual = caller.partition(":")
+            top = qual.partition(".")[0]
+            s = self.summaries.get(mod)
+            if not qual or s is None or top not in s.jitted and f"{mod}:{top}" not in elsewhere:
+                return False
+        return True
+
     def setter_base(self, module: str) -> int:
         """The contexts a global setter of ``module``'s program gives its code."""
         return self._setter_bases().get(module, 0)
