@@ -682,8 +682,10 @@ def test_shl401_a_parameter_rebound_before_the_update_is_not_what_is_updated(tmp
                 print(forward(params, seq))
     """
     assert flagged(tmp_path, "SHL401", src) == set()
-    kept = src.replace(first, "seq = jax.lax.with_sharding_constraint(seq, None)")
-    assert ("example.py", 12) in flagged(tmp_path / "kept", "SHL401", kept)
+    for i, same in enumerate(["seq = jax.lax.with_sharding_constraint(seq, None)",
+                              "seq = seq * 2.0"]):  # (not known: taken for the parameter)
+        kept = src.replace(first, same)
+        assert ("example.py", 12) in flagged(tmp_path / f"kept{i}", "SHL401", kept), same
 
 
 @pytest.mark.parametrize("eager_caller", [False, True])
@@ -719,3 +721,42 @@ def test_shl401_a_jitted_function_called_only_in_other_modules_traces(tmp_path, 
         """
     found = {f for f in flagged(tmp_path, "SHL401", files) if f[0] == "decoder.py"}
     assert found == ({("decoder.py", 4)} if eager_caller else set())
+
+
+@pytest.mark.parametrize("decorator,says", [
+    ("@hax.named_jit(donate_args=(True,))", None),  # its own donation keyword: donated
+    ("@hax.named_jit(donate=\"all\")", None),
+    ("@hax.named_jit", "donate it the way `hax.named_jit` does (a wrapper of another package: "
+                       "shardlint does not know its keywords; for `jax.jit`, "
+                       "`donate_argnums=(0,)`) and rebind the result at every call"),
+])
+def test_shl401_a_jit_like_wrapper_of_another_package_donates_its_own_way(tmp_path, decorator,
+                                                                          says):
+    """`hax.named_jit` is taken for a jit by its name, but it is haliax's: it donates with
+    `donate_args`, not `donate_argnums`. A donation keyword of its own is a donation shardlint
+    cannot read (nothing said); without one, the message says to donate its way, no fix."""
+    src = f"""
+        import dataclasses
+        import jax
+        import haliax as hax
+
+        @dataclasses.dataclass
+        class State:
+            total: jax.Array
+
+        {decorator}
+        def accumulate(state, batch):
+            return dataclasses.replace(state, total=state.total + batch.sum())
+
+        def run(state, batches):
+            for batch in batches:
+                state = accumulate(state, batch)
+            return state
+    """
+    found = lint(tmp_path, "SHL401", src)
+    if says is None:
+        assert found == []
+        return
+    [f] = found
+    assert says in f.message, f.message
+    assert f.fix is None

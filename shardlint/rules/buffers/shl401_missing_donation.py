@@ -6,6 +6,7 @@ import ast
 from dataclasses import dataclass
 
 from shardlint.rules.base import Edit, Fix, Related, Rule, example, register
+from shardlint.semantics.catalog.names import dotted
 from shardlint.semantics.flow.liveness import chain, use_after
 from shardlint.semantics.buffers.lowering import inspected_only
 from shardlint.semantics.file.dataflow import UPDATED
@@ -1671,7 +1672,10 @@ jax >= 0.8.1 (no fix is offered on older jax).
             if site.api_name == LINEN_JIT:
                 continue
             kws = jit_keywords(self.facts, site)
-            if kws is None or any(k in kws for k in DONATE) or _inlined(self.facts, site, kws):
+            # (a wrapper's own donation keyword, `hax.named_jit(donate_args=(True,))`, donates
+            # what shardlint cannot read: it is the wrapper's business)
+            if kws is None or any(k in DONATE or k.startswith("donate") for k in kws) \
+                    or _inlined(self.facts, site, kws):
                 continue
             finding = self._check_site(site, compiled(self.facts, self.project, site), execution)
             if finding is not None:
@@ -1793,12 +1797,35 @@ jax >= 0.8.1 (no fix is offered on older jax).
         if sig is not None and calls and all(self._small(c, candidates, sig) for c in calls):
             return None  # the state every call passes is visibly a few KiB: nothing to gain
         keyword = _keyword_text(candidates)
-        fix = self._fix(site, keyword)
+        foreign = self._foreign_wrapper(site)
+        fix = self._fix(site, keyword) if foreign is None else None
         name = target.name if target is not None else self.text(site.target) \
             if site.target is not None else "the step"
         related = tuple(r for c in candidates for r in c.evidence.related)
-        return self.finding(site.node, self._message(name, candidates, keyword, in_place),
-                            fix=fix, related=_unique(related))
+        message = self._message(name, candidates, keyword, in_place)
+        if foreign is not None:  # (its keywords are not known: jax.jit's may not be its)
+            message = message.replace(
+                f"add `{keyword}` and", f"donate {'it' if len(candidates) == 1 else 'them'} "
+                f"the way `{foreign}` does (a wrapper of another package: shardlint does not "
+                f"know its keywords; for `jax.jit`, `{keyword}`) and")
+        return self.finding(site.node, message, fix=fix, related=_unique(related))
+
+    def _foreign_wrapper(self, site: JitSite) -> str | None:
+        """The callee of a jit-like wrapper of another package (`hax.named_jit`, taken for a
+        jit by its name; one the configuration declares, `jit-wrappers`, resolves as jax.jit):
+        whether it takes `donate_argnums` is not known (haliax's takes `donate_args`)."""
+        if site.api_name != "jax.jit" or site.form == "partial":
+            return None
+        node = site.node
+        func = node.func if isinstance(node, ast.Call) else node
+        parts = dotted(func)
+        if parts is None or self.facts.resolve(func) is not None:  # (a declared wrapper too)
+            return None
+        q = self.facts.qualify(func)
+        if q is None or q.partition(".")[0] in ("jax", "flax") \
+                or self.project.resolve(f"ext:{q}", self.facts.module) is not None:
+            return None
+        return self.text(func)
 
     def _read_after_elsewhere(self, site: JitSite) -> frozenset[str]:
         """The arguments (positions as "0", keywords) that a call of this compiled callable in

@@ -301,8 +301,12 @@ class LocalFlow:
                 if param and assigned and self._rebound_before(name, expr):
                     # (read again while its value is traced, after a statement every path runs
                     # rebound it: `x = embed(x)` then `x = f(x)` hands `f` the embedding, what
-                    # the earlier bindings hold -- not the parameter)
-                    return self._bound_before(name, expr, index, _seen)
+                    # the earlier bindings hold -- not the parameter. Where what they hold is
+                    # not known, `x = x * sigma`, it is taken for the parameter, as before:
+                    # "not known" does not veto)
+                    before = self._bound_before(name, expr, index, _seen)
+                    if before.origins or before.calls:
+                        return before
                 if param:
                     written = self.written_in_place(name)
                     if written is not None:  # `cache.k[i] = new; return cache`: an update
@@ -390,14 +394,17 @@ class LocalFlow:
 
     def _bound_before(self, name: str, read: ast.expr, index: tuple[int, ...],
                       _seen: frozenset) -> Terms:
-        """What the bindings of ``name`` that end before ``read`` hold (its value there, where
-        a statement every path runs rebound it before)."""
+        """What the last statement every path runs that binds ``name`` before ``read`` holds
+        (its value there, give or take a binding in a branch after it)."""
+        fn = self.node
         line = getattr(read, "lineno", 0)
-        out = Terms()
-        for a in self.assigned.get(name, ()):
-            if a.value is not None and getattr(a.node, "end_lineno", line) < line:
-                out.merge(self.trace_terms(a.value, (*a.index, *index), _seen))
-        return out
+        always = {id(s) for s in _always_run(fn.body)} \
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else set()
+        last = max((a for a in self.assigned.get(name, ()) if a.value is not None
+                    and id(a.node) in always and getattr(a.node, "end_lineno", line) < line),
+                   key=lambda a: getattr(a.node, "end_lineno", 0), default=None)
+        return self.trace_terms(last.value, (*last.index, *index), _seen) \
+            if last is not None else Terms()
 
     def _rebound_before(self, name: str, read: ast.expr) -> bool:
         """Whether a statement of the body's top level (or of a ``with`` there), which every

@@ -408,6 +408,11 @@ def may_call_a_wrapper(facts: FileFacts, project: ProjectIndex) -> bool:
     if any(_wrapper_like(q.rsplit(".", 1)[-1], names) for q in facts.called_names()) \
             or any(_wrapper_like(s.name, names) for s in facts.function_scopes()):
         return True
+    # (a bare decorator is no call: `@hax.named_jit`)
+    if any(type(d) in (ast.Name, ast.Attribute) and _wrapper_like(
+            d.attr if type(d) is ast.Attribute else d.id, names)  # type: ignore[union-attr]
+           for s in facts.function_scopes() for d in s.decorators):
+        return True
     forwarding = forwarding_names(project)  # (`self._partitioner.partition(...)`)
     return bool(forwarding) and any(
         isinstance(c.node.func, ast.Attribute) and c.node.func.attr in forwarding
