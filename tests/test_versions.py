@@ -377,3 +377,14 @@ def test_a_jax_0_2_project_is_told_nothing_about_later_removals(tmp_path, monkey
     assert engine.versions.jax == "0.2.12"
     found = engine.lint_paths([tmp_path / "train.py"])
     assert [f for f in found if f.code in ("SHL501", "SHL104")] == [], found
+
+
+@pytest.mark.parametrize("name", ["gpu_requirements.txt", "tpu-requirements.txt",
+                                  "requirements-dev.txt"])
+def test_a_requirements_file_with_a_prefix_states_the_versions(tmp_path, monkeypatch, name):
+    """`gpu_requirements.txt` (LargeWorldModel's only pins: `jax[cuda12]==0.4.29`) states the
+    versions the project runs as `requirements.txt` does."""
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    v = V.detect(project(tmp_path, {name: "jax[cuda12]==0.4.29\nflax==0.8.4\n"}))
+    assert (v.jax, v.flax) == ("0.4.29", "0.8.4"), v.describe("jax")
+    assert name in v.describe("jax")

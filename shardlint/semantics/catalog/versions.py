@@ -10,7 +10,7 @@ In this order (the first that answers wins, per package):
    except beside a ``pyproject.toml`` that builds a package others install, whose users get what
    its ranges allow: the lock is then only its developers' environment;
 4. the project's requirements, read as ranges, never executed: ``pyproject.toml`` (PEP 621
-   dependencies and optional ones, dependency groups, Poetry), ``requirements*.txt`` and
+   dependencies and optional ones, dependency groups, Poetry), ``*requirements*.txt`` and
    ``requirements/*.txt`` with the files they include (``-r``, ``-c``), conda's
    ``environment.yml``, ``setup.cfg`` and the strings of ``setup.py``. An exact pin is that
    version; a range is judged for the newest release it allows -- what a fresh install gets,
@@ -199,7 +199,9 @@ def _is_pin_file(name: str, folder: str) -> bool:
     low = name.lower()
     if low in ("pyproject.toml", "setup.py", "setup.cfg") or low in _LOCKS:
         return True
-    if low.endswith(".txt") and (low.startswith("requirements") or folder == "requirements"):
+    # (`requirements-dev.txt`, and the accelerator's own: `gpu_requirements.txt`,
+    # `tpu-requirements.txt`)
+    if low.endswith(".txt") and ("requirements" in low or folder == "requirements"):
         return True
     return low.endswith((".yml", ".yaml")) and ("environment" in low or low.startswith("conda"))
 
