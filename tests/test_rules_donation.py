@@ -760,3 +760,41 @@ def test_shl401_a_jit_like_wrapper_of_another_package_donates_its_own_way(tmp_pa
     [f] = found
     assert says in f.message, f.message
     assert f.fix is None
+
+
+@pytest.mark.parametrize("other", [
+    "jax.jit(step, donate_argnums=(0,))",  # the donating branch beside it: the author's choice
+    "jax.jit(other_step, donate_argnums=(0,))",  # another function donated: no reason here
+])
+def test_shl401_a_function_compiled_beside_its_donating_variant_is_left_alone(tmp_path, other):
+    """`if donate: f = jax.jit(step, donate_argnums=...) else: f = jax.jit(step)` (penzai's
+    trainer): the branch without donation is a choice the code offers, not an oversight.
+    The same branch beside a donation of another function is reported."""
+    src = f"""
+        import jax
+        import optax
+
+        tx = optax.sgd(0.1)
+
+        def step(params, opt_state, grads):
+            updates, opt_state = tx.update(grads, opt_state, params)
+            return optax.apply_updates(params, updates), opt_state
+
+        def other_step(params, opt_state, grads):
+            return step(params, opt_state, grads)
+
+        def make(donate):
+            if donate:
+                f = {other}
+            else:
+                f = jax.jit(step)
+            return f
+
+        def run(params, opt_state, batches, donate):
+            f = make(donate)
+            for g in batches:
+                params, opt_state = f(params, opt_state, g)
+            return params
+    """
+    found = {line for _, line in flagged(tmp_path, "SHL401", src)}
+    assert (17 in found) is (other.startswith("jax.jit(other_step")), found

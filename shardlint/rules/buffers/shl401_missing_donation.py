@@ -180,7 +180,9 @@ and through the item, dict entry or record field of a result the step picks
 
 The message names the argument, the exact `donate_argnums`/`donate_argnames` to add (counting
 `self` for methods, leaving out static arguments) and the chain of calls that proves the update
-(`train_step -> _apply -> state.apply_gradients(...)`), each step a related location.
+(`train_step -> _apply -> state.apply_gradients(...)`), each step a related location. For a
+jit-like wrapper of another package (`hax.named_jit`), whose keywords shardlint does not know,
+it says to donate the wrapper's own way, with no fix.
 
 Not flagged: steps that return only metrics, losses or predictions, or results of another
 structure (a few fields picked out of the batch and packed again is a selection, not an
@@ -191,7 +193,14 @@ through its module's summary, whether it calls the step by its name, through wha
 returns (`step = make_step(cfg)`) or as an instance's method (`Trainer().step`); an argument every call passes
 as `None` (no cache yet: nothing to donate); steps only called inside other traces, or only
 handed to them (a `lax.while_loop` body, a `functools.partial` of the step, in a jitted
-function), and `jax.jit(..., inline=True)`, where donation is ignored; one-tree maps such as
+function), also a decorated function the project calls only from functions other modules
+compile (`forward_decoder` called in the jitted `forward_model` of another file), and
+`jax.jit(..., inline=True)`, where donation is ignored; a jit of a function the same scope also
+compiles with a donation (`if donate: jax.jit(step, donate_argnums=...) else: jax.jit(step)`:
+the choice is offered on purpose); a wrapper given a donation keyword of its own
+(`hax.named_jit(donate_args=(True,))`); a parameter rebound, before the value returned is built
+from it, to something else shardlint can tell (`seq = embed(params, seq)` then `seq = decode(ws,
+seq)`: the ids that came in are not what is updated); one-tree maps such as
 `jax.tree.map(lambda m: m / c, moment)` (a new value; the old one is usually still needed); a
 step that is only lowered to be inspected and never run (`jax.jit(step).lower(*args).compile()
 .cost_analysis()`, `.lower(...).as_text()`, the jitted callable a local name every use of which
@@ -1668,15 +1677,19 @@ jax >= 0.8.1 (no fix is offered on older jax).
     def check(self):
         execution = execution_of(self.facts)
         sites = [*self.facts.jit_sites, *wrapper_sites(self.facts, self.project)]
+        donating = {(id(site.scope), self.text(site.target)) for site in sites
+                    if site.target is not None and _donates(jit_keywords(self.facts, site))}
         for site in sites:
             if site.api_name == LINEN_JIT:
                 continue
             kws = jit_keywords(self.facts, site)
             # (a wrapper's own donation keyword, `hax.named_jit(donate_args=(True,))`, donates
             # what shardlint cannot read: it is the wrapper's business)
-            if kws is None or any(k in DONATE or k.startswith("donate") for k in kws) \
-                    or _inlined(self.facts, site, kws):
+            if kws is None or _donates(kws) or _inlined(self.facts, site, kws):
                 continue
+            if site.target is not None and (id(site.scope), self.text(site.target)) in donating:
+                continue  # (the same function compiled beside it with a donation: the other
+                # branch of an `if donate:` -- not donating here is the author's choice)
             finding = self._check_site(site, compiled(self.facts, self.project, site), execution)
             if finding is not None:
                 yield finding
@@ -2102,3 +2115,9 @@ def _unique(related: tuple[Related, ...]) -> tuple[Related, ...]:
             seen.add(key)
             out.append(r)
     return tuple(out)
+
+
+def _donates(kws: dict | None) -> bool:
+    """A jit's keywords donate something: ``donate_argnums``/``donate_argnames``, or a
+    wrapper's own donation keyword (``donate_args``, ``donate``)."""
+    return kws is not None and any(k in DONATE or k.startswith("donate") for k in kws)
