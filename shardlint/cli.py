@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -92,10 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(exc.code or 0)
     try:
         if args.command == "check":
-            code = _check(args, sys.argv[1:] if argv is None else argv)
-            if argv is None:  # (the program itself, not a caller in the same process)
-                _exit_now(code)
-            return code
+            return _check(args, sys.argv[1:] if argv is None else argv)
         if args.command == "rule":
             return _rule(args)
         if args.command == "rules":
@@ -118,23 +114,6 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
-
-
-def _exit_now(code: int) -> None:
-    """End the process with ``code`` once what it printed is flushed, without freeing its heap
-    object by object (the index, the summaries, the findings: 40-50 ms of a one-file run on
-    scenic at interpreter shutdown). Every file shardlint writes is closed by then (``fsio``),
-    and its worker processes were told to stop; where another thread still runs, or a library
-    that registers exit handlers was loaded (jax), the interpreter ends as usual."""
-    threading = sys.modules.get("threading")
-    if (threading is not None and threading.active_count() > 1) or "jax" in sys.modules:
-        return
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):  # (a closed pipe: the usual exit reports it as it would)
-        return
-    os._exit(code)
 
 
 def _check(args: argparse.Namespace, argv: list[str]) -> int:

@@ -518,9 +518,10 @@ def test_config_reads_the_file_it_names_whatever_its_name(tmp_path, capsys):
 
 
 def test_the_program_prints_all_it_found_before_it_ends(tmp_path):
-    """The program ends without freeing its heap (``cli._exit_now``) once what it printed is
-    flushed: a report larger than a pipe's buffer arrives whole, in text and JSON, with the
-    exit code of findings; a caller in the same process (``main(argv)``) gets the code back."""
+    """A report larger than a pipe's buffer, and a small one that fits in it, arrive whole
+    through a block-buffered pipe, in text and JSON, with the exit code of findings (a guard
+    for any shortcut out of the interpreter: one that skips the flush loses the tail); a caller
+    in the same process (``main(argv)``) gets the code back."""
     # (stdout block-buffered, as a pipe makes it where PYTHONUNBUFFERED is not set)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     (tmp_path / "pyproject.toml").write_text("[project]\nname = \"t\"\n")
