@@ -25,6 +25,15 @@ MODEL = """
 """
 
 
+# (an unconstrained model beside MODEL's: the look-alike of tests that apply a model)
+PLAIN = """
+    class Plain(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.Dense(8)(x)
+"""
+
+
 def _case(code: str, files: dict[str, str], id: str):
     files = {k: textwrap.dedent(v).lstrip("\n") for k, v in files.items()}
     return pytest.param(code, Example(files), id=f"{code}-{id}")
@@ -1043,12 +1052,7 @@ def test_a_model_kept_on_self_is_applied_where_the_method_runs(tmp_path, model, 
     the constructor's parameter). Applied under the legacy `with`, in place or by a method a
     jit called there compiles, its constraints are no-ops: the error; an unconstrained model
     kept there (the look-alike) leaves the deprecation alone."""
-    files = {"model.py": MODEL + """
-    class Plain(nn.Module):
-        @nn.compact
-        def __call__(self, x):
-            return nn.Dense(8)(x)
-""", "train.py": f"""
+    files = {"model.py": MODEL + PLAIN, "train.py": f"""
         import jax
         import flax.linen as nn
         from model import MLP, Plain
@@ -1353,12 +1357,7 @@ def test_a_model_kept_in_an_attribute_of_what_is_handed_in_is_followed(tmp_path,
     `flux` (their constructor's parameter). Under the legacy `with` that calls the jitted step,
     a constrained model there is the error; an unconstrained one (the look-alike) leaves the
     deprecation alone."""
-    files = {"model.py": MODEL + """
-    class Plain(nn.Module):
-        @nn.compact
-        def __call__(self, x):
-            return nn.Dense(8)(x)
-
+    files = {"model.py": MODEL + PLAIN + """
     class Pipeline:
         def __init__(self, flux, mesh=None):
             self.flux = flux
