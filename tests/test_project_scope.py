@@ -1349,18 +1349,24 @@ def test_shl101_set_mesh_waits_for_an_unbox_of_unplaced_values(tmp_path, body, c
     assert f.fix is not None and f.fix.applicability == "unsafe"
 
 
+@pytest.mark.parametrize("store", ["self.flux = flux", "self.register_modules(flux=flux)"])
 @pytest.mark.parametrize("model,error", [("MLP()", True), ("Plain()", False)])
-def test_a_model_kept_in_an_attribute_of_what_is_handed_in_is_followed(tmp_path, model, error):
+def test_a_model_kept_in_an_attribute_of_what_is_handed_in_is_followed(tmp_path, model, error,
+                                                                       store):
     """`pipeline.flux.apply(...)` in a step that gets `pipeline` through a partial's keyword:
     the classes callers hand in as `pipeline` (here a tuple's first item, returned by a method
     the trainer inherits from a base in another module), then what those classes keep in
-    `flux` (their constructor's parameter). Under the legacy `with` that calls the jitted step,
-    a constrained model there is the error; an unconstrained one (the look-alike) leaves the
-    deprecation alone."""
-    files = {"model.py": MODEL + PLAIN + """
+    `flux` (their constructor's parameter; or what a diffusers-style `register_modules` sets
+    from its keywords). Under the legacy `with` that calls the jitted step, a constrained model
+    there is the error; an unconstrained one (the look-alike) leaves the deprecation alone."""
+    files = {"model.py": MODEL + PLAIN + f"""
     class Pipeline:
+        def register_modules(self, **kwargs):
+            for name, module in kwargs.items():
+                setattr(self, name, module)
+
         def __init__(self, flux, mesh=None):
-            self.flux = flux
+            {store}
             self.mesh = mesh
 """, "ckpt.py": f"""
         import jax

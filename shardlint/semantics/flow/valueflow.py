@@ -989,7 +989,27 @@ def method_attributes(facts: FileFacts, method: Scope, ref: RefFn) -> dict[str, 
                     if more:
                         out.setdefault(f"{target.attr}.{kw.arg}", []).extend(
                             [*t, method.name] if t[0] == "p" else t for t in more)
+    if REGISTER_MODULES in method.self_calls:
+        # `self.register_modules(flux=flux, vae=vae)`: a diffusers-style pipeline sets each
+        # keyword as an attribute (`setattr(self, name, module)`, diffusers' DiffusionPipeline
+        # and maxdiffusion's FlaxDiffusionPipeline)
+        for c in facts.calls:
+            func = c.node.func
+            if c.scope is not method or type(func) is not ast.Attribute \
+                    or func.attr != REGISTER_MODULES or type(func.value) is not ast.Name \
+                    or func.value.id != "self":
+                continue
+            if flow is None:
+                flow = LocalFlow(facts, method)
+            for kw in c.node.keywords:
+                if kw.arg is not None:
+                    terms = kind_terms(facts, method, kw.value, ref, flow)
+                    out.setdefault(kw.arg, []).extend(
+                        [*t, method.name] if t[0] == "p" else t for t in terms)
     return out
+
+
+REGISTER_MODULES = "register_modules"
 
 
 def _defaults(facts: FileFacts, scope: Scope, fn: ast.FunctionDef | ast.AsyncFunctionDef
