@@ -651,6 +651,15 @@ def test_shl302(tmp_path, title):
     assert flagged(tmp_path, "SHL302", src) == marked("SHL302", src)
 
 
+# (a jitted step whose scan carries `seq` through: an update of what comes in)
+_SCAN_DECODE = """
+        @jax.jit
+        def decode(ws, seq):
+            seq, _ = jax.lax.scan(lambda s, w: (jnp.tanh(s @ w), None), seq, ws)
+            return seq
+"""
+
+
 @pytest.mark.parametrize("first", [
     "seq = params['embed'][seq]",  # an item of another value, by the token ids
     "seq = embed(params['embed'], seq)",  # a function that returns no part of `seq`
@@ -665,12 +674,7 @@ def test_shl401_a_parameter_rebound_before_the_update_is_not_what_is_updated(tmp
 
         def embed(table, ids):
             return table[ids]
-
-        @jax.jit
-        def decode(ws, seq):
-            seq, _ = jax.lax.scan(lambda s, w: (jnp.tanh(s @ w), None), seq, ws)
-            return seq
-
+{_SCAN_DECODE}
         @jax.jit
         def forward(params, seq):
             {first}
@@ -690,33 +694,28 @@ def test_shl401_a_parameter_rebound_before_the_update_is_not_what_is_updated(tmp
 
 @pytest.mark.parametrize("eager_caller", [False, True])
 def test_shl401_a_jitted_function_called_only_in_other_modules_traces(tmp_path, eager_caller):
-    """`@jax.jit def forward_decoder` that only the jitted `forward_model` of another module
+    """`@jax.jit def decode` that only the jitted `forward_model` of another module
     calls runs inlined in that trace: a donation asked of it is ignored, so nothing is said.
     Where a module that imports jax also calls it in a loop, eagerly, it is reported."""
-    files = {"decoder.py": """
+    files = {"decoder.py": f"""
         import jax
         import jax.numpy as jnp
-
-        @jax.jit
-        def forward_decoder(ws, seq):
-            seq, _ = jax.lax.scan(lambda s, w: (jnp.tanh(s @ w), None), seq, ws)
-            return seq
-    """, "model.py": """
+{_SCAN_DECODE}    """, "model.py": """
         import jax
-        from decoder import forward_decoder
+        from decoder import decode
 
         @jax.jit
         def forward_model(params, seq):
-            return forward_decoder(params["ws"], seq)
+            return decode(params["ws"], seq)
     """}
     if eager_caller:
         files["run.py"] = """
             import jax
-            from decoder import forward_decoder
+            from decoder import decode
 
             def run(ws, batches):
                 for seq in batches:
-                    seq = forward_decoder(ws, seq)
+                    seq = decode(ws, seq)
                 return seq
         """
     found = {f for f in flagged(tmp_path, "SHL401", files) if f[0] == "decoder.py"}
