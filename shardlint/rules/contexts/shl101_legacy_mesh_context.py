@@ -8,7 +8,12 @@ import dataclasses
 from shardlint.rules.base import Edit, Fix, Rule, example, register
 from shardlint.semantics.catalog import facts as releases
 from shardlint.semantics.catalog.api import LINEN_MODULE, NNX_MODULE, Role, lookup
-from shardlint.semantics.file.execution import compiled_function, function_named
+from shardlint.semantics.file.execution import (
+    EAGER_HIGHER_ORDER,
+    compiled_function,
+    execution_of,
+    function_named,
+)
 from shardlint.semantics.file.facts import RULES
 from shardlint.semantics.file.jit_sites import (
     LINEN_JIT,
@@ -820,39 +825,33 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
         stmt = item.stmt
         first = stmt.body[0].lineno if stmt.body else stmt.lineno
         last = stmt.end_lineno or stmt.lineno
-        inner = {id(item.scope)}
-        named: set[int] = set()
-        under = [c for c in self.facts.calls
-                 if c.scope is item.scope and first <= c.node.lineno <= last]
-        mapped = {id(c.node) for c in under if self._maps_a_tree(c.node)}
-        # (a lambda handed to any other call -- a jit, `jax.eval_shape` -- runs where that
-        # call runs it, traced as a rule: the calls in it are left out)
-        handed = {id(n) for c in under if id(c.node) not in mapped
-                  for a in [*c.node.args, *(k.value for k in c.node.keywords)]
-                  if type(a) is ast.Lambda for n in ast.walk(a.body)}
-        for c in under:
-            if id(c.node) not in handed:
-                # (a function of this file called there, or mapped over a tree there; one
-                # handed to a jit or `jax.eval_shape` runs traced, where the constraint holds)
-                for n in [c.node.func, *(c.node.args if id(c.node) in mapped else ())]:
-                    if type(n) is ast.Name:
-                        f = function_named(self.facts, n, c.scope)
-                        if f is not None:
-                            named.add(id(f))
-        if named:  # (a function a jit of this file compiles runs traced)
-            named -= {id(f) for site in self.facts.jit_sites
-                      if (f := compiled_function(self.facts, site)) is not None}
+        # (what runs traced -- in a function a jit compiles, a lambda handed to a transform,
+        # under `jax.eval_shape` -- applies the constraint where it holds: the file's
+        # execution says which)
+        execution = execution_of(self.facts)
+        named: set[int] = set()  # (functions of this file called or mapped over a tree there)
+        for c in self._calls_under(item):
+            if execution.is_traced(c):
+                continue
+            q = self.facts.qualify(c.node.func) or ""
+            mapped = q in EAGER_HIGHER_ORDER or not q and type(c.node.func) is ast.Name \
+                and c.node.func.id == "map"
+            for n in [c.node.func, *(c.node.args if mapped else ())]:
+                if type(n) is ast.Name:
+                    f = function_named(self.facts, n, c.scope)
+                    if f is not None:
+                        named.add(id(f))
         for c in self.facts.calls:
             func = c.node.func
             if not (type(func) is ast.Attribute and func.attr == "unbox" and not (
                     type(func.value) is ast.Name and func.value.id == "self")
                     or type(func) is ast.Name and func.id == "unbox"):
                 continue
-            if id(c.node) in handed:
+            if execution.is_traced(c):
                 continue
             scope, inside = c.scope, False
             while scope is not None and not inside:
-                inside = id(scope) in inner and first <= c.node.lineno <= last or \
+                inside = scope is item.scope and first <= c.node.lineno <= last or \
                     id(scope) in named
                 scope = scope.parent
             if not inside or any(k.arg == "apply_constraint" and not (
@@ -863,12 +862,6 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
             if q in _FLAX_UNBOX or not q and not c.node.args:  # (a box's own method)
                 return f"`{self.text(func)}` (line {c.node.lineno})"
         return None
-
-    def _maps_a_tree(self, call: ast.Call) -> bool:
-        """``jax.tree.map(f, tree)`` and its spellings, or the builtin ``map``: runs ``f``
-        there and then."""
-        q = self.facts.qualify(call.func) or ""
-        return q in _TREE_MAPS or not q and type(call.func) is ast.Name and call.func.id == "map"
 
     def _eval_shape_under(self, item) -> str | None:
         """What under the ``with`` may build a model with ``nnx.eval_shape`` (a call of it
@@ -1257,8 +1250,6 @@ _LOGICAL = (Role.LOGICAL_CONSTRAINT, Role.LOGICAL_PARTITIONING)
 _RUNS_CALLABLES = frozenset(f"jax.lax.{n}" for n in (
     "fori_loop", "while_loop", "scan", "cond", "switch", "map", "associative_scan"))
 _NNX_EVAL_SHAPE = "flax.nnx.eval_shape"
-_TREE_MAPS = frozenset({"jax.tree_util.tree_map", "jax.tree.map", "jax.tree_map",
-                        "jax.tree_util.tree_map_with_path", "jax.tree.map_with_path"})
 _FLAX_UNBOX = frozenset({"flax.linen.unbox", "flax.linen.meta.unbox", "flax.core.meta.unbox",
                          "flax.core.unbox"})
 # How a message names a jit API (its canonical name otherwise: `jax.jit`, `jax.pmap`).

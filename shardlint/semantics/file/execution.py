@@ -27,7 +27,7 @@ _NOT_TRANSFORMS = ("jax.named_scope", "jax.profiler.annotate_function", "jax.pro
                    "jax.ensure_compile_time_eval", "jax.debug_nans", "jax.debug_infs",
                    "jax.log_compiles", "jax.transfer_guard", "jax.checking_leaks")
 # Parts of jax that take a function and call it eagerly, not traced.
-_EAGER_HIGHER_ORDER = ("jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map",
+EAGER_HIGHER_ORDER = ("jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map",
                        "jax.tree.map_with_path", "jax.tree_util.tree_map_with_path")
 
 
@@ -78,7 +78,7 @@ class Execution:
             if isinstance(call.func, ast.Call):
                 return self._is_transform(call.func)
             return False
-        if q in _EAGER_HIGHER_ORDER or q in _RUNNERS or q in _NOT_TRANSFORMS:
+        if q in EAGER_HIGHER_ORDER or q in _RUNNERS or q in _NOT_TRANSFORMS:
             return False
         if q == "functools.partial" and call.args:
             inner = call.args[0]
@@ -87,7 +87,7 @@ class Execution:
 
     def _qualifies_to_package(self, node: ast.expr) -> bool:
         q = self.facts.qualify(node)
-        return q is not None and q.split(".", 1)[0] in PACKAGES and q not in _EAGER_HIGHER_ORDER
+        return q is not None and q.split(".", 1)[0] in PACKAGES and q not in EAGER_HIGHER_ORDER
 
     @cached_property
     def _calls(self) -> dict[Scope, list[CallSite]]:
