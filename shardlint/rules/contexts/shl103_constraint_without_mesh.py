@@ -181,6 +181,24 @@ class Block(nnx.Module):
 def create_blocks(rngs):
     return Block(rngs)           # a library factory: nothing here calls it
 """, title="an nnx.vmap factory of stacked layers that nothing in the project calls"),
+        example(_MODEL + """
+import optax
+
+def sharded_adagrad(lr):
+    def init_fn(params):
+        return jax.tree.map(jax.numpy.zeros_like, params)
+
+    def update_fn(grads, state, params=None):
+        state = jax.tree.map(
+            lambda s, g: nn.with_logical_constraint(s + g * g, ("embed", "mlp")), state, grads)
+        return jax.tree.map(lambda g, s: -lr * g / (s + 1e-8) ** 0.5, grads, state), state
+
+    return optax.GradientTransformation(init_fn, update_fn)
+
+opt = sharded_adagrad(1e-2)
+with nn.logical_axis_rules(RULES):
+    opt_state = opt.init({"w": jax.numpy.ones((4, 512))})  # zeros: no model runs here
+""", title="`.init` of what an optimizer factory returns, whose update function constrains"),
     ]
     INVALID = [
         example({
@@ -239,6 +257,14 @@ def create_blocks(key):
 
 blocks = create_blocks(jax.random.split(jax.random.key(0), 4))
 """, title="an nnx.vmap factory called with no mesh"),
+        example(_MODEL + """
+def create_model(config):
+    return MLP()
+
+model = create_model({})
+with nn.logical_axis_rules(RULES):
+    variables = model.init(jax.random.key(0), jax.numpy.ones((8, 4)))  # expect: SHL103
+""", title="a model made by a factory function"),
     ]
 
     def check(self):

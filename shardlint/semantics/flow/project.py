@@ -1257,6 +1257,15 @@ class ProjectIndex:
                 model, others = classes[0], tuple(classes[1:])
             else:
                 model = self.resolve(e.model, module)  # type: ignore[assignment]
+                sym = self.symbol(model) if model is not None else None
+                if sym is not None and sym.kind == "function":
+                    # `opt = make(...); opt.init(...)`: what runs is what the function returns
+                    # (project classes), not the function's own code -- an optimizer factory
+                    # whose update functions hold constraints builds no model.
+                    made = sorted(self.flows.instances([["c", e.model]], f"{module}:{e.scope}"))
+                    if not made:
+                        continue
+                    model, others = made[0], tuple(made[1:])
             if model is None:
                 continue
             if single and model.partition(":")[0] != module and \
