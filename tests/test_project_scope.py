@@ -525,6 +525,48 @@ def test_shl101_gives_no_fix_when_the_project_reads_the_legacy_environment(tmp_p
     assert says in f.message and "migrate that first" in f.message, f.message
 
 
+_ALIASED_READER = """
+    import jax
+    from jax.interpreters import pxla
+
+    _RESOURCES = pxla.thread_resources
+
+
+    def current_mesh():
+        mesh = _RESOURCES.env.physical_mesh
+        {fallback}
+        return mesh
+
+
+    def shard(x):
+        return current_mesh(), x
+"""
+
+
+@pytest.mark.parametrize("fallback,blocks", [
+    ("", True),
+    # TransformerEngine's `_get_mesh`: the legacy mesh if one is entered, else the one
+    # `jax.set_mesh` sets -- it keeps working once `with mesh:` is replaced
+    ("if mesh.empty:\n            mesh = jax.sharding.get_abstract_mesh()", False),
+    ("if mesh.empty:\n            mesh = jax.sharding.get_mesh()", False),
+    # a project function named `get_mesh` is not jax's
+    ("if mesh.empty:\n            mesh = get_mesh()", True),
+])
+def test_shl101_a_legacy_reader_through_a_module_level_alias_and_one_that_falls_back(
+        tmp_path, fallback, blocks):
+    reader = _ALIASED_READER.replace("{fallback}", fallback)
+    if "= get_mesh()" in fallback:
+        reader += "\n\n    def get_mesh():\n        return None\n"
+    [f] = _lint(tmp_path, {"train.py": "import jax\nfrom helpers import shard\n"
+                           "mesh = jax.make_mesh((8,), (\"data\",))\nwith mesh:\n    shard(1)\n",
+                           "helpers.py": reader}, "SHL101")
+    assert ("migrate that first" in f.message) == blocks, f.message
+    if blocks:  # (the read is the function's, through the alias: named as such)
+        assert "reaches `helpers.current_mesh`, which reads the legacy" in f.message, f.message
+    else:
+        assert f.message.endswith("use `with jax.set_mesh(mesh):`"), f.message
+
+
 _PJIT = """
     from jax.experimental.pjit import pjit
 

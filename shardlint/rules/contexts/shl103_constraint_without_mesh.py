@@ -87,6 +87,21 @@ with jax.set_mesh(jax.make_mesh((8,), ("data",))), nn.logical_axis_rules(RULES):
     variables = jax.jit(MLP().init)(jax.random.key(0), jax.numpy.ones((8, 4)))
 """,
         }, title="a conversion script of a sharded project: it never builds a mesh or enters rules"),
+        example({
+            "pkg/__init__.py": "",
+            "pkg/model.py": _MODEL + """
+def sharded_mesh():
+    return jax.make_mesh((8,), ("data",))
+""",
+            "docs/quickstart.py": """
+import jax
+from pkg.model import MLP
+
+# one device: what the layer computes, before any sharding
+variables = MLP().init(jax.random.key(0), jax.numpy.ones((1, 4)))
+""",
+        }, title="a documentation example that runs on one device, importing a library that "
+                 "builds meshes"),
         example(_MODEL + """
 mesh = jax.make_mesh((2, 1), ("data", "model"))
 with jax.set_mesh(mesh), nn.logical_axis_rules(RULES):

@@ -21,13 +21,16 @@ from shardlint.semantics.flow.valueflow import FlowIndex
 # A test, a benchmark or an example is a program of its own: the rules tables and meshes it
 # writes judge that program, not the library it exercises (a layer library's tests map only the
 # names they use; an example's config is that example's).
+# (documentation and tutorial folders hold example programs too: TransformerEngine's
+# `docs/features/.../autocast_jax.py`, a one-device demo of a library that builds meshes)
 _OWN_PROGRAM_FOLDERS = frozenset({"tests", "test", "testing", "benchmarks", "benchmark", "bench",
-                                  "examples", "example"})
+                                  "examples", "example", "docs", "doc", "tutorials", "tutorial",
+                                  "demos", "demo"})
 
 
 def own_program(module: str) -> bool:
     """Whether a module (dotted, from the project root) is a test, a benchmark or an example by
-    the usual conventions: under ``tests/``, ``benchmarks/``, ``examples/`` ..., or named
+    the usual conventions: under ``tests/``, ``benchmarks/``, ``examples/``, ``docs/`` ..., or named
     ``test_*``, ``*_test``, ``conftest``, ``bench_*``, ``*_benchmark(s)``, ``benchmark_*``."""
     return program_of(module) != ""
 
@@ -702,11 +705,12 @@ class ProjectIndex:
     @property
     @project_cached
     def legacy_env_readers(self) -> list[str]:
-        """The modules that read the legacy resource environment (``pxla.thread_resources``),
+        """The modules that read the legacy resource environment (``pxla.thread_resources``)
+        with no fallback to the mesh ``jax.set_mesh`` sets (``summary._legacy_readers``),
         sorted: it is set only by ``with mesh:``, so replacing that with ``jax.set_mesh``
         changes what they read. The library's and application's own first."""
         # (the library's own readers first: a test that reads it says less about the program)
-        return sorted((m for m, s in self.summaries.items() if s.legacy_env),
+        return sorted((m for m, s in self.summaries.items() if s.legacy_readers),
                       key=lambda m: (own_program(m), m))
 
     def _compute_contexts(self) -> None:

@@ -467,10 +467,19 @@ def _merge(frag: _Fragment, sub: _Fragment) -> None:
         mine.extend(theirs)
 
 
+# The getters of the mesh `jax.set_mesh` sets: a function that reads the legacy resource
+# environment and falls back to one of these (TransformerEngine's `_get_mesh`: the legacy
+# `physical_mesh` if set, else `jax.sharding.get_abstract_mesh()`) already works under it.
+_CURRENT_MESH_GETTERS = ("get_abstract_mesh", "get_concrete_mesh")
+
+
 def _legacy_readers(f: FileFacts) -> list[str]:
     """The functions (qualnames; "" for module-level code) that read ``thread_resources``
     (``pxla.thread_resources.env.physical_mesh``), of a file that reads it: each read belongs
-    to the innermost function whose lines hold it."""
+    to the innermost function whose lines hold it. A module-level name bound to it
+    (``_RESOURCES = pxla.thread_resources``) is read where that name is. A function that also
+    asks for the mesh ``jax.set_mesh`` sets (``jax.sharding.get_abstract_mesh()``,
+    ``get_mesh()``) reads both, and is not counted: replacing ``with mesh:`` keeps it working."""
     functions = []
     todo = [f.module_scope]
     while todo:
@@ -479,13 +488,43 @@ def _legacy_readers(f: FileFacts) -> list[str]:
         if scope.kind == "function":
             node = scope.node
             functions.append((node.lineno, node.end_lineno or node.lineno, scope.qualname))
-    out = set()
+    aliases: set[str] = set()
+    bindings: set[int] = set()  # (the reads that only bind an alias)
+    for stmt in f.tree.body:
+        if type(stmt) is ast.Assign and type(stmt.value) is ast.Attribute \
+                and stmt.value.attr == "thread_resources" \
+                and all(type(t) is ast.Name for t in stmt.targets):
+            aliases.update(t.id for t in stmt.targets)  # type: ignore[attr-defined]
+            bindings.add(id(stmt.value))
+    reads: dict[str, bool] = {}  # qualname -> reads the current mesh too
+    current: set[str] = set()
     for node in walk_nodes(f.tree):
-        if type(node) is ast.Attribute and node.attr == "thread_resources":
+        tp = type(node)
+        if tp is ast.Attribute and node.attr == "thread_resources" and id(node) not in bindings \
+                or tp is ast.Name and node.id in aliases and type(node.ctx) is ast.Load:
             line = node.lineno
-            inner = [(last - first, q) for first, last, q in functions if first <= line <= last]
-            out.add(min(inner)[1] if inner else "")
-    return sorted(out)
+        elif tp is ast.Call and _current_mesh_getter(f, node.func):
+            current.add(_innermost(functions, node.lineno))
+            continue
+        else:
+            continue
+        reads[_innermost(functions, line)] = True
+    return sorted(q for q in reads if not q or q not in current)
+
+
+def _innermost(functions: list[tuple[int, int, str]], line: int) -> str:
+    inner = [(last - first, q) for first, last, q in functions if first <= line <= last]
+    return min(inner)[1] if inner else ""
+
+
+def _current_mesh_getter(f: FileFacts, func: ast.expr) -> bool:
+    """A call of jax's getter of the mesh ``jax.set_mesh`` sets."""
+    name = func.attr if type(func) is ast.Attribute else func.id if type(func) is ast.Name \
+        else None  # type: ignore[attr-defined]
+    if name not in (*_CURRENT_MESH_GETTERS, "get_mesh"):
+        return False
+    q = f.qualify(func) or ""
+    return q.startswith("jax.") and (name != "get_mesh" or q == "jax.sharding.get_mesh")
 
 
 class _Summariser:
