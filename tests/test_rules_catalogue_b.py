@@ -242,6 +242,58 @@ def test_shl501_pjit_with_bare_specs_names_set_mesh_and_is_display_only(tmp_path
     assert apply_fixes(src, [f], unsafe=True).text == src
 
 
+@pytest.mark.parametrize("jax,set_mesh_advised,jit_needs", [
+    (None, True, None),
+    # `jax.set_mesh` is from 0.7.1: where the pins allow older releases, the advice that holds
+    # in all of them is `NamedSharding`s
+    ("0.6.0..0.12.0.1", False, None),
+    # and `jax.jit` takes shardings only from 0.4.4: before, only pjit does
+    ("0.4.1..0.12.0.1", False, "0.4.4"),
+])
+def test_shl501_pjit_advice_holds_at_every_release_the_pins_allow(tmp_path, jax,
+                                                                    set_mesh_advised, jit_needs):
+    bare = _dedent("""
+        import jax
+        from jax.experimental.pjit import pjit
+        from jax.sharding import Mesh, PartitionSpec as P
+
+        mesh = Mesh(jax.devices(), ("data",))
+        step = pjit(lambda x: x + 1, in_shardings=P("data"), out_shardings=P("data"))
+        with mesh:
+            y = step(1.0)
+    """)
+    legacy = _dedent("""
+        from jax.experimental import pjit
+        from jax.sharding import Mesh
+
+        def restore(devices, layout, tree):
+            with Mesh(devices, ("model",)):
+                return pjit.pjit(lambda t: t, in_shardings=None, out_shardings=layout)(tree)
+    """)
+    unseen = _dedent("""
+        from jax.experimental.pjit import pjit
+
+        def compile_step(step, layout):
+            return pjit(step, in_shardings=layout, out_shardings=layout)
+    """)
+    versions = {"jax": jax} if jax else {}
+    for src in (bare, legacy, unseen):
+        [f] = lint(tmp_path, src, ("SHL501",), **versions)
+        m = f.message
+        assert ("enter that" in m or "mesh set by `jax.set_mesh` (a legacy" in m) \
+            == set_mesh_advised, m
+        assert "`NamedSharding(mesh, spec)`s" in m or src is unseen and set_mesh_advised, m
+        if not set_mesh_advised:
+            assert "needs jax >= 0.7.1, and the project's pins allow jax " + jax.split("..")[0] \
+                in m, m
+        assert (f"use `jax.jit` once the project requires jax >= {jit_needs} (`jax.jit` takes "
+                f"no `in_shardings`/`out_shardings` before it" in m) == (jit_needs is not None), m
+        if jit_needs is not None:  # (no edit to `jax.jit` offered where it takes no shardings)
+            assert f.fix is not None and f.fix.applicability == "display-only"
+        elif src is unseen:
+            assert f.fix is not None and f.fix.applicability == "unsafe"
+
+
 def test_shl501_pjit_under_a_legacy_mesh_with_unseen_shardings(tmp_path):
     # The specs come from the caller: not seen, but the call runs under a legacy `with mesh:`,
     # which only pjit reads. Shardings seen to be NamedShardings, `.sharding`s or None keep the

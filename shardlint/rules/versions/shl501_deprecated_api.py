@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from shardlint.rules.base import Edit, Fix, Rule, example, register
 from shardlint.semantics.catalog import facts as releases
-from shardlint.semantics.catalog.api import APIS, KEYWORD_MOVES, MOVE_FIXES, MoveFix, Role
+from shardlint.semantics.catalog.api import APIS, KEYWORD_MOVES, MOVE_FIXES, MoveFix, Role, lookup
 from shardlint.semantics.catalog.versions import parse
 from shardlint.semantics.file.facts import CallSite
 from shardlint.semantics.file.moves import (
@@ -24,6 +24,9 @@ from shardlint.semantics.file.moves import (
 from shardlint.semantics.sharding.mesh_context import lexical_contexts
 from shardlint.semantics.sharding.placement import bare_specs
 from shardlint.source import Span
+
+# The first release with `jax.set_mesh`, whose mesh `jax.jit` resolves bare PartitionSpecs against
+SET_MESH_ADDED: str = lookup("jax.set_mesh").added or ""  # type: ignore[union-attr]
 
 PJIT = "jax.experimental.pjit.pjit"
 # pjit's sharding arguments: by keyword, or by position after the function.
@@ -39,6 +42,17 @@ def jit_fun_positional_only_from() -> str | None:
     for v in releases.releases("jax"):
         sig = releases.signature("jax.jit", v)
         if sig is not None and sig.exact and "fun" in sig.positional_only():
+            return v
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def jit_shardings_from() -> str | None:
+    """The first jax release whose `jax.jit` takes `in_shardings`/`out_shardings` (0.4.6:
+    before it, only pjit took shardings). Read from the table of releases."""
+    for v in releases.releases("jax"):
+        sig = releases.signature("jax.jit", v)
+        if sig is not None and sig.accepts_keyword("in_shardings"):
             return v
     return None
 
@@ -146,7 +160,10 @@ function by position, no `check_rep`/`auto`), `nnx.with_sharding_constraint` ->
 `PartitionSpec`s, or runs under a legacy `with mesh:` with shardings not seen to be
 `NamedSharding`s or `None`, the edit is display-only and the message says so: pjit resolves bare
 specs against the legacy `with mesh:`, `jax.jit` only against `jax.set_mesh(mesh)` and raises
-without it, so the call needs that context (or `NamedSharding`s) first. Otherwise the edit is display-only,
+without it, so the call needs that context (or `NamedSharding`s) first; where the pins allow a
+jax without `jax.set_mesh` (before 0.7.1) the advice is `NamedSharding`s alone, and where they
+allow a `jax.jit` that takes no shardings (before 0.4.4: only pjit did) it is to move once the
+project requires that release, and the edit is display-only. Otherwise the edit is display-only,
 and moves with no mechanical replacement (`xmap`, `device_put_replicated`, `PmapSharding`) have
 no edit.
 
@@ -472,6 +489,12 @@ rest is judged as it will run once it has.
         note = f" ({use.note})" if use.note else ""
         if pjit is not None:
             note = f" ({self._pjit_note(use, pjit)})"
+            since = self._jit_without_shardings(use)
+            if since is not None:
+                versions = use.versions or self.ctx.versions
+                instead = (f"; use `{use.new}` once the project requires jax >= {since} "
+                           f"(`jax.jit` takes no `in_shardings`/`out_shardings` before it, and "
+                           f"{versions.allowed_by('jax')} allow jax {versions.oldest('jax')})")
         if use.removed:
             when = f"was removed in {use.package} {use.version}"
             return (f"`{use.old}` {when} (judged for "
@@ -604,27 +627,53 @@ rest is judged as it will run once it has.
                          f"{self._where(use, pjit.fun_keyword)} raises `TypeError` there")
         none = ("a `None` sharding means unspecified, the compiler's choice: write "
                 "`PartitionSpec()` where replication is meant")
+        # (`jax.jit` resolves a bare PartitionSpec only against the mesh `jax.set_mesh` sets,
+        # from jax 0.7.1; before, it raises for one whatever the context (0.4.x: "jax.jit only
+        # supports `Sharding`s"). A `NamedSharding` it takes in every release.)
+        versions = use.versions or self.ctx.versions
+        old = versions.may_be_below("jax", SET_MESH_ADDED)
+        set_mesh = (f"`jax.set_mesh(mesh)` around the call needs jax >= {SET_MESH_ADDED}, and "
+                    f"{versions.allowed_by('jax')} allow jax {versions.oldest('jax')}")
         if pjit.bare is not None:
             call, spec = pjit.bare
             text = self.text(spec)
             shown = f" (`{text}`)" if len(text) <= 40 and "\n" not in text else ""
+            needs = (f"shardings by keyword; the bare `PartitionSpec`s passed "
+                     f"{self._where(use, [call])}{shown} need a mesh in context: pjit also takes "
+                     f"the legacy `with mesh:`'s, `jax.jit` only the one `jax.set_mesh(mesh)` "
+                     f"sets and raises without it: ")
             parts.append(
-                f"shardings by keyword; the bare `PartitionSpec`s passed "
-                f"{self._where(use, [call])}{shown} need a mesh in context: pjit also takes the "
-                f"legacy `with mesh:`'s, `jax.jit` only the one `jax.set_mesh(mesh)` sets and "
-                f"raises without it: enter that around the call instead of `with mesh:`, or "
-                f"pass `NamedSharding(mesh, spec)`s; and {none}")
+                needs + (f"pass `NamedSharding(mesh, spec)`s, which `jax.jit` takes in every "
+                         f"release ({set_mesh}); and {none}" if old else
+                         f"enter that around the call instead of `with mesh:`, or pass "
+                         f"`NamedSharding(mesh, spec)`s; and {none}"))
         elif pjit.legacy is not None:
             subject = "this pjit" if use.kind != "import" else \
                 f"the pjit on line {pjit.legacy.node.lineno}"
+            legacy = (f"shardings by keyword; {subject} runs under a legacy `with mesh:`, which "
+                      f"pjit reads and `jax.jit` does not: if its shardings are bare "
+                      f"`PartitionSpec`s, as `jax.jit` it raises ")
             parts.append(
-                f"shardings by keyword; {subject} runs under a legacy `with mesh:`, which pjit reads and `jax.jit` does not: if its shardings "
-                f"are bare `PartitionSpec`s, as `jax.jit` it raises unless `jax.set_mesh(mesh)` "
-                f"is around the call -- enter that instead of `with mesh:`, or pass "
-                f"`NamedSharding(mesh, spec)`s; and {none}")
+                legacy + (f"-- pass `NamedSharding(mesh, spec)`s, which `jax.jit` takes in "
+                          f"every release ({set_mesh}); and {none}" if old else
+                          f"unless `jax.set_mesh(mesh)` is around the call -- enter that instead "
+                          f"of `with mesh:`, or pass `NamedSharding(mesh, spec)`s; and {none}"))
+        elif old:
+            parts.append(f"shardings by keyword (`in_shardings`/`out_shardings`); bare "
+                         f"`PartitionSpec`s then need a mesh set by `jax.set_mesh`, which needs "
+                         f"jax >= {SET_MESH_ADDED}, and {versions.allowed_by('jax')} allow jax "
+                         f"{versions.oldest('jax')}: pass `NamedSharding(mesh, spec)`s, which "
+                         f"`jax.jit` takes in every release; and {none}")
         else:
             parts.append(use.note)
         return "; ".join(parts)
+
+    def _jit_without_shardings(self, use: MoveUse) -> str | None:
+        """The release `jax.jit` takes shardings from, where the project may run an older one
+        (a pjit there cannot become `jax.jit` yet); else None."""
+        since = jit_shardings_from()
+        versions = use.versions or self.ctx.versions
+        return since if since is not None and versions.may_be_below("jax", since) else None
 
     def _pjit_fix(self, pjit: PjitCalls | None, applicability: str,
                   edits: list[Edit]) -> tuple[str, bool]:
@@ -721,6 +770,8 @@ rest is judged as it will run once it has.
         applicability = self._applicability(policy, [call] if call is not None else None,
                                             use.same)
         applicability, moved = self._pjit_fix(pjit, applicability, edits)
+        if pjit is not None and self._jit_without_shardings(use) is not None:
+            applicability = "display-only"  # (`jax.jit` there takes no shardings)
         return self._make(use, policy, applicability, spelled.text, edits, moved)
 
     def _import_fix(self, use: MoveUse, policy: MoveFix,
@@ -741,6 +792,8 @@ rest is judged as it will run once it has.
         calls = self._calls_of_name(local)
         applicability = self._applicability(policy, calls, use.same)
         applicability, moved = self._pjit_fix(pjit, applicability, edits)
+        if pjit is not None and self._jit_without_shardings(use) is not None:
+            applicability = "display-only"  # (`jax.jit` there takes no shardings)
         return self._make(use, policy, applicability, new_import, edits, moved)
 
     def _make(self, use: MoveUse, policy: MoveFix, applicability: str, text: str,
