@@ -280,6 +280,16 @@ model = create_model({})
 with nn.logical_axis_rules(RULES):
     variables = model.init(jax.random.key(0), jax.numpy.ones((8, 4)))  # expect: SHL103
 """, title="a model made by a factory function"),
+        example(_MODEL + """
+def create_ensemble(n):
+    ensemble = nn.vmap(MLP, in_axes=None, out_axes=0, axis_size=n,
+                       variable_axes={"params": 0}, split_rngs={"params": True})
+    return ensemble()
+
+model = create_ensemble(4)
+with nn.logical_axis_rules(RULES):
+    variables = model.init(jax.random.key(0), jax.numpy.ones((8, 4)))  # expect: SHL103
+""", title="a factory of a lifted module, whose result the value flow does not follow"),
     ]
 
     def check(self):

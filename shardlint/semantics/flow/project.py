@@ -1265,11 +1265,17 @@ class ProjectIndex:
                 if sym is not None and sym.kind == "function":
                     # `opt = make(...); opt.init(...)`: what runs is what the function returns
                     # (project classes), not the function's own code -- an optimizer factory
-                    # whose update functions hold constraints builds no model.
+                    # whose update functions hold constraints, and that reaches no Linen
+                    # module, builds no model.
                     made = sorted(self.flows.instances([["c", e.model]], f"{module}:{e.scope}"))
-                    if not made:
+                    if made:
+                        model, others = made[0], tuple(made[1:])
+                    elif not any(self.is_subclass(r, LINEN_MODULE)
+                                 for r in self.reachable(model)):
                         continue
-                    model, others = made[0], tuple(made[1:])
+                    # (else a factory whose result the flow does not follow -- `return
+                    # nn.vmap(MLP, ...)()` -- and that builds a Linen module: its code stands
+                    # for the model, as it did)
             if model is None:
                 continue
             if single and model.partition(":")[0] != module and \
