@@ -797,3 +797,44 @@ def test_shl401_a_function_compiled_beside_its_donating_variant_is_left_alone(tm
     """
     found = {line for _, line in flagged(tmp_path, "SHL401", src)}
     assert (17 in found) is (other.startswith("jax.jit(other_step")), found
+
+
+_KEYWORD_ONLY = """
+import functools
+import jax
+
+def train_step(state, batch, learning_rate, rng=None):
+    rng, new_rng = jax.random.split(rng)
+    noise = jax.random.normal(rng, batch.shape)
+    return state - learning_rate * (batch + noise), new_rng
+
+def train(state, batches, rng):
+    {compile}
+    for batch in batches:
+        state, rng = p_step(state, batch, rng=rng)
+    return state
+"""
+
+
+@pytest.mark.parametrize("compile,jax,names", [
+    # pmap takes `donate_argnums` only, in every release: a keyword argument cannot be donated
+    ("p_step = jax.pmap(functools.partial(train_step, learning_rate=0.1), axis_name='b')",
+     None, False),
+    # jax.jit takes `donate_argnames` from jax 0.4.14 (read from the releases)
+    ("p_step = jax.jit(functools.partial(train_step, learning_rate=0.1))", "0.4.7..0.12.0.1",
+     False),
+    ("p_step = jax.jit(functools.partial(train_step, learning_rate=0.1))", None, True),
+])
+def test_shl401_names_a_keyword_argument_only_where_the_jit_can_donate_it(tmp_path, compile,
+                                                                          jax, names):
+    src = _KEYWORD_ONLY.replace("{compile}", compile)
+    [f] = lint(tmp_path, "SHL401", src, **({"jax": jax} if jax else {}))
+    assert ("donate_argnames=('rng',)" in f.message) == names, f.message
+    assert "donate_argnums=(0,)" in f.message, f.message
+    assert f.fix is not None
+    added = f.fix.edits[0].text
+    assert ("donate_argnames" in added) == names, added
+    if not names:
+        assert "`rng`, passed by keyword, " in f.message and "cannot donate" in f.message, \
+            f.message
+        assert ("before jax 0.4.14" in f.message) == (jax is not None), f.message

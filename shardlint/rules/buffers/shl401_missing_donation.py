@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 
 from shardlint.rules.base import Edit, Fix, Related, Rule, example, register
+from shardlint.semantics.catalog import facts as releases
 from shardlint.semantics.catalog.names import dotted
 from shardlint.semantics.flow.liveness import chain, use_after
 from shardlint.semantics.buffers.lowering import inspected_only
@@ -182,7 +184,10 @@ The message names the argument, the exact `donate_argnums`/`donate_argnames` to 
 `self` for methods, leaving out static arguments) and the chain of calls that proves the update
 (`train_step -> _apply -> state.apply_gradients(...)`), each step a related location. For a
 jit-like wrapper of another package (`hax.named_jit`), whose keywords shardlint does not know,
-it says to donate the wrapper's own way, with no fix.
+it says to donate the wrapper's own way, with no fix. An argument passed only by keyword is
+advised as `donate_argnames` only where the jit takes it at every release the project may run
+(`jax.jit` and pjit from jax 0.4.14, `jax.pmap` never: it donates by position only); elsewhere
+the message says it cannot be donated there, and the fix donates the rest.
 
 Not flagged: steps that return only metrics, losses or predictions, or results of another
 structure (a few fields picked out of the batch and packed again is a selection, not an
@@ -1805,6 +1810,13 @@ jax >= 0.8.1 (no fix is offered on older jax).
             for name in sig.kwonly:
                 if name in evidence and name not in kept and name not in static.names:
                     candidates.append(Candidate(None, name, evidence[name]))
+        by_name = _no_donate_argnames(site.api_name, self.ctx.versions)
+        unnamed = [c for c in candidates if c.index is None] if by_name else []
+        if unnamed:
+            # Passed by keyword only, to a jit that takes no `donate_argnames` (`jax.pmap`, in
+            # any release; `jax.jit` before 0.4.14): it cannot be donated there, so it is not
+            # advised; the message says why.
+            candidates = [c for c in candidates if c.index is not None]
         if not candidates or inspected_only(facts, site):
             return None  # (lowered only to read its cost or text: the step never runs)
         if sig is not None and calls and all(self._small(c, candidates, sig) for c in calls):
@@ -1816,6 +1828,9 @@ jax >= 0.8.1 (no fix is offered on older jax).
             if site.target is not None else "the step"
         related = tuple(r for c in candidates for r in c.evidence.related)
         message = self._message(name, candidates, keyword, in_place)
+        if unnamed:
+            message += (f" ({', '.join(f'`{c.param}`' for c in unnamed)}, passed by keyword, "
+                        f"{by_name})")
         if foreign is not None:  # (its keywords are not known: jax.jit's may not be its)
             message = message.replace(
                 f"add `{keyword}` and", f"donate {'it' if len(candidates) == 1 else 'them'} "
@@ -2025,6 +2040,32 @@ jax >= 0.8.1 (no fix is offered on older jax).
             if qualified == "functools":
                 return f"{local}.partial"
         return None
+
+
+def _no_donate_argnames(api_name: str | None, versions) -> str | None:
+    """Why the jit ``api_name`` cannot donate an argument passed by keyword at some release the
+    project may run: `jax.pmap` takes `donate_argnums` only, in every release; `jax.jit` and
+    pjit take `donate_argnames` from jax 0.4.14 (read from the table of releases). None where
+    it can (or the API is not in the table)."""
+    if api_name not in ("jax.jit", "jax.pmap", "jax.experimental.pjit.pjit"):
+        return None
+    since = _donate_argnames_from(api_name)
+    short = api_name.rpartition(".")[2]
+    if since is None:
+        return f"`{short}` cannot donate: it takes `donate_argnums` only"
+    if versions.may_be_below("jax", since):
+        return (f"`{short}` cannot donate before jax {since}, which added `donate_argnames`, and "
+                f"{versions.allowed_by('jax')} allow jax {versions.oldest('jax')}")
+    return None
+
+
+@functools.lru_cache(maxsize=8)
+def _donate_argnames_from(api_name: str) -> str | None:
+    for v in releases.releases("jax"):
+        sig = releases.signature(api_name, v)
+        if sig is not None and sig.accepts_keyword("donate_argnames"):
+            return v
+    return None
 
 
 def _keyword_text(candidates: list[Candidate]) -> str:
