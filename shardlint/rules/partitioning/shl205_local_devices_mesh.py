@@ -143,6 +143,21 @@ per_host_batch = global_batch // jax.process_count()               # local count
         """, title="one copy per local device for pmap (what device_put_replicated made)"),
         example("""
             import jax
+            import jax.numpy as jnp
+            from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+            jax.distributed.initialize()
+
+            def replicate_for_pmap(tree, axis_name):
+                devices = jax.local_devices()
+                per_device = NamedSharding(Mesh(devices, (axis_name,)), P(axis_name))
+
+                def put(x):
+                    return jax.device_put(jnp.stack([x] * len(devices)), per_device)
+                return jax.tree.map(put, tree)
+        """, title="the copies stacked in a function nested in the one that builds the mesh"),
+        example("""
+            import jax
             from jax.experimental import mesh_utils
             from jax.sharding import Mesh
 
@@ -308,7 +323,11 @@ per_host_batch = global_batch // jax.process_count()               # local count
         per-device layout `pmap` takes, what `jax.device_put_replicated` made. There a mesh of
         this process's devices is the intent (each process feeds its own pmap)."""
         facts = self.facts
-        for node in _own_code(con.scope.node):
+        # (a function's own code and the functions nested in it: kfac-jax stacks the copies in
+        # the function it maps over the tree, `[x] * len(devices)` of the enclosing `devices`)
+        nodes = ast.walk(con.scope.node) if con.scope.kind == "function" \
+            else _own_code(con.scope.node)
+        for node in nodes:
             if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
                 continue
             for copies, count in ((node.left, node.right), (node.right, node.left)):
