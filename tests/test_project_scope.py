@@ -567,6 +567,25 @@ def test_shl101_a_legacy_reader_through_a_module_level_alias_and_one_that_falls_
         assert f.message.endswith("use `with jax.set_mesh(mesh):`"), f.message
 
 
+@pytest.mark.parametrize("jax,severity", [("0.4.30..0.12.0.1", "info"), (None, "warning")])
+def test_shl101_keep_it_advice_is_an_info_even_where_something_reads_the_legacy_mesh(
+        tmp_path, jax, severity):
+    """Pins that allow a jax without `jax.set_mesh`: the advice is to keep the `with` for now,
+    nothing to do today -- what reads the legacy environment is said for the day the pins move,
+    and does not make it a warning (it did: the same message was an info beside it)."""
+    files = {"train.py": "import jax\nfrom helpers import shard\n"
+             "mesh = jax.make_mesh((8,), (\"data\",))\nwith mesh:\n    shard(1)\n",
+             "helpers.py": _READER}
+    [f] = _lint_at(tmp_path, files, "SHL101", **({"jax": jax} if jax else {}))
+    assert f.severity == severity, f.message
+    if jax:
+        assert "keep it until they require jax >= 0.7.1 (then migrate first what needs the " \
+            "legacy resource environment, which `jax.set_mesh` does not set: `shard` runs under " \
+            "it and reaches `helpers.current_mesh`" in f.message, f.message
+    else:
+        assert "migrate that first" in f.message, f.message
+
+
 _PJIT = """
     from jax.experimental.pjit import pjit
 

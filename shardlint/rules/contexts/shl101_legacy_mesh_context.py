@@ -758,9 +758,13 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
                         f"(`hasattr(jax, \"set_mesh\")`) {enter} as well, "
                         f"or require jax >= {SET_MESH_ADDED} and replace it",
                         None, blocked)
+            # (nothing to do now: what needs the legacy environment is said for the day the
+            # pins move, and does not make it a warning)
+            then = (f" (then migrate first what needs the legacy resource environment, which "
+                    f"`jax.set_mesh` does not set: {blocker})" if blocker is not None else "")
             return (f"its replacement `jax.set_mesh` needs jax >= {SET_MESH_ADDED}, and "
                     f"{versions.allowed_by('jax')} allow jax {versions.oldest('jax')}: keep it until they "
-                    f"require jax >= {SET_MESH_ADDED}", None, blocked)
+                    f"require jax >= {SET_MESH_ADDED}{then}", None, False)
         if blocker is not None:
             return (f"but {blocker}, which `jax.set_mesh` does not set: migrate that first (`pjit` "
                     f"to `jax.jit` with `NamedSharding`s, `pxla.thread_resources` to "
