@@ -698,7 +698,7 @@ _SHAPED = """
     # nnx.eval_shape under it, directly or through project code in another module
     ("with mesh:\n    m = nnx.eval_shape(lambda: Block(nnx.Rngs(0)))", "`nnx.eval_shape` runs under it"),
     ("with mesh:\n    m = abstract_model()",
-     "`abstract_model` runs under it and reaches `shapes.abstract_model`, in a module that calls it"),
+     "`abstract_model` runs under it and reaches `shapes.abstract_model`, which calls it"),
     # the rules the models' names need entered with it, or inside it: they must map them all
     ("with mesh, nn.logical_axis_rules(RULES):\n    m = abstract_model()", "rules"),
     ("with mesh:\n    with nn.logical_axis_rules(RULES):\n        m = abstract_model()", "rules"),
@@ -719,7 +719,7 @@ def test_shl101_where_a_model_is_built_with_eval_shape_set_mesh_needs_the_rules(
         assert ("use `with jax.set_mesh(mesh):`, provided the logical axis rules entered with "
                 "it map every logical axis name that the parameters of a model built under it "
                 "with `nnx.eval_shape` carry (`abstract_model` runs under it and reaches "
-                "`shapes.abstract_model`, in a module that calls it): under `jax.set_mesh`, "
+                "`shapes.abstract_model`, which calls it): under `jax.set_mesh`, "
                 "`nnx.eval_shape` (flax >= 0.12.6) places parameters by those names and raises "
                 "for a name no rule maps") in f.message, f.message
         assert f.fix is not None and f.fix.applicability == "unsafe"
@@ -727,6 +727,21 @@ def test_shl101_where_a_model_is_built_with_eval_shape_set_mesh_needs_the_rules(
     assert ("use `with jax.set_mesh(mesh):`, and where a model is built under it with "
             f"`nnx.eval_shape` ({caveat}), enter logical axis rules that map its parameters' "
             "names as well (`nn.logical_axis_rules(rules)`)") in f.message, f.message
+    assert f.fix is not None and f.fix.applicability == "unsafe"
+
+
+def test_shl101_a_function_beside_one_that_calls_eval_shape_gets_no_proviso(tmp_path):
+    """A call under the `with` reaches a module that calls `nnx.eval_shape`, but not the
+    function that does (maxtext's `create_model`, beside `create_nnx_abstract_model`): the
+    message has no proviso about it; the fix stays unsafe (what the call reaches is not all
+    followed)."""
+    shapes = _SHAPED + "\n    def concrete_model():\n        return Block(nnx.Rngs(0))\n"
+    [f] = _lint(tmp_path, {"shapes.py": shapes, "train.py": (
+        "import jax\nimport flax.linen as nn\nfrom shapes import concrete_model\n"
+        "RULES = ((\"embed\", \"data\"), (\"mlp\", None))\n"
+        "mesh = jax.make_mesh((8,), (\"data\",))\n"
+        "with mesh, nn.logical_axis_rules(RULES):\n    m = concrete_model()\n")}, "SHL101")
+    assert "eval_shape" not in f.message, f.message
     assert f.fix is not None and f.fix.applicability == "unsafe"
 
 

@@ -786,8 +786,8 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
                     f"here, which raises for an abstract value of `jax.eval_shape` or a jax "
                     f"array not placed with a `NamedSharding`; under the legacy mesh it does "
                     f"nothing", self._fix(item, text, unsafe=True), False)
-        shapes = self._eval_shape_under(item) if versions.at_least("flax", FLAX_PLACES) \
-            else None
+        shapes, maybe = self._eval_shape_under(item) if versions.at_least("flax", FLAX_PLACES) \
+            else (None, False)
         rules = self._rules_around(item)
         if shapes is not None and rules:  # (and the fix is unsafe)
             return (f"{replace}, provided the logical axis rules entered with it map every "
@@ -805,7 +805,9 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
                     f"axis names and raises where no rules map them to the mesh's axes "
                     f"(`Resource axis ... not found in mesh`)", self._fix(item, text, unsafe=True),
                     False)
-        return replace, self._fix(item, text), False
+        # (a module calling `nnx.eval_shape` is reached, though no function that calls it is:
+        # nothing to say, but the fix stays unsafe)
+        return replace, self._fix(item, text, unsafe=maybe), False
 
     def _rules_around(self, item) -> bool:
         """Logical axis rules entered with the ``with``, around it or inside it."""
@@ -867,21 +869,22 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
                 return f"`{self.text(func)}` (line {c.node.lineno})"
         return None
 
-    def _eval_shape_under(self, item) -> str | None:
-        """What under the ``with`` may build a model with ``nnx.eval_shape`` (a call of it
-        there, or project code a call there reaches, in a module that calls it): the legacy
-        mesh leaves the parameters' logical names alone, ``jax.set_mesh`` makes
-        ``nnx.eval_shape`` place them by those names. (Coarse on purpose, as ``_reaches_pjit``:
-        it decides whether the fix is safe.)"""
+    def _eval_shape_under(self, item) -> tuple[str | None, bool]:
+        """What under the ``with`` builds a model with ``nnx.eval_shape`` -- a call of it there,
+        or a call there whose code reaches a function that calls it -- for the message; and
+        whether something there may: that, or project code a call reaches in a module that
+        calls it (coarse on purpose, as ``_reaches_pjit``: it decides whether the fix is safe).
+        The legacy mesh leaves the parameters' logical names alone, ``jax.set_mesh`` makes
+        ``nnx.eval_shape`` place them by those names."""
         for c in self._calls_under(item):
             if c.api is not None and c.api.name == _NNX_EVAL_SHAPE:
-                return f"`{self.text(c.node.func)}` runs under it"  # (a call of it there)
-        found = self._reaching_api(item, _NNX_EVAL_SHAPE)
-        if found is None:
-            return None
-        call, key = found
-        return (f"`{self.text(call.node.func)}` runs under it and reaches `{_shown(key)}`, in a "
-                f"module that calls it")
+                return f"`{self.text(c.node.func)}` runs under it", True  # (a call of it there)
+        found = self._first_reaching(item, self.project.eval_shape_symbols)
+        if found is not None:
+            call, key = found
+            return (f"`{self.text(call.func)}` runs under it and reaches `{_shown(key)}`, which "
+                    f"calls it"), True
+        return None, self._reaching_api(item, _NNX_EVAL_SHAPE) is not None
 
     def _reaching_api(self, item, api: str):
         """The first call under the ``with`` of project code that reaches a module calling

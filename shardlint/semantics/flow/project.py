@@ -698,6 +698,14 @@ class ProjectIndex:
 
     @property
     @project_cached
+    def eval_shape_symbols(self) -> frozenset[str]:
+        """The symbols that call ``nnx.eval_shape`` (``mod:`` for a module's top-level code),
+        for :meth:`first_reaching`."""
+        return frozenset(f"{m}:{q}" for m, s in self.summaries.items()
+                         for q in s.eval_shape_users)
+
+    @property
+    @project_cached
     def pjit_symbols(self) -> frozenset[str]:
         """The symbols that call ``pjit`` (``mod:`` for a module's top-level code)."""
         return frozenset(f"{m}:{q}" for m, s in self.summaries.items() for q in s.pjit_callers)

@@ -136,6 +136,9 @@ class ModuleSummary:
     # SHL101 names what a call under `with mesh:` reaches)
     legacy_readers: list[str] = field(default_factory=list)
     pjit_callers: list[str] = field(default_factory=list)
+    # the functions (qualnames; "" for module-level code) that call `nnx.eval_shape` (SHL101:
+    # where a model is built with it under a `with mesh:`)
+    eval_shape_users: list[str] = field(default_factory=list)
     rules_setter: bool = False  # nn.set_logical_axis_rules(...) somewhere
     mesh_setter: bool = False  # jax.set_mesh(m) as a statement somewhere
     rules_provider: bool = False  # any rules context, setter or rules= argument
@@ -239,6 +242,8 @@ class ModuleSummary:
         s.entries = [Entry(*e) for e in data.get("entries", ())]
         return s
 
+
+NNX_EVAL_SHAPE = "flax.nnx.eval_shape"
 
 # (what ModuleSummary.to_json always writes; and what from_json reads by hand)
 _ALWAYS = ("module", "path")
@@ -637,6 +642,8 @@ class _Summariser:
         out.legacy_env = Role.LEGACY_ENV in f.roles
         if out.legacy_env:
             out.legacy_readers = _legacy_readers(f)
+        out.eval_shape_users = sorted({c.scope.qualname for c in f.calls
+                                       if c.api is not None and c.api.name == NNX_EVAL_SHAPE})
         out.pjit_callers = sorted({site.scope.qualname for site in f.jit_sites
                                    if site.api_name == PJIT and specs_may_be_bare(f, site)})
         out.imports = {name: q for name, q in f.imports.names.items()
