@@ -685,3 +685,44 @@ def step(model, optimizer, x):
 """
     assert flagged(tmp_path, "SHL403", src) == set()
     assert flagged(tmp_path, "SHL404", src) == set()
+
+
+_OLD_INIT = """
+    import jax
+    import flax.linen as nn
+
+    class MLP(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            init = nn.with_logical_partitioning(nn.initializers.lecun_normal(), ("embed", "mlp"))
+            y = nn.Dense(512, kernel_init=init)(x)
+            return nn.with_logical_constraint(y, ("batch", "mlp"))
+
+    RULES = (("batch", "data"), ("embed", None), ("mlp", "model"))
+
+    with nn.logical_axis_rules(RULES):
+        variables = jax.jit(MLP().init)(jax.random.PRNGKey(0), jax.numpy.ones((8, 4)))
+"""
+
+
+@pytest.mark.parametrize("jax,flax,context,set_mesh,out_shardings,get_sharding", [
+    (None, None, "(`jax.set_mesh`)", "under `jax.set_mesh`;", False, False),
+    # a project that runs only a jax without `jax.set_mesh`: the legacy `with mesh:` is its mesh
+    # context, and flax before 0.12.2 honours it
+    ("0.4.20", "0.7.5", "(`with mesh:`)", None, False, False),
+    ("0.4.1..0.12.0.1", "0.6.4..0.12.12", "(`jax.set_mesh`, or `with mesh:` on jax < 0.7.1)",
+     "under `jax.set_mesh` (jax >= 0.7.1)", True, True),
+])
+def test_shl103_shl302_advice_holds_at_every_release_the_pins_allow(
+        tmp_path, jax, flax, context, set_mesh, out_shardings, get_sharding):
+    versions = {k: v for k, v in (("jax", jax), ("flax", flax)) if v}
+    found = {f.code: f.message for f in lint(tmp_path, _dedent(_OLD_INIT), ("SHL103", "SHL302"),
+                                             **versions)}
+    assert f"whose Flax constraints run with no mesh in context {context}:" in found["SHL103"]
+    m = found["SHL302"]
+    assert ("jax.set_mesh" in m) == (set_mesh is not None), m
+    if set_mesh is not None:
+        assert set_mesh in m, m
+    # `jax.jit` takes `out_shardings` from jax 0.4.4, `nn.get_sharding` is from flax 0.6.9
+    assert ("pass `out_shardings=` (jax >= 0.4.4;" in m) == out_shardings, m
+    assert ("`nn.get_sharding(abstract, mesh)`, flax >= 0.6.9;" in m) == get_sharding, m

@@ -6,9 +6,21 @@ from __future__ import annotations
 from typing import Callable, Iterator
 
 from shardlint.rules.base import Finding, Fix, Related, Rule
+from shardlint.semantics.catalog.api import SET_MESH_ADDED
 from shardlint.semantics.flow.project import MissingContext
 from shardlint.semantics.sharding.lifts import stacking_factories
 from shardlint.source import Span
+
+
+def mesh_in_context(versions) -> str:
+    """How a mesh is put in context, said for every jax the project may run: `jax.set_mesh`
+    from jax 0.7.1; before it, the legacy `with mesh:` (which every flax that runs there
+    honours: flax 0.12.2, the first that ignores it, needs jax >= 0.8.1)."""
+    if not versions.may_be_below("jax", SET_MESH_ADDED):
+        return "`jax.set_mesh`"
+    if versions.below("jax", SET_MESH_ADDED):
+        return "`with mesh:`"
+    return f"`jax.set_mesh`, or `with mesh:` on jax < {SET_MESH_ADDED}"
 
 
 def missing_context_findings(rule: Rule, flag: int, consequence: str,

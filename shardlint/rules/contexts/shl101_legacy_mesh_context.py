@@ -7,7 +7,7 @@ import dataclasses
 
 from shardlint.rules.base import Edit, Fix, Rule, example, register
 from shardlint.semantics.catalog import facts as releases
-from shardlint.semantics.catalog.api import LINEN_MODULE, NNX_MODULE, Role, lookup
+from shardlint.semantics.catalog.api import LINEN_MODULE, NNX_MODULE, SET_MESH_ADDED, Role
 from shardlint.semantics.file.execution import (
     EAGER_HIGHER_ORDER,
     compiled_function,
@@ -30,7 +30,6 @@ from shardlint.semantics.flow.summary import HANDED, reference
 from shardlint.semantics.sharding.mesh_values import is_mesh
 from shardlint.semantics.sharding.placement import bare_specs
 
-SET_MESH_ADDED: str = lookup("jax.set_mesh").added or ""  # type: ignore[union-attr]  # 0.7.1
 # `Mesh.__enter__` warns (DeprecationWarning) from this release on; a method's warning, which the
 # catalogue's names do not carry: tests/test_api_facts.py holds it to the table of releases.
 DEPRECATED = "0.10.1"

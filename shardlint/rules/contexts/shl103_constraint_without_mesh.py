@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shardlint.rules._context import GUARDED_LIBRARY, missing_context_findings
+from shardlint.rules._context import GUARDED_LIBRARY, mesh_in_context, missing_context_findings
 from shardlint.rules.base import Rule, example, register
 from shardlint.semantics.file.facts import MESH
 
@@ -60,7 +60,11 @@ with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
     params = jax.jit(model.init, out_shardings=shardings)(key, x)
 ```
 """
-    versions = "All versions; `jax.set_mesh` exists since jax 0.7.1."
+    versions = """
+All versions; `jax.set_mesh` exists since jax 0.7.1. Where the project may run an older jax, the
+message names the legacy `with mesh:` as the context there (every flax that runs on such a jax
+honours it).
+"""
     VALID = [
         example(GUARDED_LIBRARY,
                 title="a library that applies its constraints only where its caller brings the contexts"),
@@ -293,5 +297,7 @@ with nn.logical_axis_rules(RULES):
     ]
 
     def check(self):
-        return missing_context_findings(self, MESH, "Flax constraints run with no mesh in context (`jax.set_mesh`): they "
-                                              "are no-ops and the values stay on one device")
+        context = mesh_in_context(self.ctx.versions)
+        return missing_context_findings(self, MESH, f"Flax constraints run with no mesh in context "
+                                                    f"({context}): they are no-ops and the values "
+                                                    f"stay on one device")

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import ast
+import functools
 
 from shardlint.rules.base import Rule, example, register
-from shardlint.semantics.catalog.api import Role
+from shardlint.semantics.catalog import facts as releases
+from shardlint.semantics.catalog.api import SET_MESH_ADDED, Role
 from shardlint.semantics.file.dataflow import LocalFlow, own_nodes
 from shardlint.semantics.file.execution import compiled_function
 from shardlint.semantics.file.facts import JitSite, Scope
@@ -77,7 +79,12 @@ with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
     variables = jax.jit(model.init, out_shardings=shardings)(key, x)
 ```
 """
-    versions = "All versions of jax and flax."
+    versions = """
+All versions of jax and flax. The message holds at every release the project may run: where its
+pins allow a jax whose `jax.jit` takes no `out_shardings` (before 0.4.4: pjit's
+`out_axis_resources`), a flax without `nn.get_sharding` (before 0.6.9) or a jax without
+`jax.set_mesh` (before 0.7.1), it says so.
+"""
     VALID = [
         example({
             "examples/wmt/main.py": """
@@ -388,8 +395,37 @@ init = partial(jax.jit, keep_unused=True)(Ensemble().init)  # expect: SHL302
         return None
 
     def _message(self, what: str) -> str:
-        return (f"{what} without `out_shardings`: the parameters go wherever propagation "
-                f"puts them, on device 0 without a mesh or a full copy on every device under "
-                f"`jax.set_mesh`; "
-                f"pass `out_shardings=` computed from `jax.eval_shape` "
-                f"(`nn.get_sharding(abstract, mesh)`)")
+        # (each part said for every release the project may run: `jax.set_mesh` is from jax
+        # 0.7.1, `out_shardings=` from jax 0.4.4 -- pjit's `out_axis_resources=` before it --
+        # and `nn.get_sharding` from flax 0.6.9; all read from the releases)
+        v = self.ctx.versions
+        if not v.may_be_below("jax", SET_MESH_ADDED):
+            where = "on device 0 without a mesh or a full copy on every device under `jax.set_mesh`"
+        elif v.below("jax", SET_MESH_ADDED):
+            where = "on device 0 without a mesh"
+        else:
+            where = (f"on device 0 without a mesh or a full copy on every device under "
+                     f"`jax.set_mesh` (jax >= {SET_MESH_ADDED})")
+        keyword = "pass `out_shardings=`"
+        since = _first_with_keyword("jax.jit", "out_shardings")
+        if since is not None and v.may_be_below("jax", since):
+            keyword += (f" (jax >= {since}; {v.allowed_by('jax')} allow jax {v.oldest('jax')}, "
+                        f"where only pjit places outputs, by `out_axis_resources=`)")
+        helper = "`nn.get_sharding(abstract, mesh)`"
+        added = releases.first_release("flax.linen.get_sharding")
+        if added is not None and v.may_be_below("flax", added):
+            helper += (f", flax >= {added}; {v.allowed_by('flax')} allow flax "
+                       f"{v.oldest('flax')}, where `nn.get_partition_spec(abstract)` gives the "
+                       f"specs to make `NamedSharding`s of")
+        return (f"{what} without `out_shardings`: the parameters go wherever propagation puts "
+                f"them, {where}; {keyword} computed from `jax.eval_shape` ({helper})")
+
+
+@functools.lru_cache(maxsize=8)
+def _first_with_keyword(api: str, keyword: str) -> str | None:
+    """The first jax release whose ``api`` takes ``keyword`` (the table of releases)."""
+    for v in releases.releases("jax"):
+        sig = releases.signature(api, v)
+        if sig is not None and sig.accepts_keyword(keyword):
+            return v
+    return None

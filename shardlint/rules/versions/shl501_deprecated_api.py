@@ -10,7 +10,14 @@ from dataclasses import dataclass
 
 from shardlint.rules.base import Edit, Fix, Rule, example, register
 from shardlint.semantics.catalog import facts as releases
-from shardlint.semantics.catalog.api import APIS, KEYWORD_MOVES, MOVE_FIXES, MoveFix, Role, lookup
+from shardlint.semantics.catalog.api import (
+    APIS,
+    KEYWORD_MOVES,
+    MOVE_FIXES,
+    SET_MESH_ADDED,
+    MoveFix,
+    Role,
+)
 from shardlint.semantics.catalog.versions import parse
 from shardlint.semantics.file.facts import CallSite
 from shardlint.semantics.file.moves import (
@@ -25,8 +32,6 @@ from shardlint.semantics.sharding.mesh_context import lexical_contexts
 from shardlint.semantics.sharding.placement import bare_specs
 from shardlint.source import Span
 
-# The first release with `jax.set_mesh`, whose mesh `jax.jit` resolves bare PartitionSpecs against
-SET_MESH_ADDED: str = lookup("jax.set_mesh").added or ""  # type: ignore[union-attr]
 
 PJIT = "jax.experimental.pjit.pjit"
 # pjit's sharding arguments: by keyword, or by position after the function.

@@ -306,6 +306,11 @@ def names_with_role(*roles: Role) -> frozenset[str]:
     return frozenset(a.name for a in APIS if a.role in roles)
 
 
+# The first jax release with `jax.set_mesh` (read from the releases, as every `added`): before
+# it, a mesh is put in context by the legacy `with mesh:` (which flax < 0.12.2 honours).
+SET_MESH_ADDED: str = lookup("jax.set_mesh").added or ""  # type: ignore[union-attr]
+
+
 # Packages whose text in a file makes it worth parsing (the prefilter).
 PACKAGES = ("jax", "flax", "optax")
 
