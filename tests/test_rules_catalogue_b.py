@@ -726,3 +726,39 @@ def test_shl103_shl302_advice_holds_at_every_release_the_pins_allow(
     # `jax.jit` takes `out_shardings` from jax 0.4.4, `nn.get_sharding` is from flax 0.6.9
     assert ("pass `out_shardings=` (jax >= 0.4.4;" in m) == out_shardings, m
     assert ("`nn.get_sharding(abstract, mesh)`, flax >= 0.6.9;" in m) == get_sharding, m
+
+
+@pytest.mark.parametrize("jax,noted", [(None, False), ("0.4.1..0.12.0.1", True)])
+def test_shl205_shl301_name_the_release_their_advice_needs(tmp_path, jax, noted):
+    """`jax.make_array_from_process_local_data` is from jax 0.4.29, `jax.jit`'s
+    `out_shardings` from 0.4.4 (the table of releases): where the pins allow older releases,
+    the advice says so and what to use there."""
+    versions = {"jax": jax} if jax else {}
+    [local] = lint(tmp_path, _dedent("""
+        import jax
+        import numpy as np
+        from jax.sharding import Mesh
+
+        jax.distributed.initialize()
+        mesh = Mesh(np.array(jax.local_devices()), ("data",))
+    """), ("SHL205",), **versions)
+    assert ("`jax.make_array_from_process_local_data` (jax >= 0.4.29; the project's pins allow "
+            "jax 0.4.1; before it, `jax.make_array_from_single_device_arrays`)"
+            in local.message) == noted, local.message
+    [eager] = lint(tmp_path, _dedent("""
+        import jax
+        import numpy as np
+        import flax.linen as nn
+        from jax.sharding import Mesh
+
+        class MLP(nn.Module):
+            @nn.compact
+            def __call__(self, x):
+                return nn.Dense(4096)(x)
+
+        mesh = Mesh(np.array(jax.devices()), ("data",))
+        variables = MLP().init(jax.random.PRNGKey(0), jax.numpy.ones((8, 4096)))
+    """), ("SHL301",), **versions)
+    assert ("(shardings from `jax.eval_shape`) (jax >= 0.4.4; the project's pins allow jax "
+            "0.4.1, where only pjit places outputs, by `out_axis_resources=`)"
+            in eager.message) == noted, eager.message

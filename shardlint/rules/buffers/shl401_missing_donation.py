@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import functools
 from dataclasses import dataclass
 
 from shardlint.rules.base import Edit, Fix, Related, Rule, example, register
@@ -2049,22 +2048,13 @@ def _no_donate_argnames(api_name: str | None, versions) -> str | None:
     it can (or the API is not in the table)."""
     if api_name not in ("jax.jit", "jax.pmap", "jax.experimental.pjit.pjit"):
         return None
-    since = _donate_argnames_from(api_name)
+    since = releases.first_accepting(api_name, "donate_argnames")
     short = api_name.rpartition(".")[2]
     if since is None:
         return f"`{short}` cannot donate: it takes `donate_argnums` only"
     if versions.may_be_below("jax", since):
         return (f"`{short}` cannot donate before jax {since}, which added `donate_argnames`, and "
                 f"{versions.allowed_by('jax')} allow jax {versions.oldest('jax')}")
-    return None
-
-
-@functools.lru_cache(maxsize=8)
-def _donate_argnames_from(api_name: str) -> str | None:
-    for v in releases.releases("jax"):
-        sig = releases.signature(api_name, v)
-        if sig is not None and sig.accepts_keyword("donate_argnames"):
-            return v
     return None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from shardlint.rules._versions import needs_note
 from shardlint.rules.base import Finding, Related, Rule, example, register
 from shardlint.semantics.catalog.api import Role
 from shardlint.semantics.file.meshes import (
@@ -361,8 +362,12 @@ per_host_batch = global_batch // jax.process_count()               # local count
             middle = f"that is every device on one host, but with several processes {then}"
         else:
             middle = f"with several processes {then}"
+        feed = "jax.make_array_from_process_local_data"
+        note = needs_note(feed, self.ctx.versions)
+        if note:  # (before it: one array from each device's shard, in every release since 0.3.19)
+            note = note[:-1] + "; before it, `jax.make_array_from_single_device_arrays`)"
         return (f"{core}: {middle}; build meshes from `jax.devices()` / `jax.device_count()` "
-                f"and feed per-host data with `jax.make_array_from_process_local_data`")
+                f"and feed per-host data with `{feed}`{note}")
 
 
 def _own_code(scope_node: ast.AST) -> Iterator[ast.AST]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from shardlint.rules._versions import out_shardings_note
 from shardlint.rules.base import Rule, example, register
 from shardlint.semantics.file.execution import execution_of
 from shardlint.semantics.file.facts import MESH, CallSite
@@ -309,7 +310,7 @@ layer = build(jax.make_mesh((8,), ("data",)))
             where = "every parameter lands on one device before it can be sharded"
         return (f"`{call}` initialises the Linen `{cls}` eagerly, op by op: {where}; initialise "
                 f"it with `jax.jit({self.text(func)}, out_shardings=...)` (shardings from "
-                f"`jax.eval_shape`)")
+                f"`jax.eval_shape`){out_shardings_note(self.ctx.versions)}")
 
     def _nnx_message(self, cls: str) -> str:
         return (f"`{cls}(...)` builds the NNX model eagerly under `jax.set_mesh`: each Variable "

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import ast
-import functools
 
+from shardlint.rules._versions import out_shardings_note
 from shardlint.rules.base import Rule, example, register
 from shardlint.semantics.catalog import facts as releases
 from shardlint.semantics.catalog.api import SET_MESH_ADDED, Role
@@ -406,11 +406,7 @@ init = partial(jax.jit, keep_unused=True)(Ensemble().init)  # expect: SHL302
         else:
             where = (f"on device 0 without a mesh or a full copy on every device under "
                      f"`jax.set_mesh` (jax >= {SET_MESH_ADDED})")
-        keyword = "pass `out_shardings=`"
-        since = _first_with_keyword("jax.jit", "out_shardings")
-        if since is not None and v.may_be_below("jax", since):
-            keyword += (f" (jax >= {since}; {v.allowed_by('jax')} allow jax {v.oldest('jax')}, "
-                        f"where only pjit places outputs, by `out_axis_resources=`)")
+        keyword = "pass `out_shardings=`" + out_shardings_note(v)
         helper = "`nn.get_sharding(abstract, mesh)`"
         added = releases.first_release("flax.linen.get_sharding")
         if added is not None and v.may_be_below("flax", added):
@@ -419,13 +415,3 @@ init = partial(jax.jit, keep_unused=True)(Ensemble().init)  # expect: SHL302
                        f"specs to make `NamedSharding`s of")
         return (f"{what} without `out_shardings`: the parameters go wherever propagation puts "
                 f"them, {where}; {keyword} computed from `jax.eval_shape` ({helper})")
-
-
-@functools.lru_cache(maxsize=8)
-def _first_with_keyword(api: str, keyword: str) -> str | None:
-    """The first jax release whose ``api`` takes ``keyword`` (the table of releases)."""
-    for v in releases.releases("jax"):
-        sig = releases.signature(api, v)
-        if sig is not None and sig.accepts_keyword(keyword):
-            return v
-    return None

@@ -51,17 +51,6 @@ def jit_fun_positional_only_from() -> str | None:
     return None
 
 
-@functools.lru_cache(maxsize=1)
-def jit_shardings_from() -> str | None:
-    """The first jax release whose `jax.jit` takes `in_shardings`/`out_shardings` (0.4.6:
-    before it, only pjit took shardings). Read from the table of releases."""
-    for v in releases.releases("jax"):
-        sig = releases.signature("jax.jit", v)
-        if sig is not None and sig.accepts_keyword("in_shardings"):
-            return v
-    return None
-
-
 @dataclass
 class PjitCalls:
     """How a pjit use is called, for the advice and the edit that turn it into `jax.jit`."""
@@ -676,7 +665,7 @@ rest is judged as it will run once it has.
     def _jit_without_shardings(self, use: MoveUse) -> str | None:
         """The release `jax.jit` takes shardings from, where the project may run an older one
         (a pjit there cannot become `jax.jit` yet); else None."""
-        since = jit_shardings_from()
+        since = releases.first_accepting("jax.jit", "in_shardings")  # (0.4.4: only pjit before)
         versions = use.versions or self.ctx.versions
         return since if since is not None and versions.may_be_below("jax", since) else None
 

@@ -458,6 +458,18 @@ def signature(dotted: str, version: str) -> Signature | None:
     return None if value is None else _parse_signature(table["sigs"][value])
 
 
+@functools.lru_cache(maxsize=64)
+def first_accepting(dotted: str, keyword: str) -> str | None:
+    """The first release whose ``dotted`` takes ``keyword`` by name (`jax.jit`'s
+    `out_shardings`: 0.4.4; `donate_argnames`: 0.4.14); None where no release read does."""
+    package = dotted.split(".", 1)[0]
+    for v in releases(package):
+        sig = signature(dotted, v)
+        if sig is not None and sig.accepts_keyword(keyword):
+            return v
+    return None
+
+
 def signature_text(dotted: str, version: str) -> str | None:
     """The table's text of the signature (``?why`` where it could not be read)."""
     package = dotted.split(".", 1)[0]
