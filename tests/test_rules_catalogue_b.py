@@ -711,7 +711,7 @@ _OLD_INIT = """
     # context, and flax before 0.12.2 honours it
     ("0.4.20", "0.7.5", "(`with mesh:`)", None, False, False),
     ("0.4.1..0.12.0.1", "0.6.4..0.12.12", "(`jax.set_mesh`, or `with mesh:` on jax < 0.7.1)",
-     "under `jax.set_mesh` (jax >= 0.7.1)", True, True),
+     "under `jax.set_mesh` (jax >= 0.7.1; the project's pins allow jax 0.4.1)", True, True),
 ])
 def test_shl103_shl302_advice_holds_at_every_release_the_pins_allow(
         tmp_path, jax, flax, context, set_mesh, out_shardings, get_sharding):
@@ -760,5 +760,20 @@ def test_shl205_shl301_name_the_release_their_advice_needs(tmp_path, jax, noted)
         variables = MLP().init(jax.random.PRNGKey(0), jax.numpy.ones((8, 4096)))
     """), ("SHL301",), **versions)
     assert ("(shardings from `jax.eval_shape`) (jax >= 0.4.4; the project's pins allow jax "
-            "0.4.1, where only pjit places outputs, by `out_axis_resources=`)"
+            "0.4.1, where only pjit takes shardings, as `out_axis_resources=`)"
             in eager.message) == noted, eager.message
+
+
+@pytest.mark.parametrize("code,index,keyword", [
+    ("SHL303", 0, "out_shardings"), ("SHL305", 2, "in_shardings")])
+@pytest.mark.parametrize("jax", [None, "0.4.1..0.12.0.1"])
+def test_jit_sharding_keywords_are_advised_with_the_release_that_has_them(
+        tmp_path, code, index, keyword, jax):
+    ex = get_rule(code).INVALID[index]
+    # (`jax.set_mesh` or `jax.make_mesh` in it would narrow the range the code runs at)
+    assert "set_mesh" not in "".join(ex.files.values())
+    assert "make_mesh" not in "".join(ex.files.values())
+    f = lint(tmp_path, ex.files, (code,), **({"jax": jax} if jax else {}))[0]
+    old = "out_axis_resources" if keyword == "out_shardings" else "in_axis_resources"
+    assert (f"(jax >= 0.4.4; the project's pins allow jax 0.4.1, where only pjit takes "
+            f"shardings, as `{old}=`)" in f.message) == (jax is not None), f.message

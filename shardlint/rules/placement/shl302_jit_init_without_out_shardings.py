@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from shardlint.rules._versions import out_shardings_note
+from shardlint.rules._versions import out_shardings_note, set_mesh_note
 from shardlint.rules.base import Rule, example, register
 from shardlint.semantics.catalog import facts as releases
 from shardlint.semantics.catalog.api import SET_MESH_ADDED, Role
@@ -405,7 +405,7 @@ init = partial(jax.jit, keep_unused=True)(Ensemble().init)  # expect: SHL302
             where = "on device 0 without a mesh"
         else:
             where = (f"on device 0 without a mesh or a full copy on every device under "
-                     f"`jax.set_mesh` (jax >= {SET_MESH_ADDED})")
+                     f"`jax.set_mesh`{set_mesh_note(v)}")
         keyword = "pass `out_shardings=`" + out_shardings_note(v)
         helper = "`nn.get_sharding(abstract, mesh)`"
         added = releases.first_release("flax.linen.get_sharding")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from shardlint.rules._versions import out_shardings_note, set_mesh_note
 from shardlint.rules.base import Finding, Rule, example, register
 from shardlint.semantics.file.dataflow import LocalFlow
 from shardlint.semantics.file.execution import compiled_function
@@ -205,7 +206,9 @@ opt_state = jax.jit(tx.init, out_shardings=opt_shardings)(params)
             node.func.attr == "init" and optax_transform(self.facts, node.func.value, scope)
 
     def _message(self, what: str) -> str:
+        v = self.ctx.versions
         return (f"{what} is jitted without `out_shardings`: inside jit the optimizer state's "
                 f"`zeros_like` does not inherit the parameters' sharding on an Auto mesh, so it "
-                f"lands on device 0, or as a full copy on every device under `jax.set_mesh`; call "
-                f"`tx.init(params)` eagerly or pass `out_shardings=`")
+                f"lands on device 0, or as a full copy on every device under `jax.set_mesh`"
+                f"{set_mesh_note(v)}; call `tx.init(params)` eagerly or pass `out_shardings=`"
+                f"{out_shardings_note(v)}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from shardlint.rules._versions import out_shardings_note
 from shardlint.rules.base import Rule, example, register
 from shardlint.semantics.buffers.transfers import ARRAY_CONVERTERS, loop_transfers
 from shardlint.semantics.flow.models import project_uses_mesh
@@ -367,5 +368,5 @@ for batch in loader:
             yield self.finding(
                 c.node,
                 f"{what}; use `jax.device_put(x, sharding)` or pass the NumPy array straight to "
-                f"a jit with `in_shardings`",
+                f"a jit with `in_shardings`{out_shardings_note(self.ctx.versions, 'in_shardings')}",
                 related=[self.related(t.jit_call, "fed to this jitted call")])
