@@ -623,7 +623,7 @@ rest is judged as it will run once it has.
                 "`PartitionSpec()` where replication is meant")
         # (`jax.jit` resolves a bare PartitionSpec only against the mesh `jax.set_mesh` sets,
         # from jax 0.7.1; before, it raises for one whatever the context (0.4.x: "jax.jit only
-        # supports `Sharding`s"). A `NamedSharding` it takes in every release.)
+        # supports `Sharding`s"). A `NamedSharding` carries its mesh: it needs no context.)
         versions = use.versions or self.ctx.versions
         old = versions.may_be_below("jax", SET_MESH_ADDED)
         set_mesh = (f"`jax.set_mesh(mesh)` around the call needs jax >= {SET_MESH_ADDED}, and "
@@ -637,8 +637,8 @@ rest is judged as it will run once it has.
                      f"the legacy `with mesh:`'s, `jax.jit` only the one `jax.set_mesh(mesh)` "
                      f"sets and raises without it: ")
             parts.append(
-                needs + (f"pass `NamedSharding(mesh, spec)`s, which `jax.jit` takes in every "
-                         f"release ({set_mesh}); and {none}" if old else
+                needs + (f"pass `NamedSharding(mesh, spec)`s, which need no mesh in context "
+                         f"({set_mesh}); and {none}" if old else
                          f"enter that around the call instead of `with mesh:`, or pass "
                          f"`NamedSharding(mesh, spec)`s; and {none}"))
         elif pjit.legacy is not None:
@@ -648,8 +648,8 @@ rest is judged as it will run once it has.
                       f"pjit reads and `jax.jit` does not: if its shardings are bare "
                       f"`PartitionSpec`s, as `jax.jit` it raises ")
             parts.append(
-                legacy + (f"-- pass `NamedSharding(mesh, spec)`s, which `jax.jit` takes in "
-                          f"every release ({set_mesh}); and {none}" if old else
+                legacy + (f"-- pass `NamedSharding(mesh, spec)`s, which need no mesh in "
+                          f"context ({set_mesh}); and {none}" if old else
                           f"unless `jax.set_mesh(mesh)` is around the call -- enter that instead "
                           f"of `with mesh:`, or pass `NamedSharding(mesh, spec)`s; and {none}"))
         elif old:
@@ -657,7 +657,7 @@ rest is judged as it will run once it has.
                          f"`PartitionSpec`s then need a mesh set by `jax.set_mesh`, which needs "
                          f"jax >= {SET_MESH_ADDED}, and {versions.allowed_by('jax')} allow jax "
                          f"{versions.oldest('jax')}: pass `NamedSharding(mesh, spec)`s, which "
-                         f"`jax.jit` takes in every release; and {none}")
+                         f"need no mesh in context; and {none}")
         else:
             parts.append(use.note)
         return "; ".join(parts)
