@@ -15,6 +15,7 @@ from helpers import expected_markers, lint_files
 
 from shardlint.findings.fixes import apply_fixes, fixable
 from shardlint.rules.base import Finding, get_rule
+from shardlint.rules.contexts.shl103_constraint_without_mesh import _MODEL as _SHL103_MODEL
 from shardlint.semantics.flow.summary import ModuleSummary
 
 _counter = itertools.count()
@@ -687,21 +688,10 @@ def step(model, optimizer, x):
     assert flagged(tmp_path, "SHL404", src) == set()
 
 
-_OLD_INIT = """
-    import jax
-    import flax.linen as nn
-
-    class MLP(nn.Module):
-        @nn.compact
-        def __call__(self, x):
-            init = nn.with_logical_partitioning(nn.initializers.lecun_normal(), ("embed", "mlp"))
-            y = nn.Dense(512, kernel_init=init)(x)
-            return nn.with_logical_constraint(y, ("batch", "mlp"))
-
-    RULES = (("batch", "data"), ("embed", None), ("mlp", "model"))
-
-    with nn.logical_axis_rules(RULES):
-        variables = jax.jit(MLP().init)(jax.random.PRNGKey(0), jax.numpy.ones((8, 4)))
+# (SHL103's model: a Linen MLP with partitioned parameters and a constraint, and its rules)
+_OLD_INIT = _SHL103_MODEL + """
+with nn.logical_axis_rules(RULES):
+    variables = jax.jit(MLP().init)(jax.random.PRNGKey(0), jax.numpy.ones((8, 4)))
 """
 
 
@@ -716,7 +706,7 @@ _OLD_INIT = """
 def test_shl103_shl302_advice_holds_at_every_release_the_pins_allow(
         tmp_path, jax, flax, context, set_mesh, out_shardings, get_sharding):
     versions = {k: v for k, v in (("jax", jax), ("flax", flax)) if v}
-    found = {f.code: f.message for f in lint(tmp_path, _dedent(_OLD_INIT), ("SHL103", "SHL302"),
+    found = {f.code: f.message for f in lint(tmp_path, _OLD_INIT, ("SHL103", "SHL302"),
                                              **versions)}
     assert f"whose Flax constraints run with no mesh in context {context}:" in found["SHL103"]
     m = found["SHL302"]
