@@ -24,12 +24,14 @@ def set_mesh_note(versions) -> str:
     return needs_note("jax.set_mesh", versions)
 
 
-def needs_note(name: str, versions) -> str:
+def needs_note(name: str, versions, before: str = "") -> str:
     """After advice naming ``name`` (a jax or flax API): where the pins allow a release without
-    it, the release it needs; "" where every release the project may run has it."""
+    it, the release it needs, and ``before``, what does it in the older ones; "" where every
+    release the project may run has it."""
     package = name.split(".", 1)[0]
     added = releases.first_release(name)
     if added is None or not versions.may_be_below(package, added):
         return ""
+    instead = f"; before it, {before}" if before else ""
     return (f" ({package} >= {added}; {versions.allowed_by(package)} allow {package} "
-            f"{versions.oldest(package)})")
+            f"{versions.oldest(package)}{instead})")

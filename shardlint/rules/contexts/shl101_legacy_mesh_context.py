@@ -26,7 +26,7 @@ from shardlint.semantics.file.jit_sites import (
 )
 from shardlint.semantics.file.moves import guarded_at, may_have_guards, version_guarded
 from shardlint.semantics.flow.project import held_as
-from shardlint.semantics.flow.summary import HANDED, reference
+from shardlint.semantics.flow.summary import HANDED, NNX_EVAL_SHAPE, reference
 from shardlint.semantics.sharding.mesh_values import is_mesh
 from shardlint.semantics.sharding.placement import bare_specs
 
@@ -876,14 +876,14 @@ model runs. Another method of a module (a loader) keeps the advice and the fix.
         The legacy mesh leaves the parameters' logical names alone, ``jax.set_mesh`` makes
         ``nnx.eval_shape`` place them by those names."""
         for c in self._calls_under(item):
-            if c.api is not None and c.api.name == _NNX_EVAL_SHAPE:
+            if c.api is not None and c.api.name == NNX_EVAL_SHAPE:
                 return f"`{self.text(c.node.func)}` runs under it", True  # (a call of it there)
         found = self._first_reaching(item, self.project.eval_shape_symbols)
         if found is not None:
             call, key = found
             return (f"`{self.text(call.func)}` runs under it and reaches `{_shown(key)}`, which "
                     f"calls it"), True
-        return None, self._reaching_api(item, _NNX_EVAL_SHAPE) is not None
+        return None, self._reaching_api(item, NNX_EVAL_SHAPE) is not None
 
     def _reaching_api(self, item, api: str):
         """The first call under the ``with`` of project code that reaches a module calling
@@ -1255,7 +1255,6 @@ _LOGICAL = (Role.LOGICAL_CONSTRAINT, Role.LOGICAL_PARTITIONING)
 # Calls that run the callables they are handed, there and then.
 _RUNS_CALLABLES = frozenset(f"jax.lax.{n}" for n in (
     "fori_loop", "while_loop", "scan", "cond", "switch", "map", "associative_scan"))
-_NNX_EVAL_SHAPE = "flax.nnx.eval_shape"
 _FLAX_UNBOX = frozenset({"flax.linen.unbox", "flax.linen.meta.unbox", "flax.core.meta.unbox",
                          "flax.core.unbox"})
 # How a message names a jit API (its canonical name otherwise: `jax.jit`, `jax.pmap`).

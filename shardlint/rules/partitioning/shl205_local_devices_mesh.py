@@ -363,9 +363,8 @@ per_host_batch = global_batch // jax.process_count()               # local count
         else:
             middle = f"with several processes {then}"
         feed = "jax.make_array_from_process_local_data"
-        note = needs_note(feed, self.ctx.versions)
-        if note:  # (before it: one array from each device's shard, in every release since 0.3.19)
-            note = note[:-1] + "; before it, `jax.make_array_from_single_device_arrays`)"
+        # (before it: one array from the shards of each device, in every release from 0.3.19)
+        note = needs_note(feed, self.ctx.versions, "`jax.make_array_from_single_device_arrays`")
         return (f"{core}: {middle}; build meshes from `jax.devices()` / `jax.device_count()` "
                 f"and feed per-host data with `{feed}`{note}")
 

@@ -501,8 +501,8 @@ def _legacy_readers(f: FileFacts) -> list[str]:
                 and all(type(t) is ast.Name for t in stmt.targets):
             aliases.update(t.id for t in stmt.targets)  # type: ignore[attr-defined]
             bindings.add(id(stmt.value))
-    reads: dict[str, bool] = {}  # qualname -> reads the current mesh too
-    current: set[str] = set()
+    reads: set[str] = set()
+    current: set[str] = set()  # (the functions that also read the mesh `jax.set_mesh` sets)
     for node in walk_nodes(f.tree):
         tp = type(node)
         if tp is ast.Attribute and node.attr == "thread_resources" and id(node) not in bindings \
@@ -513,7 +513,7 @@ def _legacy_readers(f: FileFacts) -> list[str]:
             continue
         else:
             continue
-        reads[_innermost(functions, line)] = True
+        reads.add(_innermost(functions, line))
     return sorted(q for q in reads if not q or q not in current)
 
 
