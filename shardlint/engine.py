@@ -475,6 +475,14 @@ class InternalError:
     message: str
 
 
+def stated_versions(config: Config) -> VersionMap:
+    """The versions that judge each file of the project: its configuration's, else what its
+    pins state (read again when a pin file changes: the language server)."""
+    overrides = {k: v for k, v in (("jax", config.jax_version), ("flax", config.flax_version))
+                 if v}
+    return detect_map(config.root, overrides)
+
+
 @dataclass
 class Engine:
     config: Config
@@ -489,9 +497,7 @@ class Engine:
 
     def __post_init__(self) -> None:
         if self.versions is None and self.version_map is None:
-            overrides = {k: v for k, v in (("jax", self.config.jax_version),
-                                           ("flax", self.config.flax_version)) if v}
-            self.version_map = detect_map(self.config.root, overrides)
+            self.version_map = stated_versions(self.config)
         elif self.version_map is None:
             self.version_map = VersionMap.single(self.versions)  # type: ignore[arg-type]
         if self.versions is None:

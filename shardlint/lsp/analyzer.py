@@ -16,17 +16,19 @@ generation is stale.
 from __future__ import annotations
 
 import gc
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from shardlint import cache as cache_mod
 from shardlint.config import Config, find_root, load
-from shardlint.engine import CONFIG_SUFFIXES, Engine, gc_paused, mentions_jax
+from shardlint.engine import CONFIG_SUFFIXES, Engine, gc_paused, mentions_jax, stated_versions
 from shardlint.errors import ConfigError
 from shardlint.findings import suppress
 from shardlint.incremental import IncrementalParser
 from shardlint.rules.base import Finding
+from shardlint.semantics.catalog.versions import is_pin_file
 from shardlint.source import SourceText
 
 _OVERRIDE_KEYS = ("select", "ignore", "extend_select", "severity")
@@ -44,6 +46,16 @@ class Outcome:
     # The statement that holds each line of a finding or of a comment that may be a
     # suppression (suppress.statement_spans), for code actions and hovers.
     spans: dict[int, tuple[int, int] | None] | None = None
+
+
+def _pin_names(folder: Path) -> tuple[str, ...]:
+    """The files of ``folder`` that state versions (``versions.is_pin_file``), sorted."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return ()
+    low = folder.name.lower()
+    return tuple(sorted(n for n in names if is_pin_file(n, low)))
 
 
 def _stat(path: Path) -> tuple | None:
@@ -72,7 +84,11 @@ class Analyzer:
         self._engines: dict[Path, Engine] = {}  # by configuration root
         self._indexed: set[Path] = set()
         self._open: dict[Path, str] = {}  # unsaved text of open files: it outranks the disk
-        self._stamps: dict[Path, tuple | None] = {}  # pyproject.toml -> (mtime, size) when read
+        # pyproject.toml and the other files that state versions (requirements*.txt, setup.py,
+        # lock files ...) of the folders above an open file -> (mtime, size) when read; and the
+        # pin files each of those folders held then (one made or removed changes the versions)
+        self._stamps: dict[Path, tuple | None] = {}
+        self._pin_names: dict[Path, tuple[str, ...]] = {}
         self._parsers: dict[Path, IncrementalParser] = {}  # open files: reparse only what changed
         self._young = 0  # young-generation collections by collect_garbage
 
@@ -126,10 +142,12 @@ class Analyzer:
                 cache.enabled = False
 
     def reload_config(self, force: bool = False) -> bool:
-        """Re-read every configuration (a pyproject.toml changed); True when any differs."""
+        """Re-read every configuration (a pyproject.toml changed) and the versions the pins
+        state (a requirements file, setup.py, a lock file changed); True when any differs."""
         old_configs = dict(self._configs)
         self._configs.clear()
         self._stamps.clear()
+        self._pin_names.clear()
         changed = force
         for folder, old in old_configs.items():
             if self.config_for(folder / "__init__.py") != old:
@@ -144,20 +162,32 @@ class Analyzer:
             else:  # wrappers, excludes or versions changed: summaries must be recomputed
                 del self._engines[root]
                 self._indexed.discard(root)
+        for root, engine in list(self._engines.items()):
+            if engine.version_map != stated_versions(engine.config):
+                # (the pins state other versions: what the findings say, and the summaries
+                # of the files whose imports narrow them, are made again)
+                del self._engines[root]
+                self._indexed.discard(root)
+                changed = True
         if changed:
             self.generation += 1
         return changed
 
     def configs_changed_on_disk(self) -> bool:
-        """Whether any pyproject.toml that configures (or could configure) an open file changed
-        since it was read: for clients that cannot watch files."""
-        return any(_stat(p) != st for p, st in list(self._stamps.items()))
+        """Whether any pyproject.toml that configures (or could configure) an open file, or any
+        file stating the versions of a folder above one, changed (or was made or removed) since
+        it was read: for clients that cannot watch files."""
+        return any(_stat(p) != st for p, st in list(self._stamps.items())) or \
+            any(_pin_names(d) != names for d, names in list(self._pin_names.items()))
 
     def _record(self, folder: Path) -> None:
         top = find_root(folder)
         for d in (folder, *folder.parents):
             p = d / "pyproject.toml"
             self._stamps[p] = _stat(p)
+            names = self._pin_names[d] = _pin_names(d)
+            for name in names:
+                self._stamps[d / name] = _stat(d / name)
             if d == top:
                 break
 

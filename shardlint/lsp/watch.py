@@ -1,8 +1,10 @@
-"""Noticing changes on disk: ``pyproject.toml`` (configuration) and Python files (the index).
+"""Noticing changes on disk: ``pyproject.toml`` (configuration), the files that state versions
+(``requirements*.txt``, ``setup.py``, lock files ...) and Python files (the index).
 
-Clients that can register file watchers get ``**/pyproject.toml`` and ``**/*.py`` watchers and
-send ``workspace/didChangeWatchedFiles``. For the others (Neovim 0.7 cannot), the server checks
-the pyproject.toml files that can configure an open file once a second: a few ``stat`` calls.
+Clients that can register file watchers get ``**/pyproject.toml``, ``**/*.py`` and the pin files'
+watchers and send ``workspace/didChangeWatchedFiles``. For the others (Neovim 0.7 cannot), the
+server checks the pyproject.toml and pin files of the folders above an open file once a second:
+a ``stat`` and a folder listing each.
 """
 
 from __future__ import annotations
@@ -15,13 +17,17 @@ from lsprotocol import types
 
 from shardlint.lsp.documents import uri_to_path
 from shardlint.lsp.session import Session
+from shardlint.semantics.catalog.versions import is_pin_file
 
 log = logging.getLogger("shardlint.lsp")
 POLL_SECONDS = 1.0
 SETTLE_SECONDS = 0.1
 # (YAML and gin files: the rules tables and mesh axis names a project keeps in its
 # configuration, and the calls gin makes)
-_WATCHERS = ("**/pyproject.toml", "**/*.py", "**/*.pyi", "**/*.yml", "**/*.yaml", "**/*.gin")
+# The files that state versions besides (requirements*.txt, setup.cfg, lock files; setup.py
+# and conda's environment.yml are among the above): the versions the findings are judged at.
+_WATCHERS = ("**/pyproject.toml", "**/*.py", "**/*.pyi", "**/*.yml", "**/*.yaml", "**/*.gin",
+             "**/*requirements*.txt", "**/requirements/*.txt", "**/setup.cfg", "**/*.lock")
 
 
 async def start(session: Session) -> asyncio.Task | None:
@@ -57,9 +63,10 @@ async def files_changed(session: Session, params: types.DidChangeWatchedFilesPar
         path = uri_to_path(change.uri)
         if path is None:
             continue
-        if path.name == "pyproject.toml":
-            config = True
-        elif path.suffix in (".py", ".pyi", ".yml", ".yaml", ".gin"):
+        if path.name == "pyproject.toml" or is_pin_file(path.name, path.parent.name.lower()):
+            config = True  # (configuration, or the versions the pins state)
+        if path.name != "pyproject.toml" and path.suffix in (".py", ".pyi", ".yml", ".yaml",
+                                                             ".gin"):
             paths.append(path)
     if config:
         await session.config_changed(session.analyzer.reload_config)

@@ -198,3 +198,29 @@ async def test_a_gin_binding_changed_on_disk_refreshes_open_files(editor, projec
     watched(editor, root / "configs/run.gin")
     diags = await editor.refreshed(model, lambda d: "SHL201" in codes(d), mark)
     assert {line for code, line in codes_lines(diags) if code == "SHL201"} == {8, 10}
+
+
+async def test_editing_the_pins_judges_the_file_at_the_new_versions(editor, project):
+    """`requirements.txt` states the jax the project runs: `jax.tree_map` is only deprecated
+    (from 0.4.26) on the jax 0.4.20 it pins, and removed on the jax 0.6.0 it pins after the
+    edit. VS Code's watcher says so; for Neovim 0.7 the server notices on its own."""
+    root = project({"util.py": "import jax\n\n\ndef double(tree):\n"
+                               "    return jax.tree_map(lambda x: 2 * x, tree)\n",
+                    "requirements.txt": "jax==0.4.20\n"})
+    uri = editor.open(root / "util.py")
+    assert "SHL501" not in codes(await editor.diagnostics(uri))
+
+    mark = editor.mark()
+    (root / "requirements.txt").write_text("jax==0.6.0\n")
+    watched(editor, root / "requirements.txt")
+    diags = await editor.refreshed(uri, lambda d: "SHL501" in codes(d), mark)
+    [d] = [d for d in diags if d.code == "SHL501"]
+    assert "was removed in jax 0.6.0" in d.message and "jax 0.6.0, pinned" in d.message, d.message
+
+    # A pin file made next to it: a `constraints` requirements file that pins jax back.
+    mark = editor.mark()
+    (root / "requirements.txt").unlink()
+    watched(editor, root / "requirements.txt", types.FileChangeType.Deleted)
+    (root / "requirements-tpu.txt").write_text("jax==0.4.20\n")
+    watched(editor, root / "requirements-tpu.txt", types.FileChangeType.Created)
+    await editor.refreshed(uri, lambda d: "SHL501" not in codes(d), mark)

@@ -195,7 +195,8 @@ _NAMES = ("jax", "flax", "jaxlib")
 MAX_DEPTH = 6
 
 
-def _is_pin_file(name: str, folder: str) -> bool:
+def is_pin_file(name: str, folder: str) -> bool:
+    """A file that states the versions of a folder (``folder``: its name, lowercase)."""
     low = name.lower()
     if low in ("pyproject.toml", "setup.py", "setup.cfg") or low in _LOCKS:
         return True
@@ -223,7 +224,7 @@ def pin_scopes(root: Path) -> dict[str, list[Path]]:
     found: dict[Path, list[Path]] = {}
     python_below: dict[Path, bool] = {}
     for folder, _, files in _walk(root):
-        pins = [folder / f for f in sorted(files) if _is_pin_file(f, folder.name.lower())]
+        pins = [folder / f for f in sorted(files) if is_pin_file(f, folder.name.lower())]
         if pins:
             found[folder] = pins
         if any(f.endswith(".py") for f in files):
