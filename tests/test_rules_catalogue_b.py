@@ -767,3 +767,25 @@ def test_jit_sharding_keywords_are_advised_with_the_release_that_has_them(
     old = "out_axis_resources" if keyword == "out_shardings" else "in_axis_resources"
     assert (f"(jax >= 0.4.4; the project's pins allow jax 0.4.1, where only pjit takes "
             f"shardings, as `{old}=`)" in f.message) == (jax is not None), f.message
+
+
+def test_shl405_advises_the_remat_of_the_stack_it_found(tmp_path):
+    """`nn.scan` of Linen layers: `nn.remat`; `nnx.scan`: `nnx.remat`; `jax.lax.scan` of a
+    function: `jax.checkpoint` -- not the three at once."""
+    seen = set()
+    for ex in get_rule("SHL405").INVALID:
+        for f in lint(tmp_path, ex.files, ("SHL405",), **ex.versions):
+            remat = f.message.split("wrap the layer in ", 1)[1].split(", possibly", 1)[0]
+            if f.message.startswith("`nnx.scan`"):
+                kind = "nnx.scan"
+            elif f.message.startswith("`jax.lax.scan`"):
+                kind = "lax.scan"
+            elif f.message.startswith("this loop"):
+                kind = "loop"
+            else:
+                kind = "nn.scan"
+            assert remat == {"nn.scan": "`nn.remat`", "nnx.scan": "`nnx.remat`",
+                             "lax.scan": "`jax.checkpoint`",
+                             "loop": "`nn.remat`/`nnx.remat`/`jax.checkpoint`"}[kind], f.message
+            seen.add(kind)
+    assert {"nn.scan", "nnx.scan"} <= seen, seen

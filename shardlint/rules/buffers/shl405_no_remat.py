@@ -14,6 +14,9 @@ MIN_LAYERS = 8
 
 _KIND = {"nn.scan": "`{node}` over `{what}`", "nnx.scan": "`{node}` over `{what}`",
          "lax.scan": "`jax.lax.scan` over `{what}`", "loop": "this loop building `{what}`"}
+# The remat of each kind of stack (a loop's layers may be Linen or NNX modules, or functions)
+_REMAT = {"nn.scan": "`nn.remat`", "nnx.scan": "`nnx.remat`", "lax.scan": "`jax.checkpoint`",
+          "loop": "`nn.remat`/`nnx.remat`/`jax.checkpoint`"}
 
 
 @register
@@ -294,7 +297,7 @@ Unsafe, and only for `nn.scan(Block, ...)`: it wraps the scanned class as
         layers = f"{stack.count} layers" if stack.count is not None else "its layers"
         return (f"{where} is differentiated with no remat: the backward pass keeps the "
                 f"activations of {layers} alive; wrap the layer in "
-                f"`nn.remat`/`nnx.remat`/`jax.checkpoint`, possibly with a checkpoint policy")
+                f"{_REMAT[stack.kind]}, possibly with a checkpoint policy")
 
     def _fix(self, stack: LayerStack) -> Fix | None:
         target = stack.target
