@@ -1269,10 +1269,29 @@ def test_shl104_names_the_mesh_context_each_pinned_jax_has(tmp_path):
                     flax="0.6.9..0.12.12")
     new = _lint_at(tmp_path / "new", _BARE_PJIT, "SHL104", jax="0.12.0.1", flax="0.12.12")
     assert old and both and new
-    assert all("(`with mesh:`)" in f.message and "set_mesh" not in f.message for f in old)
+    assert all("enter `with mesh:` around it" in f.message and "set_mesh" not in f.message
+               for f in old)
     assert all("`with jax.set_mesh(mesh):`, or `with mesh:` on the jax < 0.7.1" in f.message
                and "(jax 0.4.7)" in f.message for f in both)
-    assert all("(`with jax.set_mesh(mesh):`)" in f.message for f in new)
+    assert all("enter `with jax.set_mesh(mesh):` around it" in f.message for f in new)
+
+
+@pytest.mark.parametrize("jax,advice", [
+    # `jax.jit` resolves a bare spec only against the mesh `jax.set_mesh` sets: before 0.7.1
+    # nothing but NamedShardings holds (0.4.7's and 0.4.34's `jax.jit` raise under `with mesh:`)
+    ("0.4.7", "pass NamedShardings (`jax.set_mesh`, whose mesh it reads, needs jax >= 0.7.1"),
+    ("0.4.7..0.12.0.1", "pass NamedShardings (`jax.set_mesh`, whose mesh it reads, needs jax >= "
+                        "0.7.1"),
+    ("0.12.0.1", "enter `with jax.set_mesh(mesh):` around it or pass NamedShardings"),
+])
+def test_shl104_a_jax_jit_spec_is_not_told_the_legacy_mesh(tmp_path, jax, advice):
+    files = {"utils.py": _BARE_PJIT["utils.py"].replace(
+        "    from jax.experimental.pjit import pjit\n", "").replace("pjit(", "jax.jit(")}
+    found = _lint_at(tmp_path, files, "SHL104", jax=jax, flax="0.6.9..0.12.12")
+    assert found
+    for f in found:
+        assert advice in f.message, f.message
+        assert "`with mesh:`" not in f.message or "does not count" in f.message, f.message
 
 
 @pytest.mark.parametrize("read,error", [

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from shardlint.rules._context import GUARDED_LIBRARY
 from shardlint.rules.base import Finding, Rule, example, register
-from shardlint.semantics.catalog.api import Role, lookup
+from shardlint.semantics.catalog.api import SET_MESH_ADDED, Role
 from shardlint.semantics.file.execution import compiled_function
 from shardlint.semantics.file.facts import CallSite, JitSite
 from shardlint.semantics.file.jit_sites import LINEN_JIT, calls_of, jit_keywords
@@ -34,10 +34,11 @@ _PLACERS = {
     "jax.device_put": (1, "device", False),
     "jax.sharding.reshard": (1, "out_shardings", False),
 }
-# `with mesh:` stopped counting for jax.jit / device_put (verified on 0.10.2; it still did when
-# it was the documented way, before `jax.set_mesh` in 0.7.1). Below this, stay silent on it.
+# Below this jax, a bare spec of `jax.jit` / `device_put` under a legacy `with mesh:` is left
+# alone (verified to raise on 0.10.2). `jax.jit` never resolved one against the legacy mesh
+# (0.4.7's and 0.4.34's sources raise for it; 0.6-0.7 read only the concrete mesh `use_mesh` /
+# `jax.set_mesh` set): silence there is a miss, not a claim.
 _LEGACY_IGNORED_FROM = "0.10.2"
-_SET_MESH_ADDED: str = lookup("jax.set_mesh").added or ""  # type: ignore[union-attr]  # 0.7.1
 
 
 @register
@@ -366,7 +367,7 @@ with jax.set_mesh(mesh):
                 continue
             at = mesh_at(self.facts, self.project, c, legacy_ok or self._legacy_counts())
             short = c.api.name.rsplit(".", 1)[-1]
-            yield from self._report(at, value, spec, f"`{short}`")
+            yield from self._report(at, value, spec, f"`{short}`", legacy_ok)
 
     # ---- jit sites -------------------------------------------------------------------------------
     def _jit_site(self, site: JitSite) -> Iterator[Finding]:
@@ -390,7 +391,7 @@ with jax.set_mesh(mesh):
         else:
             at = self._uncalled(site)
         keyword, value, spec = found[0]
-        yield from self._report(at, value, spec, f"`{keyword}`")
+        yield from self._report(at, value, spec, f"`{keyword}`", site.api_name == PJIT)
 
     def _uses(self, site: JitSite) -> list[CallSite]:
         """Where the jitted callable is called, lowered or traced (that is when specs are read)."""
@@ -422,7 +423,10 @@ with jax.set_mesh(mesh):
 
     # ---- findings ---------------------------------------------------------------------------------
     def _report(self, at: MeshAt, value: ast.expr, spec: ast.expr,
-                where: str) -> Iterator[Finding]:
+                where: str, legacy_honoured: bool) -> Iterator[Finding]:
+        """``legacy_honoured``: the API resolves a bare spec against a legacy `with mesh:`
+        (`pjit`, `with_sharding_constraint`); the others (`jax.jit`, `device_put`, `reshard`)
+        only against the mesh `jax.set_mesh` sets."""
         if at.state == PROVIDED:
             return
         what = self._what(spec)
@@ -430,7 +434,7 @@ with jax.set_mesh(mesh):
             legacy = " (a legacy `with mesh:` does not count here)" if at.legacy else ""
             msg = (f"{what} passed to {where} with no mesh in context{legacy}: jax raises "
                    f"\"requires a non-empty mesh in context\" when this runs; enter "
-                   f"{self._enter()} around it or pass NamedShardings")
+                   f"{self._enter(legacy_honoured)}")
             related = [self.related(c.node, "runs here without a mesh") for c in at.where[:3]
                        if c.node.lineno != value.lineno]
             related += [self.related(Span(line, 0, line, 0), "called here without a mesh", path)
@@ -438,21 +442,29 @@ with jax.set_mesh(mesh):
             yield self.finding(value, msg, related=related)
             return
         if self._no_mesh_entered():
-            msg = (f"{what} passed to {where} needs a mesh in context ({self._enter()}) "
-                   f"wherever this runs, and nothing in the project enters one")
+            msg = (f"{what} passed to {where} needs a mesh in context wherever this runs, and "
+                   f"nothing in the project enters one: {self._enter(legacy_honoured)}")
             yield self.finding(value, msg, severity="info")
 
-    def _enter(self) -> str:
-        """How to enter a mesh at every jax the project's pins allow: `jax.set_mesh` exists only
-        from 0.7.1, and before it the legacy `with mesh:` was the way."""
+    def _enter(self, legacy_honoured: bool) -> str:
+        """What to do, at every jax the project's pins allow: enter `jax.set_mesh` (from 0.7.1),
+        or before it the legacy `with mesh:` -- for the APIs that honour it; `jax.jit`,
+        `device_put` and `reshard` resolve a bare spec only against the mesh `jax.set_mesh`
+        sets (0.4.7 and 0.4.34's `jax.jit` raise for one under a legacy mesh: read from their
+        sources), so where the pins allow an older jax, NamedShardings are what holds."""
         versions = self.ctx.versions
-        if not versions.may_be_below("jax", _SET_MESH_ADDED):
-            return "`with jax.set_mesh(mesh):`"
-        if not versions.at_least("jax", _SET_MESH_ADDED):
-            return "`with mesh:`"
-        return (f"`with jax.set_mesh(mesh):`, or `with mesh:` on the jax < {_SET_MESH_ADDED} "
-                f"{versions.allowed_by('jax')} allow (jax {versions.oldest('jax')}), which has no "
-                f"`jax.set_mesh`")
+        if not versions.may_be_below("jax", SET_MESH_ADDED):
+            return "enter `with jax.set_mesh(mesh):` around it or pass NamedShardings"
+        if not legacy_honoured:
+            return (f"pass NamedShardings (`jax.set_mesh`, whose mesh it reads, needs jax >= "
+                    f"{SET_MESH_ADDED}, and {versions.allowed_by('jax')} allow jax "
+                    f"{versions.oldest('jax')}; a legacy `with mesh:` does not count for it)")
+        if not versions.at_least("jax", SET_MESH_ADDED):
+            return "enter `with mesh:` around it or pass NamedShardings"
+        return (f"enter `with jax.set_mesh(mesh):`, or `with mesh:` on the jax < "
+                f"{SET_MESH_ADDED} {versions.allowed_by('jax')} allow (jax "
+                f"{versions.oldest('jax')}), which has no `jax.set_mesh`, around it or pass "
+                f"NamedShardings")
 
     def _what(self, spec: ast.expr) -> str:
         known = self.facts.resolve(spec.func) if isinstance(spec, ast.Call) and \
