@@ -1292,6 +1292,36 @@ def test_shl104_a_jax_jit_spec_is_not_told_the_legacy_mesh(tmp_path, jax, advice
     for f in found:
         assert advice in f.message, f.message
         assert "`with mesh:`" not in f.message or "does not count" in f.message, f.message
+        assert "enter enter" not in f.message and "enter pass" not in f.message, f.message
+
+
+@pytest.mark.parametrize("jax", ["0.4.30", "0.12.0.1"])
+def test_shl104_a_jax_jit_spec_under_a_legacy_mesh_raises_at_every_release(tmp_path, jax):
+    """`jax.jit` never resolved a bare spec against the legacy `with mesh:` (0.4.7's and
+    0.4.34's sources raise for one; 0.6-0.7 read only the concrete mesh): an error on old pins
+    too, where the quoted words of jax >= 0.7.1's error are left out. pjit honours it."""
+    src = """
+        import jax
+        import numpy as np
+        from jax.sharding import Mesh, PartitionSpec as P
+
+        mesh = Mesh(np.array(jax.devices()), ("data",))
+        step = jax.jit(lambda x: x * 2, in_shardings=P("data"), out_shardings=P("data"))
+        with mesh:
+            y = step(np.ones((8, 4)))
+    """
+    [f] = _lint_at(tmp_path / "jit", {"train.py": src}, "SHL104", jax=jax)
+    assert f.severity == "error" and "(a legacy `with mesh:` does not count here)" in f.message
+    assert ("\"requires a non-empty mesh in context\"" in f.message) == (jax == "0.12.0.1")
+    assert f.message.endswith("when this runs; pass NamedShardings (`jax.set_mesh`, whose mesh it "
+                              "reads, needs jax >= 0.7.1, and the project's pins allow jax 0.4.30; "
+                              "a legacy `with mesh:` does not count for it)") \
+        if jax == "0.4.30" else f.message.endswith(
+            "when this runs; enter `with jax.set_mesh(mesh):` around it or pass NamedShardings"), \
+        f.message
+    pjit = src.replace("import jax\n", "import jax\n        from jax.experimental.pjit import pjit\n", 1) \
+        .replace("jax.jit(", "pjit(")
+    assert not _lint_at(tmp_path / "pjit", {"train.py": pjit}, "SHL104", jax=jax)
 
 
 @pytest.mark.parametrize("read,error", [

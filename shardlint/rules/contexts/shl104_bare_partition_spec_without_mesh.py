@@ -34,10 +34,10 @@ _PLACERS = {
     "jax.device_put": (1, "device", False),
     "jax.sharding.reshard": (1, "out_shardings", False),
 }
-# Below this jax, a bare spec of `jax.jit` / `device_put` under a legacy `with mesh:` is left
-# alone (verified to raise on 0.10.2). `jax.jit` never resolved one against the legacy mesh
-# (0.4.7's and 0.4.34's sources raise for it; 0.6-0.7 read only the concrete mesh `use_mesh` /
-# `jax.set_mesh` set): silence there is a miss, not a claim.
+# Below this jax, a bare spec of `device_put` / `reshard` under a legacy `with mesh:` is left
+# alone (verified to raise on 0.10.2; not read for older releases). `jax.jit` is judged at every
+# release: it never resolved a bare spec against the legacy mesh (0.4.7's and 0.4.34's sources
+# raise for one; 0.6-0.7 read only the concrete mesh `use_mesh` / `jax.set_mesh` set).
 _LEGACY_IGNORED_FROM = "0.10.2"
 
 
@@ -384,7 +384,7 @@ with jax.set_mesh(mesh):
         call = self.facts.call_at(site.node) if isinstance(site.node, ast.Call) else None
         if call is not None and call.abstract:
             return
-        legacy_ok = site.api_name == PJIT or self._legacy_counts()
+        legacy_ok = site.api_name == PJIT
         uses = self._uses(site)
         if uses:
             at = combine([mesh_at(self.facts, self.project, u, legacy_ok) for u in uses])
@@ -412,7 +412,7 @@ with jax.set_mesh(mesh):
         ctx = plain_context(self.project, self.facts.module, fn.qualname)
         if ctx is None:
             return MeshAt(UNKNOWN)
-        legacy_ok = site.api_name == PJIT or self._legacy_counts()
+        legacy_ok = site.api_name == PJIT
         if has_mesh(ctx, legacy_ok):
             return MeshAt(PROVIDED)
         return MeshAt(MISSING, has_mesh(ctx), callers=callers_lacking(
@@ -432,9 +432,12 @@ with jax.set_mesh(mesh):
         what = self._what(spec)
         if at.state == MISSING:
             legacy = " (a legacy `with mesh:` does not count here)" if at.legacy else ""
-            msg = (f"{what} passed to {where} with no mesh in context{legacy}: jax raises "
-                   f"\"requires a non-empty mesh in context\" when this runs; enter "
-                   f"{self._enter(legacy_honoured)}")
+            # (the words of jax >= 0.7.1's error; older releases say it otherwise: 0.4.34's
+            # `jax.jit` "only supports `Sharding`s", pjit "requires a non-empty mesh")
+            says = " \"requires a non-empty mesh in context\"" \
+                if not self.ctx.versions.may_be_below("jax", SET_MESH_ADDED) else ""
+            msg = (f"{what} passed to {where} with no mesh in context{legacy}: jax raises{says} "
+                   f"when this runs; {self._enter(legacy_honoured)}")
             related = [self.related(c.node, "runs here without a mesh") for c in at.where[:3]
                        if c.node.lineno != value.lineno]
             related += [self.related(Span(line, 0, line, 0), "called here without a mesh", path)
