@@ -399,13 +399,9 @@ init = partial(jax.jit, keep_unused=True)(Ensemble().init)  # expect: SHL302
         # 0.7.1, `out_shardings=` from jax 0.4.4 -- pjit's `out_axis_resources=` before it --
         # and `nn.get_sharding` from flax 0.6.9; all read from the releases)
         v = self.ctx.versions
-        if not v.may_be_below("jax", SET_MESH_ADDED):
-            where = "on device 0 without a mesh or a full copy on every device under `jax.set_mesh`"
-        elif v.below("jax", SET_MESH_ADDED):
-            where = "on device 0 without a mesh"
-        else:
-            where = (f"on device 0 without a mesh or a full copy on every device under "
-                     f"`jax.set_mesh`{set_mesh_note(v)}")
+        where = "on device 0 without a mesh"
+        if not v.below("jax", SET_MESH_ADDED):  # (a jax with `jax.set_mesh` may run it)
+            where += f" or a full copy on every device under `jax.set_mesh`{set_mesh_note(v)}"
         keyword = "pass `out_shardings=`" + out_shardings_note(v)
         helper = "`nn.get_sharding(abstract, mesh)`"
         added = releases.first_release("flax.linen.get_sharding")
