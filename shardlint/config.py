@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from shardlint.errors import ConfigError
+from shardlint.fsio import resolved_relative
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -124,11 +125,8 @@ def _best(code: str, prefixes: tuple[str, ...]) -> int | None:
 
 
 def _relative(path: str, root: Path) -> str:
-    p = Path(path)
-    try:
-        return p.resolve().relative_to(root.resolve()).as_posix()
-    except (ValueError, OSError):
-        return p.as_posix()
+    rel = resolved_relative(path, root)
+    return rel if rel is not None else Path(path).as_posix()
 
 
 def _rel_matches(rel: str, name: str, pattern: str) -> bool:

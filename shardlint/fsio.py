@@ -9,6 +9,7 @@ existed keeps its permission bits (the temporary file would otherwise carry mkst
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import stat
 import tempfile
@@ -66,3 +67,19 @@ def _umask() -> int:
 
 
 _UMASK = _umask()
+
+
+def resolved_relative(path: str | Path, root: Path) -> str | None:
+    """``path`` resolved, relative to ``root`` resolved, with posix separators (``"."``: the
+    root itself); None when it lies outside. ``root`` is resolved once per process: this is
+    asked for every file of a run, and each resolve costs a system call per part."""
+    full, top = os.path.realpath(path), _resolved_folder(root)
+    if full == top:
+        return "."
+    top = os.path.join(top, "")
+    return full[len(top):].replace(os.sep, "/") if full.startswith(top) else None
+
+
+@functools.lru_cache(maxsize=64)
+def _resolved_folder(root: Path) -> str:
+    return os.path.realpath(root)

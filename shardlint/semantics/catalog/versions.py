@@ -312,10 +312,19 @@ def _requirements_lines(path: Path, root: Path, seen: set[Path]) -> list[tuple[s
 
 
 def _rel(path: Path, root: Path) -> str:
-    try:
-        return path.resolve().relative_to(root.resolve()).as_posix()
-    except (ValueError, OSError):
-        return path.name
+    """``path`` resolved, relative to ``root`` resolved (posix); its name when outside."""
+    full, top = os.path.realpath(path), _resolved_folder(root)
+    if full == top:
+        return "."
+    top = os.path.join(top, "")
+    return full[len(top):].replace(os.sep, "/") if full.startswith(top) else path.name
+
+
+@functools.lru_cache(maxsize=64)
+def _resolved_folder(root: Path) -> str:
+    """(resolved once per root: ``_rel`` is asked for every file of a run, and a resolve costs
+    a system call per part of the path)"""
+    return os.path.realpath(root)
 
 
 def _conda_strings(path: Path, root: Path) -> list[tuple[str, str]]:
