@@ -722,6 +722,87 @@ def test_shl401_a_jitted_function_called_only_in_other_modules_traces(tmp_path, 
     assert found == ({("decoder.py", 4)} if eager_caller else set())
 
 
+_ENV_WRAPPER = """
+    from functools import partial
+
+    import jax
+    import jax.numpy as jnp
+
+
+    class Base:
+        def __init__(self, env):
+            self._env = env
+
+
+    class LogWrapper:
+        def __init__(self, env):
+            self._env = env
+
+        @partial(jax.jit, static_argnums=(0,))
+        def step(self, key, state, action):
+            obs, inner, reward, done = self._env.step(key, state["env"], action)
+            state = {"env": inner, "returns": state["returns"] + reward}
+            return obs, state, reward, done
+"""
+
+
+@pytest.mark.parametrize("traced,eager,flagged_", [
+    ("step", False, False),  # only called in the scan body of a jitted train function
+    ("reset", True, True),  # only called in an eager loop
+    ("step", True, True),  # in both
+    ("reset", False, True),  # never called: another method is
+])
+@pytest.mark.parametrize("spelling", ["called", "vmapped", "rebound"])
+def test_shl401_a_jitted_method_called_on_an_instance_only_in_traces(tmp_path, traced, eager,
+                                                                      flagged_, spelling):
+    """A gymnax-style `@partial(jax.jit, static_argnums=(0,)) def step(self, ...)` whose only
+    call is `env.step(...)` on an object the caller's enclosing function built
+    (`env = LogWrapper(base)`), inside the `lax.scan` body of a jitted train function: the
+    donation would be ignored there, so nothing is said. A call in an eager loop keeps the
+    finding, also beside a traced one; a traced call of another method does not count.
+    Spelled as a call, as the method handed to `jax.vmap` (purejaxrl), and with the object
+    wrapped on the way (`env = Base(); env = LogWrapper(env)`: the closure reads the last)."""
+    call = {"called": f"env.{traced}(key, env_state, obs)",
+            "vmapped": f"jax.vmap(env.{traced}, in_axes=(None, 0, 0))(key, env_state, obs)",
+            "rebound": f"env.{traced}(key, env_state, obs)"}[spelling]
+    build = "env = LogWrapper(base_env)" if spelling != "rebound" else \
+        "env = Base(base_env)\n            env = LogWrapper(env)"
+    train = f"""
+        import jax
+
+        from wrappers import Base, LogWrapper
+
+
+        def make_train(base_env):
+            {build}
+
+            def train(key, env_state, obs):
+                def _env_step(carry, unused):
+                    env_state, obs = carry
+                    obs, env_state, reward, done = {call}
+                    return (env_state, obs), reward
+
+                return jax.lax.scan(_env_step, (env_state, obs), None, 16)
+
+            return train
+
+
+        def main(base_env, key, env_state, obs):
+            return jax.jit(make_train(base_env))(key, env_state, obs)
+    """
+    if eager:
+        train += """
+        def evaluate(base_env, key, env_state, obs):
+            env = LogWrapper(base_env)
+            for _ in range(10):
+                obs, env_state, reward, done = env.step(key, env_state, obs)
+            return env_state
+    """
+    files = {"wrappers.py": _ENV_WRAPPER, "train.py": train}
+    found = {f for f in flagged(tmp_path, "SHL401", files) if f[0] == "wrappers.py"}
+    assert found == ({("wrappers.py", 16)} if flagged_ else set())
+
+
 @pytest.mark.parametrize("decorator,says", [
     ("@hax.named_jit(donate_args=(True,))", None),  # its own donation keyword: donated
     ("@hax.named_jit(donate=\"all\")", None),

@@ -198,7 +198,9 @@ returns (`step = make_step(cfg)`) or as an instance's method (`Trainer().step`);
 as `None` (no cache yet: nothing to donate); steps only called inside other traces, or only
 handed to them (a `lax.while_loop` body, a `functools.partial` of the step, in a jitted
 function), also a decorated function the project calls only from functions other modules
-compile (`forward_decoder` called in the jitted `forward_model` of another file), and
+compile (`forward_decoder` called in the jitted `forward_model` of another file), a jitted
+method called only on an object built from its class in code another module traces
+(gymnax-style `env.step(...)` in the `lax.scan` body of a jitted train function), and
 `jax.jit(..., inline=True)`, where donation is ignored; a jit of a function the same scope also
 compiles with a donation (`if donate: jax.jit(step, donate_argnums=...) else: jax.jit(step)`:
 the choice is offered on purpose); a wrapper given a donation keyword of its own
@@ -246,6 +248,36 @@ jax >= 0.8.1 (no fix is offered on older jax).
 """
     versions = "All versions. The `@jax.jit(donate_argnums=...)` spelling of the fix needs jax >= 0.8.1."
     VALID = [
+        example({"wrappers.py": """
+            from functools import partial
+            import jax
+
+            class LogWrapper:
+                def __init__(self, env):
+                    self._env = env
+
+                @partial(jax.jit, static_argnums=(0,))
+                def step(self, key, state, action):
+                    obs, inner, reward, done = self._env.step(key, state["env"], action)
+                    return obs, {"env": inner, "returns": state["returns"] + reward}, reward
+        """, "train.py": """
+            import jax
+            from wrappers import LogWrapper
+
+            def make_train(base_env):
+                env = LogWrapper(base_env)
+
+                def train(key, state, action):
+                    def body(carry, _):
+                        obs, carry, reward = env.step(key, carry, action)
+                        return carry, reward
+                    _, rewards = jax.lax.scan(body, state, None, 128)
+                    return rewards
+
+                return train
+
+            run = jax.jit(make_train(None))
+        """}, title="a jitted method called only inside another trace, on an instance"),
         example("""
             import jax
             import optax
@@ -1863,11 +1895,18 @@ jax >= 0.8.1 (no fix is offered on older jax).
         return frozenset(out)
 
     def _called_only_traced_elsewhere(self, site: JitSite) -> bool:
-        """A function decorated with the jit at module level that this file never calls and
-        the project calls only from traced code of other modules (`forward_decoder`, called
-        in the jitted `forward_model` of another file)."""
+        """A function decorated with the jit at module level, or a method of a module-level
+        class, that this file never calls and the project calls only from traced code of other
+        modules (`forward_decoder`, called in the jitted `forward_model` of another file; a
+        gymnax-style `env.step` called in the `lax.scan` body of a jitted train function)."""
         fn = site.function
-        return fn is not None and fn.parent is self.facts.module_scope \
+        top = self.facts.module_scope
+        # (decorated: the function's name is the jitted callable, so its callers are the
+        # jit's; `f = jax.jit(step)` beside a traced call of the plain `step` is not)
+        decorated = site.form in ("decorator", "factory") or \
+            site.form == "partial" and site.target is None
+        return fn is not None and decorated and (fn.parent is top or fn.parent is not None
+                                   and fn.parent.kind == "class" and fn.parent.parent is top) \
             and not references_of(self.facts, site) \
             and self.project.called_only_traced(self.facts.module, fn.qualname)
 

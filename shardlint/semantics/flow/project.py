@@ -938,19 +938,40 @@ class ProjectIndex:
         """Whether the project calls the function ``module:qualname`` and every call is in
         code that runs traced: in a function its module compiles at the top level (decorated
         with a jit, or bound once to one: ``ModuleSummary.jitted``), or that a jit of another
-        module compiles, or nested in one (a donation asked of it is ignored there)."""
+        module compiles, or nested in one, or that its module knows runs traced (handed to a
+        transform: ``ModuleSummary.traced``); a donation asked of it is ignored there. Calls of
+        a method on an object built from its class count (``ModuleSummary.method_calls``)."""
         self._ensure()
-        callers = self._callers.get(f"{module}:{qualname}")
+        key = f"{module}:{qualname}"
+        callers = [c for c, _, _, _ in self._callers.get(key, ())] + \
+            self._method_callers().get(key, [])
         if not callers:
             return False
         elsewhere = self.compiled_elsewhere
-        for caller, _, _, _ in callers:
+        for caller in callers:
             mod, _, qual = caller.partition(":")
             top = qual.partition(".")[0]
             s = self.summaries.get(mod)
-            if not qual or s is None or top not in s.jitted and f"{mod}:{top}" not in elsewhere:
+            if not qual or s is None or top not in s.jitted and f"{mod}:{top}" not in elsewhere \
+                    and qual not in s.traced:
                 return False
         return True
+
+    @project_cached
+    def _method_callers(self) -> dict[str, list[str]]:
+        """The project's calls of methods on objects built from its classes
+        (``ModuleSummary.method_calls``): method key -> caller keys."""
+        out: dict[str, list[str]] = {}
+        for mod, s in self.summaries.items():
+            for caller, ref in s.method_calls:
+                cls, _, name = ref.rpartition(".")
+                target = self.resolve(cls, mod)
+                if target is None or (c := self.symbol(target)) is None or c.kind != "class":
+                    continue
+                method = f"{target}.{name}"
+                if (m := self.symbol(method)) is not None and m.kind == "function":
+                    out.setdefault(method, []).append(f"{mod}:{caller}")
+        return out
 
     def setter_base(self, module: str) -> int:
         """The contexts a global setter of ``module``'s program gives its code."""

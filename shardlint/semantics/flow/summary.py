@@ -18,6 +18,7 @@ from shardlint.semantics.catalog.names import EXTERNAL_PACKAGES, dotted
 from shardlint.semantics.file.axis_names import exported_name_params
 from shardlint.semantics.file.config_flags import exported_flags
 from shardlint.semantics.file.config_tables import python_tables, table_key
+from shardlint.semantics.file.execution import execution_of
 from shardlint.semantics.file.facts import ALL, MESH, RULES, CallSite, FileFacts, Scope
 from shardlint.semantics.file.jit_sites import (
     PJIT,
@@ -207,6 +208,15 @@ class ModuleSummary:
     # another module that a jit here compiles (`jax.jit(steps.train_step)`, through a
     # `functools.partial` too): it runs traced (SHL101 says where `jax.set_mesh` goes)
     jit_targets: list[list] = field(default_factory=list)
+    # [caller, method reference]: a call of a method on a local object the caller (or a
+    # function around it) built from a project class (`env = LogWrapper(base); ...
+    # env.step(...)`): "<class reference>.<method>". Not call edges: read only by
+    # ``ProjectIndex.called_only_traced`` (a jitted method whose every call is traced)
+    method_calls: list[list[str]] = field(default_factory=list)
+    # the callers (qualnames) of ``calls`` and ``method_calls`` that run traced in this module
+    # (decorated with a jit or another transform, handed to one, or nested in one: a donation
+    # asked of what they call is ignored)
+    traced: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         """The summary as JSON data (what ``from_json`` reads back): fields left at their
@@ -634,6 +644,8 @@ class _Summariser:
         out.apis = sorted(apis)
         out.mesh_kinds = [axis_kind(f, m) for m in f.meshes if m.call is not None]
         out.jitted = exported_jitted(f)
+        out.method_calls = self._method_calls()
+        out.traced = self._traced_callers(out)
         out.kept = self._kept()
         out.value_kinds = self._value_kinds()
         out.mesh_types = self._mesh_types()
@@ -652,6 +664,51 @@ class _Summariser:
                     (*runnable.spans(f.tree), *newer_calls(f))]
         out.loads = sorted({m for m, _ in runnable.loads(f.tree, f.imports)})
         return out
+
+    def _method_calls(self) -> list[list[str]]:
+        """``ModuleSummary.method_calls``: ``x.m(...)``, or ``x.m`` handed to a call
+        (``jax.vmap(env.step, ...)``), where ``x`` is an object built from a project class
+        (CapWords, not a known API) by the caller, once, or by a function around it (its last
+        binding there: what a closure reads once the function has run on). Only where the
+        call is no call edge already."""
+        out: list[list[str]] = []
+        for c in self.f.calls:
+            if not c.scope.qualname:
+                continue
+            func = c.node.func
+            if c.api is None and type(func) is ast.Attribute:
+                self._method_call(c.scope, func, out)
+            for a in c.node.args:
+                if type(a) is ast.Attribute:
+                    self._method_call(c.scope, a, out)
+        return out
+
+    def _method_call(self, scope: Scope, node: ast.Attribute, out: list[list[str]]) -> None:
+        if type(node.value) is not ast.Name:
+            return
+        found = scope.lookup(node.value.id)
+        if found is None or found[0].kind != "function" or not found[1] \
+                or found[0] is scope and len(found[1]) != 1:
+            return
+        made = found[1][-1]
+        if type(made) is not ast.Call or type(made.func) not in (ast.Name, ast.Attribute) \
+                or self.f.resolve(made.func) is not None:
+            return
+        cls = self.ref(made.func, found[0])
+        last = cls.rpartition(":")[2].rpartition(".")[2] if cls else ""
+        if cls is None or not last.lstrip("_")[:1].isupper():
+            return
+        item = [scope.qualname, f"{cls}.{node.attr}"]
+        if item not in out:
+            out.append(item)
+
+    def _traced_callers(self, out: ModuleSummary) -> list[str]:
+        """``ModuleSummary.traced``: of the callers of the module's edges and method calls."""
+        callers = {e.caller for e in out.calls if e.caller} | {c for c, _ in out.method_calls}
+        if not callers:
+            return []
+        execution, scopes = execution_of(self.f), self.f.scopes
+        return sorted(q for q in callers if q in scopes and execution.scope_traced(scopes[q]))
 
     KEPT = "summary:kept"
 
