@@ -1324,6 +1324,29 @@ def test_shl104_a_jax_jit_spec_under_a_legacy_mesh_raises_at_every_release(tmp_p
     assert not _lint_at(tmp_path / "pjit", {"train.py": pjit}, "SHL104", jax=jax)
 
 
+@pytest.mark.parametrize("jax", ["0.4.30", "0.6.2", "0.4.30..0.12.0.1", "0.12.0.1"])
+def test_shl104_a_device_put_spec_under_a_legacy_mesh_raises_at_every_release(tmp_path, jax):
+    """`device_put` never resolves a bare spec against the legacy `with mesh:`: run under only
+    `with mesh:`, it raises on jax 0.4.30 (which takes no PartitionSpec there at all), 0.6.2
+    ("Please set a mesh via `jax.sharding.use_mesh`"), 0.8.1, 0.10.2 and 0.12. An error at
+    every pin; `with_sharding_constraint` beside it, which honours the legacy mesh, is not."""
+    src = """
+        import jax
+        import numpy as np
+        from jax.sharding import Mesh, PartitionSpec as P
+
+        mesh = Mesh(np.array(jax.devices()), ("data",))
+        with mesh:
+            y = jax.device_put(np.ones((8, 4)), P("data"))
+            z = jax.lax.with_sharding_constraint(y, P("data"))
+    """
+    [f] = _lint_at(tmp_path, {"train.py": src}, "SHL104", jax=jax)
+    assert f.line == 7 and f.severity == "error", f
+    assert "`device_put` with no mesh in context (a legacy `with mesh:` does not count here)" \
+        in f.message, f.message
+    assert ("pass NamedShardings (`jax.set_mesh`" in f.message) == (jax != "0.12.0.1"), f.message
+
+
 @pytest.mark.parametrize("read,error", [
     ("Trainer.tokenize(d)", False),  # a static member that applies nothing
     ("Trainer.tokenize", False),  # (handed on, not called)

@@ -28,17 +28,15 @@ from shardlint.source import Span
 PJIT = "jax.experimental.pjit.pjit"
 _JIT_SPEC_KEYWORDS = ("in_shardings", "out_shardings", "in_axis_resources", "out_axis_resources")
 # The API, the argument holding the sharding (position, keyword), and whether a legacy
-# `with mesh:` still satisfies it (verified on jax 0.10.2 and 0.12).
+# `with mesh:` satisfies it: never for `device_put` and `reshard` (run: a bare spec under only
+# `with mesh:` raises on jax 0.4.30 -- which takes no PartitionSpec there at all -- 0.6.2, 0.8.1,
+# 0.10.2 and 0.12), nor for `jax.jit` (0.4.7's and 0.4.34's sources raise for one; 0.6-0.7 read
+# only the concrete mesh `use_mesh` / `jax.set_mesh` set).
 _PLACERS = {
     "jax.lax.with_sharding_constraint": (1, "shardings", True),
     "jax.device_put": (1, "device", False),
     "jax.sharding.reshard": (1, "out_shardings", False),
 }
-# Below this jax, a bare spec of `device_put` / `reshard` under a legacy `with mesh:` is left
-# alone (verified to raise on 0.10.2; not read for older releases). `jax.jit` is judged at every
-# release: it never resolved a bare spec against the legacy mesh (0.4.7's and 0.4.34's sources
-# raise for one; 0.6-0.7 read only the concrete mesh `use_mesh` / `jax.set_mesh` set).
-_LEGACY_IGNORED_FROM = "0.10.2"
 
 
 @register
@@ -95,8 +93,9 @@ with jax.set_mesh(mesh):
 ```
 """
     fix_safety = "No automatic fix: whether to wrap the call in `jax.set_mesh` or to build NamedShardings is a design choice."
-    versions = ("All versions: a bare PartitionSpec always needs a context mesh. From jax 0.10.2 "
-                "a legacy `with mesh:` no longer provides it to `jax.jit` and `device_put`.")
+    versions = ("All versions: a bare PartitionSpec always needs a context mesh. A legacy "
+                "`with mesh:` provides it to `pjit` and `with_sharding_constraint` only, at "
+                "every release: never to `jax.jit`, `device_put` or `reshard`.")
     VALID = [
         example(GUARDED_LIBRARY,
                 title="a library that applies its constraints only where its caller brings the contexts"),
@@ -365,7 +364,7 @@ with jax.set_mesh(mesh):
             spec = bare_specs(self.facts, value, c.scope)
             if value is None or spec is None:
                 continue
-            at = mesh_at(self.facts, self.project, c, legacy_ok or self._legacy_counts())
+            at = mesh_at(self.facts, self.project, c, legacy_ok)
             short = c.api.name.rsplit(".", 1)[-1]
             yield from self._report(at, value, spec, f"`{short}`", legacy_ok)
 
@@ -417,9 +416,6 @@ with jax.set_mesh(mesh):
             return MeshAt(PROVIDED)
         return MeshAt(MISSING, has_mesh(ctx), callers=callers_lacking(
             self.project, self.facts.module, fn.qualname, legacy_ok))
-
-    def _legacy_counts(self) -> bool:
-        return not self.ctx.versions.at_least("jax", _LEGACY_IGNORED_FROM)
 
     # ---- findings ---------------------------------------------------------------------------------
     def _report(self, at: MeshAt, value: ast.expr, spec: ast.expr,
