@@ -1,8 +1,8 @@
 """Jupyter notebooks: the code cells analysed together as one source, findings mapped back.
 
 A mesh or rules table defined in cell 1 counts in cell 5, as it does when the notebook runs top
-to bottom. IPython magics (``%time``, ``!pip``, ``%%bash`` cells) become comments of the same
-length in lines, so positions stay exact. Fixes are written back into the cells' ``source``
+to bottom. IPython magics (``%time``, ``!pip``) become ``pass`` statements and ``%%bash`` cells
+comments, line for line, so positions stay exact. Fixes are written back into the cells' ``source``
 without touching outputs or metadata.
 """
 
@@ -47,8 +47,10 @@ def _mask_magics(lines: list[str]) -> tuple[list[str], set[int]]:
         stripped = line.lstrip()
         if stripped.startswith(("%", "!", "?")) or stripped.endswith("?") and \
                 stripped[:-1].isidentifier():
+            # (a statement, not a comment: a magic may be all a block holds, `except
+            # ImportError:` then `!pip install ...`; write_fixed puts the original back)
             indent = line[: len(line) - len(stripped)]
-            out.append(f"{indent}# {stripped}")
+            out.append(f"{indent}pass  # {stripped}")
             masked.add(i)
         else:
             out.append(line)

@@ -168,6 +168,25 @@ def test_notebook_findings_by_cell_and_fix(tmp_path, capsys):
     assert data["metadata"] == NOTEBOOK["metadata"]
 
 
+def test_a_notebook_magic_that_is_all_a_block_holds_parses(tmp_path, capsys):
+    """`try: import penzai` / `except ImportError:` / `  !pip install penzai` is valid IPython:
+    the magic is the except block's one statement. It is read as `pass`, not as a comment
+    (which left the block empty: SHL000 on a notebook that runs); a fix elsewhere in the cell
+    writes the magic back as it was."""
+    cell = ["try:\n", "  import penzai\n", "except ImportError:\n", "  !pip install penzai\n",
+            "import jax\n", "from jax.sharding import Mesh\n",
+            "mesh = Mesh(jax.devices(), ('data',))\n", "with mesh:\n", "    pass"]
+    data = {**NOTEBOOK, "cells": [{"cell_type": "code", "execution_count": 1, "metadata": {},
+                                   "outputs": [], "source": cell}]}
+    nb = tmp_path / "setup.ipynb"
+    nb.write_text(json.dumps(data, indent=1) + "\n")
+    code, items, _ = check(capsys, str(nb))
+    assert [(i["code"], i["cell"], i["line"]) for i in items] == [("SHL101", 1, 8)], items
+    assert main(["check", str(nb), "--fix", "--no-cache"]) == 0
+    fixed = json.loads(nb.read_text())["cells"][0]["source"]
+    assert fixed == [*cell[:7], "with jax.set_mesh(mesh):\n", "    pass"]
+
+
 def test_broken_notebook_is_a_clear_error(tmp_path, capsys):
     nb = tmp_path / "bad.ipynb"
     nb.write_text("{ not json")
