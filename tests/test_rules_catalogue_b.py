@@ -111,6 +111,28 @@ def test_fixing_twice_changes_nothing_the_second_time(tmp_path, code):
 
 
 # ---- SHL501 ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("call,stack", [
+    ("jax.device_put_replicated(params, jax.local_devices())", "jnp.stack([x] * len(devices))"),
+    ("jax.device_put_sharded(shards, jax.local_devices())", "jnp.stack(shards)"),
+])
+def test_shl501_device_put_replicated_keeps_the_pmap_leading_axis(tmp_path, call, stack):
+    """Both made the layout pmap takes, a new leading axis with one slice per device (jax
+    0.8.1's docstring). The advice stacks that axis and splits it over a 1-D mesh: run on jax
+    0.4.30 and 0.8.1, that array has the same shape, values and device of each shard, and
+    `pmap` gives the same result. `PartitionSpec()` (the earlier advice) would replicate the
+    array whole, without the axis."""
+    src = f"""
+        import jax
+
+        def replicate(params, shards):
+            return {call}
+    """
+    [f] = lint(tmp_path, _dedent(src), ("SHL501",))
+    assert f"`jax.device_put` (of " in f.message and stack in f.message, f.message
+    assert "NamedSharding(Mesh(devices, ('d',)), PartitionSpec('d'))" in f.message
+    assert "PartitionSpec()" not in f.message
+
+
 def test_shl501_multiline_import_keeps_comments_and_other_names(tmp_path):
     src = _dedent("""
         import jax

@@ -173,10 +173,17 @@ APIS: tuple[Api, ...] = (
     _a("jax.experimental.shard_map.shard_map", R.OTHER, replacement="jax.shard_map",
        note="`mesh`, `in_specs` and `out_specs` are keyword-only there; `check_rep` is now "
             "`check_vma`; `auto=` is gone"),
+    # (both made the layout `pmap` takes: a new leading axis, one slice per device -- jax
+    # 0.8.1's `device_put_replicated` docstring; `PartitionSpec()` would replicate the array
+    # whole, without that axis)
     _a("jax.device_put_sharded", R.OTHER, replacement="jax.device_put",
-       note="pass a NamedSharding"),
+       note="of `jnp.stack(shards)`, with a NamedSharding that splits the new leading axis "
+            "over a 1-D mesh of the devices: `NamedSharding(Mesh(devices, ('d',)), "
+            "PartitionSpec('d'))`"),
     _a("jax.device_put_replicated", R.OTHER, replacement="jax.device_put",
-       note="pass a NamedSharding with PartitionSpec()"),
+       note="of the copies stacked on a new leading axis, `jnp.stack([x] * len(devices))` "
+            "(the layout `pmap` takes), with a NamedSharding that splits that axis over a 1-D "
+            "mesh of the devices: `NamedSharding(Mesh(devices, ('d',)), PartitionSpec('d'))`"),
     _a("jax.sharding.PmapSharding", R.OTHER, replacement="jax.sharding.NamedSharding"),
     _a("jax.experimental.maps.xmap", R.OTHER, replacement="jax.shard_map"),
     # Old spellings of sharding and mesh APIs: their roles still tell rules what they are.
