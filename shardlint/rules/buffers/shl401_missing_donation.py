@@ -1798,9 +1798,12 @@ jax >= 0.8.1 (no fix is offered on older jax).
                         # old buffer could not hold: the rebind says nothing of an update)
                         if at is not None and self._placed_as_is(out, at) \
                                 and flow.computed(name) and not flow.reshaped(at):
+                            # (the assignment as written, whatever it unpacks: the
+                            # arguments one call rebinds are named in one clause)
                             evidence[name] = Evidence(
                                 "is called as `{1}` in a loop, rebinding what it passes as {0}",
-                                f"{self.text(arg)} = {self.text(c.node.func)}(...)", ())
+                                f"{self.text(c.stmt.targets[0])} = {self.text(c.node.func)}(...)",
+                                ())
             # A caller that reads the old value afterwards keeps it (donating would break it);
             # asked only for what has evidence: the liveness walk is the costly part.
             # (an NNX object changed in place is not a value the caller holds the old copy of)
