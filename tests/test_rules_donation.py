@@ -803,6 +803,40 @@ def test_shl401_a_jitted_method_called_on_an_instance_only_in_traces(tmp_path, t
     assert found == ({("wrappers.py", 16)} if flagged_ else set())
 
 
+@pytest.mark.parametrize("keeps,flagged_", [
+    ("states.append(state)", False),  # the next call would delete what the list holds
+    ("history[i] = state", False),
+    ("frames.extend([state, obs])", False),
+    ("losses.append(loss)", True),  # another value kept: the state is still replaced
+])
+@pytest.mark.parametrize("known", [True, False])
+def test_shl401_a_state_kept_in_a_container_is_not_donated(tmp_path, keeps, flagged_, known):
+    """`state, obs = step_fn(state, a); states.append(state)` in a loop, then
+    `animate(states)` (jumanji's visualiser): each state appended is the next call's argument,
+    so donating it deletes the arrays the list holds. The step known or not (`jax.jit(env.step)`
+    of an object shardlint cannot follow)."""
+    step = """
+        @jax.jit
+        def step(state, action):
+            return jax.tree.map(lambda x: x + action, state), action
+    """ if known else ""
+    src = f"""
+        import jax
+{step}
+        def rollout(env, state, actions, animate):
+            step_fn = jax.jit(env.step)
+            states, history, frames, losses = [], {{}}, [], []
+            for i, action in enumerate(actions):
+                state, obs = {"step" if known else "step_fn"}(state, action)
+                loss = obs.sum()
+                {keeps}
+            animate(states, history, frames, losses)
+            return state
+    """
+    found = lint(tmp_path, "SHL401", src)
+    assert bool(found) is flagged_, [f.message for f in found]
+
+
 @pytest.mark.parametrize("decorator,says", [
     ("@hax.named_jit(donate_args=(True,))", None),  # its own donation keyword: donated
     ("@hax.named_jit(donate=\"all\")", None),

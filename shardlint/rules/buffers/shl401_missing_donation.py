@@ -194,7 +194,9 @@ update); a step whose caller keeps reading the old value after the call, directl
 an alias (donating would break that caller: SHL402) -- a caller in the file, or one in another
 module that rebinds what it passes (`old = state; state = step(state, b); old.step`), found
 through its module's summary, whether it calls the step by its name, through what a factory
-returns (`step = make_step(cfg)`) or as an instance's method (`Trainer().step`); an argument every call passes
+returns (`step = make_step(cfg)`) or as an instance's method (`Trainer().step`); a caller that
+keeps what it passes in a container (`states.append(state)` in the loop, then
+`animate(states)`: the next call would delete the arrays the list holds); an argument every call passes
 as `None` (no cache yet: nothing to donate); steps only called inside other traces, or only
 handed to them (a `lax.while_loop` body, a `functools.partial` of the step, in a jitted
 function), also a decorated function the project calls only from functions other modules
@@ -278,6 +280,17 @@ jax >= 0.8.1 (no fix is offered on older jax).
 
             run = jax.jit(make_train(None))
         """}, title="a jitted method called only inside another trace, on an instance"),
+        example("""
+            import jax
+
+            def visualise(env, state, actions, animate):
+                step_fn = jax.jit(env.step)
+                states = [state]
+                for action in actions:
+                    state, timestep = step_fn(state, action)
+                    states.append(state)   # the next call's argument: donating it deletes it
+                animate(states)
+        """, title="every state kept in a list for an animation"),
         example("""
             import jax
             import optax
@@ -1810,7 +1823,7 @@ jax >= 0.8.1 (no fix is offered on older jax).
             kept = {name for name, uses in passing.items() if name in evidence
                     and name not in changed_in_place
                     and any(use_after(facts, c, arg) is not None
-                            or _captured(c, arg) for c, arg in uses)}
+                            or _captured(c, arg) or _stored(c, arg) for c, arg in uses)}
             # A caller in another module that rebinds the argument but still reads the old
             # value (its module's summary says which) keeps it as well.
             elsewhere = self._read_after_elsewhere(site)
@@ -1986,7 +1999,7 @@ jax >= 0.8.1 (no fix is offered on older jax).
                     break
                 arg = args[i]
                 if _is_none(arg) or use_after(self.facts, c, arg) is not None \
-                        or _captured(c, arg):
+                        or _captured(c, arg) or _stored(c, arg):
                     kept.add(key)
                     break
         return kept
@@ -2155,6 +2168,30 @@ def _captured(call: CallSite, arg: ast.expr) -> bool:
             bound |= {x.arg for x in (a.vararg, a.kwarg) if x is not None}
             if c[0] not in bound:
                 return True
+    return False
+
+
+_STORING = frozenset({"append", "appendleft", "add", "insert", "extend", "put", "put_nowait"})
+
+
+def _stored(call: CallSite, arg: ast.expr) -> bool:
+    """The code around the call keeps what it passes in a container: `states.append(state)`,
+    `history[i] = state`, before the call or after the rebind (that value is the next
+    iteration's argument). A donation would delete the arrays the container holds
+    (`env.animate(states)` after the loop)."""
+    c = chain(arg)
+    body = getattr(call.scope, "node", None)
+    if c is None or body is None:
+        return False
+    held = lambda v: chain(v) == c or isinstance(v, (ast.Tuple, ast.List)) and any(  # noqa: E731
+        chain(e) == c for e in v.elts)
+    for node in ast.walk(body):
+        if type(node) is ast.Call and type(node.func) is ast.Attribute \
+                and node.func.attr in _STORING and any(held(a) for a in node.args):
+            return True
+        if type(node) is ast.Assign and held(node.value) \
+                and any(type(t) is ast.Subscript for t in node.targets):
+            return True
     return False
 
 
