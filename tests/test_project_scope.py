@@ -1347,6 +1347,95 @@ def test_shl104_a_device_put_spec_under_a_legacy_mesh_raises_at_every_release(tm
     assert ("pass NamedShardings (`jax.set_mesh`" in f.message) == (jax != "0.12.0.1"), f.message
 
 
+_ONE_DEVICE_EXAMPLE = """
+    import jax
+    import flax.linen as nn
+    {imports}
+
+    class CNN(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.Dense(10)(x)
+
+    def main():
+        params = CNN().init(jax.random.key(0), jax.numpy.ones((8, 784)))
+        return params
+
+    if __name__ == "__main__":
+        main()
+"""
+
+
+@pytest.mark.parametrize("imports,sharded", [
+    ("", False),  # a standalone script beside the one that builds a mesh
+    ("from common import batches", False),  # a helper both import, which shards nothing
+    ("from distributed import make_mesh\n    MESH = make_mesh()", True),  # the sharding one's mesh
+])
+def test_a_one_device_example_beside_a_sharded_one_is_its_own_program(tmp_path, imports,
+                                                                        sharded):
+    """`examples/deep_learning/` holds standalone scripts: jaxopt's `plot_sgd_solvers.py` (a
+    one-device MNIST CNN) beside `distributed_flax_imagenet.py` (a mesh). The folder is programs by what
+    imports what: the one-device script's eager init is not told that it lands on one device
+    "before it can be sharded" -- unless it imports the script that builds the mesh."""
+    files = {
+        "examples/deep_learning/distributed.py": """
+            import jax
+            from common import batches
+
+            def make_mesh():
+                return jax.make_mesh((jax.device_count(),), ("data",))
+
+            if __name__ == "__main__":
+                with jax.set_mesh(make_mesh()):
+                    batches()
+        """,
+        "examples/deep_learning/common.py": """
+            import jax
+
+            def batches():
+                return jax.numpy.ones((8, 784))
+        """,
+        "examples/deep_learning/plot_mnist.py": _ONE_DEVICE_EXAMPLE.replace("{imports}", imports),
+    }
+    found = {(f.path.rsplit("/", 1)[-1], f.line)
+             for f in _lint_at(tmp_path, files, "SHL301")}
+    line = 1 + textwrap.dedent(files["examples/deep_learning/plot_mnist.py"]).lstrip("\n").split(
+        "\n").index("    params = CNN().init(jax.random.key(0), jax.numpy.ones((8, 784)))")
+    assert found == ({("plot_mnist.py", line)} if sharded else set())
+
+
+@pytest.mark.parametrize("jit,error", [("pjit", False), ("jax.jit", True)])
+def test_a_global_legacy_resource_env_is_the_mesh_pjit_reads(tmp_path, jit, error):
+    """jaxopt's `setup_data_parallel_mesh` sets the legacy environment itself:
+    `maps.thread_resources.env = maps.ResourceEnv(physical_mesh=mesh, loops=())`, before
+    `pjit(..., in_shardings=PartitionSpec('data'))` runs. pjit reads it (no SHL104 error);
+    `jax.jit` never resolves a bare spec against the legacy mesh (still an error)."""
+    src = f"""
+        import jax
+        import numpy as np
+        from jax.experimental.pjit import pjit
+        from jax.sharding import Mesh, PartitionSpec
+
+        def setup_data_parallel_mesh():
+            mesh = Mesh(np.asarray(jax.devices(), dtype=object), ["data"])
+            jax.experimental.maps.thread_resources.env = (
+                jax.experimental.maps.ResourceEnv(physical_mesh=mesh, loops=()))
+
+        def main(batches):
+            setup_data_parallel_mesh()
+            step = {jit}(lambda b: b * 2, in_shardings=(PartitionSpec("data"),),
+                        out_shardings=None)
+            for b in batches:
+                step(b)
+
+        if __name__ == "__main__":
+            main([np.ones((8, 4))])
+    """
+    found = _lint_at(tmp_path, {"train.py": src}, "SHL104", jax="0.4.30")
+    assert bool([f for f in found if f.severity == "error"]) is error, \
+        [(f.severity, f.message) for f in found]
+
+
 @pytest.mark.parametrize("read,error", [
     ("Trainer.tokenize(d)", False),  # a static member that applies nothing
     ("Trainer.tokenize", False),  # (handed on, not called)

@@ -58,7 +58,8 @@ bound to them) that is handed to
 when no mesh is in context there: no `with jax.set_mesh(mesh):` around the call, around every
 caller in the project, or anywhere as a global `jax.set_mesh(mesh)` statement. A legacy
 `with mesh:` counts for `with_sharding_constraint` and `pjit`, which still honour it, but not for
-`jax.jit`, `device_put` or `reshard`.
+`jax.jit`, `device_put` or `reshard`; so does the legacy environment set globally
+(`maps.thread_resources.env = maps.ResourceEnv(physical_mesh=mesh, loops=())`, old jax code).
 
 The finding is an error where the call certainly runs without a mesh (module-level code, or a
 function whose every caller in the project lacks one). Inside a function whose callers are not
@@ -97,6 +98,27 @@ with jax.set_mesh(mesh):
                 "`with mesh:` provides it to `pjit` and `with_sharding_constraint` only, at "
                 "every release: never to `jax.jit`, `device_put` or `reshard`.")
     VALID = [
+        example("""
+            import jax
+            import numpy as np
+            from jax.experimental.pjit import pjit
+            from jax.sharding import Mesh, PartitionSpec
+
+            def setup_data_parallel_mesh():
+                mesh = Mesh(np.asarray(jax.devices(), dtype=object), ["data"])
+                jax.experimental.maps.thread_resources.env = (
+                    jax.experimental.maps.ResourceEnv(physical_mesh=mesh, loops=()))
+
+            def main(batches):
+                setup_data_parallel_mesh()
+                step = pjit(lambda b: b * 2, in_shardings=(PartitionSpec("data"),),
+                            out_shardings=None)
+                for b in batches:
+                    step(b)
+
+            if __name__ == "__main__":
+                main([np.ones((8, 4))])
+        """, jax="0.4.30", title="pjit under a legacy resource environment set globally"),
         example(GUARDED_LIBRARY,
                 title="a library that applies its constraints only where its caller brings the contexts"),
         example("""

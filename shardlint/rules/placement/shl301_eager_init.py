@@ -59,7 +59,8 @@ Not flagged: `jax.eval_shape(model.init, ...)` (abstract, nothing is allocated),
 `jax.jit` / in a lambda or function handed to `jax.jit`, optax's `tx.init(params)`, functions
 whose callers the file does not show (they may be jitted elsewhere), projects with no mesh, and
 programs that never shard (a conversion or export script whose module and imports build, enter
-or set no mesh and no axis rules: an eager init there is meant for one device).
+or set no mesh and no axis rules: an eager init there is meant for one device; in a folder of
+examples, tests or docs, a script neither importing one that shards nor imported by one).
 """
     why = """
 Eagerly, every initializer runs as its own small computation with no sharding to follow:
@@ -84,6 +85,33 @@ with jax.set_mesh(mesh):
 """
     versions = "All versions. NNX eager sharding of annotated Variables is on by default since flax 0.12.0."
     VALID = [
+        example({
+            "examples/vision/distributed.py": """
+import jax
+
+def make_mesh():
+    return jax.make_mesh((jax.device_count(),), ("data",))
+
+if __name__ == "__main__":
+    with jax.set_mesh(make_mesh()):
+        pass
+""",
+            "examples/vision/plot_mnist.py": """
+import jax
+import flax.linen as nn
+
+class CNN(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return nn.Dense(10)(x)
+
+def main():
+    return CNN().init(jax.random.key(0), jax.numpy.ones((8, 784)))
+
+if __name__ == "__main__":
+    main()
+""",
+        }, title="a one-device script beside a sharded one in a folder of examples"),
         example({
             "model.py": _LINEN_MODEL,
             "train.py": """

@@ -28,6 +28,17 @@ _OWN_PROGRAM_FOLDERS = frozenset({"tests", "test", "testing", "benchmarks", "ben
                                   "demos", "demo"})
 
 
+def _reached(start: str, imports: dict[str, list[str]]) -> set[str]:
+    """``start`` and the modules it imports, transitively (``imports``: module -> those)."""
+    seen, todo = {start}, [start]
+    while todo:
+        for i in imports.get(todo.pop(), ()):
+            if i not in seen:
+                seen.add(i)
+                todo.append(i)
+    return seen
+
+
 def own_program(module: str) -> bool:
     """Whether a module (dotted, from the project root) is a test, a benchmark or an example by
     the usual conventions: under ``tests/``, ``benchmarks/``, ``examples/``, ``docs/`` ..., or named
@@ -814,11 +825,14 @@ class ProjectIndex:
     @project_cached
     def _setter_bases(self) -> dict[str, int]:
         """The contexts global setters (``nn.set_logical_axis_rules(...)``, ``jax.set_mesh(m)``
-        as a statement) give each module: a setter counts for the program that executes it --
-        its module and what that imports, transitively -- not for unrelated scripts."""
+        as a statement, the legacy ``thread_resources.env = ...``, a mesh only ``pjit`` and
+        ``with_sharding_constraint`` read) give each module: a setter counts for the program
+        that executes it -- its module and what that imports, transitively -- not for
+        unrelated scripts."""
         out: dict[str, int] = {}
         for mod, s in self.summaries.items():
-            flags = (RULES if s.rules_setter else 0) | (MESH | MESH_SET if s.mesh_setter else 0)
+            flags = (RULES if s.rules_setter else 0) | (MESH | MESH_SET if s.mesh_setter else 0) \
+                | (MESH if s.legacy_mesh_setter else 0)
             if not flags:
                 continue
             todo, seen = [mod], set()
@@ -874,16 +888,32 @@ class ProjectIndex:
         sets a mesh, reads the legacy mesh environment, or enters or sets axis rules: a program
         that does none of that (a conversion or export script, a single-device tool) runs on
         one device by design. For a test, a benchmark or an example (:func:`program_of`), its
-        own files must: a pmap example beside a library that builds meshes does not shard."""
-        program = program_of(module)
-        if program:
-            return program in self._own_sharding_programs()
+        own files must: a pmap example beside a library that builds meshes does not shard; nor
+        does a one-device script beside one that builds a mesh, in a folder of standalone
+        scripts (see :meth:`_own_sharding_modules`)."""
+        if program_of(module):
+            return module in self._own_sharding_modules()
         return module in self._sharding_programs()
 
     @project_cached
-    def _own_sharding_programs(self) -> frozenset[str]:
-        return frozenset(p for p, summaries in self.programs().items()
-                         if p and any(self._shards_itself(s) for s in summaries))
+    def _own_sharding_modules(self) -> frozenset[str]:
+        """The modules of tests, benchmarks and examples that run in a program that shards.
+        A folder of them holds programs by what imports what, not one: a script shards when
+        it, or a module of its folder it imports (transitively), shards itself; a module such
+        a script imports runs in that program too (the models of `examples/lm1b/train.py`).
+        A single-device `plot_sgd_solvers.py` beside `distributed_imagenet.py`, neither
+        importing the other, does not."""
+        out: set[str] = set()
+        for program, summaries in self.programs().items():
+            if not program or not any(self._shards_itself(s) for s in summaries):
+                continue
+            members = {s.module for s in summaries}
+            imports = {m: [i for i in self.module_imports(m) if i in members] for m in members}
+            shards = {s.module for s in summaries if self._shards_itself(s)}
+            running = [m for m in members if shards & _reached(m, imports)]
+            for m in running:
+                out |= _reached(m, imports)
+        return frozenset(out)
 
     def runs_on_one_device(self, module: str, qualname: str) -> bool:
         """Code of ``module:qualname`` runs only in a program that never shards: the module's

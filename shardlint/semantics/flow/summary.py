@@ -142,6 +142,9 @@ class ModuleSummary:
     eval_shape_users: list[str] = field(default_factory=list)
     rules_setter: bool = False  # nn.set_logical_axis_rules(...) somewhere
     mesh_setter: bool = False  # jax.set_mesh(m) as a statement somewhere
+    # `maps.thread_resources.env = ResourceEnv(physical_mesh=m, ...)`: a global legacy mesh,
+    # what `pjit` and `with_sharding_constraint` read (jax < 0.4.31 code; not `jax.jit`)
+    legacy_mesh_setter: bool = False
     rules_provider: bool = False  # any rules context, setter or rules= argument
     mesh_provider: bool = False
     mesh_context: bool = False  # enters or sets a mesh by jax.set_mesh / use_mesh (or a wrapper)
@@ -488,6 +491,22 @@ def _merge(frag: _Fragment, sub: _Fragment) -> None:
 _CURRENT_MESH_GETTERS = ("get_abstract_mesh", "get_concrete_mesh")
 
 
+def _sets_legacy_env(f: FileFacts) -> bool:
+    """An assignment of the legacy resource environment itself, `thread_resources.env = ...`
+    (jaxopt's `setup_data_parallel_mesh`: `maps.thread_resources.env =
+    maps.ResourceEnv(physical_mesh=mesh, loops=())`), anywhere in the file."""
+    for node in walk_nodes(f.tree):
+        if type(node) is ast.Assign:
+            for t in node.targets:
+                if type(t) is ast.Attribute and t.attr == "env" and \
+                        type(t.value) in (ast.Attribute, ast.Name):
+                    q = f.qualify(t.value)
+                    if q is not None and q.startswith("jax.") and \
+                            q.endswith(".thread_resources"):
+                        return True
+    return False
+
+
 def _legacy_readers(f: FileFacts) -> list[str]:
     """The functions (qualnames; "" for module-level code) that read ``thread_resources``
     (``pxla.thread_resources.env.physical_mesh``), of a file that reads it: each read belongs
@@ -654,6 +673,9 @@ class _Summariser:
         out.legacy_env = Role.LEGACY_ENV in f.roles
         if out.legacy_env:
             out.legacy_readers = _legacy_readers(f)
+            out.legacy_mesh_setter = _sets_legacy_env(f)
+            if out.legacy_mesh_setter:  # (a legacy mesh it provides, as `with mesh:` does)
+                out.mesh_provider = out.legacy_mesh = True
         out.eval_shape_users = sorted({c.scope.qualname for c in f.calls
                                        if c.api is not None and c.api.name == NNX_EVAL_SHAPE})
         out.pjit_callers = sorted({site.scope.qualname for site in f.jit_sites

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from shardlint.semantics.file.bindings import enclosing
 from shardlint.semantics.file.execution import execution_of
-from shardlint.semantics.file.facts import MESH, CallSite, FileFacts, Scope
+from shardlint.semantics.file.facts import MESH, MESH_SET, CallSite, FileFacts, Scope
 from shardlint.semantics.flow.project import ProjectIndex
 from shardlint.semantics.sharding.mesh_values import is_mesh
 from shardlint.semantics.sharding.partitioning import symbol_ref
@@ -63,8 +63,10 @@ def mesh_at(facts: FileFacts, project: ProjectIndex, call: CallSite, legacy_coun
     kinds = lexical_contexts(facts, call.node, call.scope, project)
     if "mesh" in kinds or ("legacy_mesh" in kinds and legacy_counts):
         return MeshAt(PROVIDED)
-    if project.setter_base(facts.module) & MESH:
-        return MeshAt(PROVIDED)  # a global `jax.set_mesh(m)` in this program: order unknown
+    if project.setter_base(facts.module) & (MESH if legacy_counts else MESH_SET):
+        # a global `jax.set_mesh(m)` in this program (order unknown), or a legacy
+        # `thread_resources.env = ...`, which only the APIs that read the legacy mesh see
+        return MeshAt(PROVIDED)
     legacy = "legacy_mesh" in kinds
     if _opaque_context(facts, project, call):
         return MeshAt(UNKNOWN, legacy)
