@@ -513,6 +513,29 @@ class Runner:
     assert flagged(tmp_path, "SHL403", src) == set()
 
 
+@pytest.mark.parametrize("put,flagged_", [
+    ("holder.load(state)", False),  # into the object returned
+    ("holder.tree[0] = state", False),
+    ("holder.params = state", False),
+    ("logger.log(state)", True),  # into something not returned
+])
+def test_shl403_a_donated_argument_put_into_what_is_returned(tmp_path, put, flagged_):
+    """openpi donates the loaded weights to an init that puts them into the model's state
+    (`state.replace_by_pure_dict(partial_params)`) and returns the model's state: the buffers
+    can go to the parameters of the same shapes. Put into something not returned, they
+    cannot."""
+    src = f"""
+import jax
+
+@jax.jit(donate_argnums=(1,))
+def init(make, state, logger):
+    holder = make()
+    {put}
+    return holder.export()
+"""
+    assert bool(flagged(tmp_path, "SHL403", src)) is flagged_
+
+
 def test_shl403_never_claims_the_callers_arrays_are_deleted(tmp_path):
     """A donated argument no output can take is not deleted (measured on a TPU v5e with jax
     0.10.2 and on CPU with jax 0.12: `is_deleted()` stays False after the step), and XLA aliases

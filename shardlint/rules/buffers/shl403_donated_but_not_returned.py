@@ -42,6 +42,8 @@ Not flagged: `nnx.jit` (it returns the updated state internally, so donation is 
 donated arguments that are returned, updated or not (`return state.apply_gradients(...)`,
 `return x * 2`), handed to a call in the return statement (`return Output(model=model)`), or
 read by a function defined inside (`jax.lax.cond(c, branch, ...)` where `branch` uses it);
+an argument put into an object the function returns (`state.replace_by_pure_dict(params)`
+then the merged model's state returned; `holder.params = params`);
 `static_argnums` arguments and a bound `self`; `donate_argnums` that are not literals; functions
 defined in another file; an argument the body never reads (donated for its buffers alone:
 with `keep_unused=True`, or under `pmap`, XLA writes an output of the same shape there -- brax
@@ -78,6 +80,20 @@ step = nnx.jit(train_step, donate_argnums=(0, 1))
 """
     versions = "All versions of jax."
     VALID = [
+        example("""
+            import jax
+            from flax import nnx
+
+            def init_train_state(create_model, rng, partial_params):
+                def init(rng, partial_params):
+                    model = create_model(rng)
+                    graphdef, state = nnx.split(model)
+                    state.replace_by_pure_dict(partial_params)   # the loaded weights go in
+                    model = nnx.merge(graphdef, state)
+                    return nnx.state(model)
+
+                return jax.jit(init, donate_argnums=(1,))(rng, partial_params)
+        """, title="a donated argument put into an object the function returns"),
         example("""
             from functools import partial
             import jax
@@ -209,7 +225,7 @@ step = nnx.jit(train_step, donate_argnums=(0, 1))
             unused, computed = [], []
             nnx_args = None
             for p in names:
-                if not flow.flows_to_return(p):
+                if not flow.flows_to_return(p) and not _put_into_returned(flow, p):
                     # (one the body never reads is donated only for its buffers: XLA writes an
                     # output of the same shape there, `keep_unused=True` -- brax's
                     # `env_state_donated` -- or jax.jit drops it and donates nothing)
@@ -253,6 +269,29 @@ step = nnx.jit(train_step, donate_argnums=(0, 1))
         return ("; ".join(parts) + f": {why}; return the updated value"
                 + (", or compile with `nnx.jit`" if computed and jit != "nnx.jit" else "")
                 + ", or stop donating it")
+
+
+def _put_into_returned(flow: LocalFlow, name: str) -> bool:
+    """The parameter is put into an object the function returns (something built from it),
+    by a method of that object or a store into it: `state.replace_by_pure_dict(params)` then
+    `model = nnx.merge(graphdef, state)` returned (openpi's init, donating the loaded weights
+    into the model's parameters); `tree[key] = params`; `obj.params = params`."""
+    body = flow.node.body  # type: ignore[attr-defined]
+    for node in ast.walk(ast.Module(body=body if isinstance(body, list) else [], type_ignores=[])):
+        holder = None
+        if type(node) is ast.Call and type(node.func) is ast.Attribute \
+                and any(type(a) is ast.Name and a.id == name
+                        for a in [*node.args, *(k.value for k in node.keywords)]):
+            holder = node.func.value
+        elif type(node) is ast.Assign and type(node.value) is ast.Name \
+                and node.value.id == name:
+            holder = next((t.value for t in node.targets
+                           if type(t) in (ast.Subscript, ast.Attribute)), None)
+        while type(holder) in (ast.Attribute, ast.Subscript):
+            holder = holder.value  # type: ignore[union-attr]
+        if type(holder) is ast.Name and holder.id != name and flow.flows_to_return(holder.id):
+            return True
+    return False
 
 
 def _read(node: ast.AST, name: str) -> bool:
