@@ -995,7 +995,8 @@ class Engine:
             try:
                 return load(path).text
             except ShardlintError as exc:
-                self.errors.append(InternalError(str(path), str(exc)))
+                # (the error names the file itself; the report puts the path in front)
+                self.errors.append(InternalError(str(path), str(exc).removeprefix(f"{path}: ")))
                 return None
         try:
             data = path.read_bytes()

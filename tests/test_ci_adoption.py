@@ -192,6 +192,7 @@ def test_broken_notebook_is_a_clear_error(tmp_path, capsys):
     nb.write_text("{ not json")
     code, _, err = check(capsys, str(nb))
     assert code == 2 and "not a notebook" in err and "Traceback" not in err
+    assert err.count("bad.ipynb") == 1, err  # (the path once, in front)
 
 
 def test_cached_findings_follow_other_files(tmp_path, capsys, monkeypatch):
