@@ -196,7 +196,8 @@ module that rebinds what it passes (`old = state; state = step(state, b); old.st
 through its module's summary, whether it calls the step by its name, through what a factory
 returns (`step = make_step(cfg)`) or as an instance's method (`Trainer().step`); a caller that
 keeps what it passes in a container (`states.append(state)` in the loop, then
-`animate(states)`: the next call would delete the arrays the list holds); an argument every call passes
+`animate(states)`: the next call would delete the arrays the list holds); a PRNG key (handed to
+`jax.random` in the step: a few bytes, nothing to save); an argument every call passes
 as `None` (no cache yet: nothing to donate); steps only called inside other traces, or only
 handed to them (a `lax.while_loop` body, a `functools.partial` of the step, in a jitted
 function), also a decorated function the project calls only from functions other modules
@@ -1849,6 +1850,10 @@ jax >= 0.8.1 (no fix is offered on older jax).
         else:
             self_param = sig.params[0] if sig.offset else None
             unmapped = target.unmapped if target is not None else frozenset()
+            # (a PRNG key is a few bytes: donating it saves nothing)
+            kept |= _prng_keys(facts, target.scope.node if target is not None
+                               and target.scope is not None else target.node
+                               if target is not None else None)
             for i, name in enumerate(sig.params):
                 if name in evidence and name not in kept and name != self_param \
                         and i not in static.positions and name not in static.names \
@@ -2169,6 +2174,25 @@ def _captured(call: CallSite, arg: ast.expr) -> bool:
             if c[0] not in bound:
                 return True
     return False
+
+
+# `jax.random` functions whose first argument is not a key (a seed, key data to wrap)
+_SEEDED = frozenset({"jax.random.PRNGKey", "jax.random.key", "jax.random.wrap_key_data"})
+
+
+def _prng_keys(facts, fn: ast.AST | None) -> set[str]:
+    """The names a function hands as the key to `jax.random` (`key, sub = jax.random.split(key)`,
+    `jax.random.normal(rng, shape)`): PRNG keys, a few bytes each."""
+    out: set[str] = set()
+    if fn is None:
+        return out
+    for node in ast.walk(fn):
+        if type(node) is ast.Call and node.args and type(node.args[0]) is ast.Name \
+                and type(node.func) in (ast.Attribute, ast.Name):
+            q = facts.qualify(node.func)
+            if q is not None and q.startswith("jax.random.") and q not in _SEEDED:
+                out.add(node.args[0].id)
+    return out
 
 
 _STORING = frozenset({"append", "appendleft", "add", "insert", "extend", "put", "put_nowait"})
