@@ -386,9 +386,20 @@ def multi(state, bs):
     state, _ = jax.lax.scan(lambda s, b: (step(s, b), None), state, bs)
     return state
 """,
-    # Each jit site compiles its own callable: `g` may donate (its options are not visible),
-    # `f` itself does not.
+    # `f` runs only inside `g` (its jit traced there, its own donation ignored); `g` may
+    # donate (its options are not visible): nothing to say of either.
     "jitted elsewhere with **options that may donate": """
+import jax
+opts = {"donate_argnums": 0}
+
+@jax.jit
+def f(state, b):
+    return state.apply_gradients(grads=b)
+
+g = jax.jit(f, **opts)
+""",
+    # Called directly in a loop as well: its own jit runs there, and is what to donate at.
+    "jitted, and jitted again elsewhere, but called directly too": """
 import jax
 opts = {"donate_argnums": 0}
 
@@ -397,6 +408,11 @@ def f(state, b):
     return state.apply_gradients(grads=b)
 
 g = jax.jit(f, **opts)
+
+def train(state, batches):
+    for b in batches:
+        state = f(state, b)
+    return state
 """,
     "a bound method jitted in __init__ (self is bound: argnum 0)": """
 import jax
@@ -801,6 +817,37 @@ def test_shl401_a_jitted_method_called_on_an_instance_only_in_traces(tmp_path, t
     files = {"wrappers.py": _ENV_WRAPPER, "train.py": train}
     found = {f for f in flagged(tmp_path, "SHL401", files) if f[0] == "wrappers.py"}
     assert found == ({("wrappers.py", 16)} if flagged_ else set())
+
+
+@pytest.mark.parametrize("wrap", ["jax.pmap(sgd_step, axis_name='i')", "jax.jit(sgd_step)",
+                                  "jax.vmap(sgd_step)"])
+def test_shl401_a_jitted_function_handed_to_another_transform(tmp_path, wrap):
+    """acme's `@jax.jit def sgd_step` compiled again by `jax.pmap(sgd_step, ...)`: the inner
+    jit runs traced inside the outer transform, where a donation asked of it is ignored. The
+    outer site is the one to donate at (when it is called eagerly in a loop); the decorator
+    is not told to."""
+    src = f"""
+        import jax
+        import optax
+
+        tx = optax.sgd(0.1)
+
+        @jax.jit
+        def sgd_step(state, batch):
+            params, opt_state = state
+            grads = jax.grad(lambda p: (p * batch).sum())(params)
+            updates, opt_state = tx.update(grads, opt_state, params)
+            return optax.apply_updates(params, updates), opt_state
+
+        def train(state, batches):
+            step = {wrap}
+            for batch in batches:
+                state = step(state, batch)
+            return state
+    """
+    lines = {f.line for f in lint(tmp_path, "SHL401", src)}
+    assert 7 not in lines, lines  # (the decorator)
+    assert lines == ({14} if not wrap.startswith("jax.vmap") else set()), lines
 
 
 @pytest.mark.parametrize("split,says", [

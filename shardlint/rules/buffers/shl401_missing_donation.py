@@ -200,7 +200,8 @@ keeps what it passes in a container (`states.append(state)` in the loop, then
 `jax.random` in the step: a few bytes, nothing to save); an argument every call passes
 as `None` (no cache yet: nothing to donate); steps only called inside other traces, or only
 handed to them (a `lax.while_loop` body, a `functools.partial` of the step, in a jitted
-function), also a decorated function the project calls only from functions other modules
+function; a `@jax.jit` function compiled again by `jax.pmap(sgd_step, ...)`, whose inner jit
+runs traced -- the outer one is where to donate), also a decorated function the project calls only from functions other modules
 compile (`forward_decoder` called in the jitted `forward_model` of another file), a jitted
 method called only on an object built from its class in code another module traces
 (gymnax-style `env.step(...)` in the `lax.scan` body of a jitted train function), and
@@ -281,6 +282,21 @@ jax >= 0.8.1 (no fix is offered on older jax).
 
             run = jax.jit(make_train(None))
         """}, title="a jitted method called only inside another trace, on an instance"),
+        example("""
+            import jax
+            import optax
+
+            tx = optax.sgd(0.1)
+
+            @jax.jit
+            def sgd_step(state, batch):
+                params, opt_state = state
+                grads = jax.grad(lambda p: (p * batch).sum())(params)
+                updates, opt_state = tx.update(grads, opt_state, params)
+                return optax.apply_updates(params, updates), opt_state
+
+            p_step = jax.pmap(sgd_step, axis_name="i", donate_argnums=(0,))
+        """, title="a jitted function only run inside another transform"),
         example("""
             import jax
 
@@ -1933,10 +1949,17 @@ jax >= 0.8.1 (no fix is offered on older jax).
 
     def _handed_on_traced(self, site: JitSite, execution: Execution) -> bool:
         """The callable is used in this file, and only inside traced code, as a value handed
-        on (a loop body, a ``functools.partial`` of it), never called where it runs eagerly."""
+        on (a loop body, a ``functools.partial`` of it), or handed to a transform (`jax.pmap(
+        sgd_step, ...)` of a `@jax.jit` function: the inner jit is traced, its donation
+        ignored), never called where it runs eagerly."""
         refs = references_of(self.facts, site)
-        return bool(refs) and all(execution.scope_traced(scope) or execution.in_traced_lambda(n)
-                                  for n, scope in refs)
+        if not refs or not all(execution.scope_traced(scope) or execution.in_traced_lambda(n)
+                               or execution.handed_to_transform(n) for n, scope in refs):
+            return False
+        # (another module that calls it eagerly still can donate)
+        fn = site.function
+        return fn is None or not self.project.callers(self.facts.module, fn.qualname) \
+            or self.project.called_only_traced(self.facts.module, fn.qualname)
 
     def _unknown_rebinds(self, site: JitSite, calls: list[CallSite],
                          evidence: dict[str, Evidence], out: ast.expr | None) -> None:

@@ -31,6 +31,15 @@ EAGER_HIGHER_ORDER = ("jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map",
                        "jax.tree.map_with_path", "jax.tree_util.tree_map_with_path")
 
 
+# The transforms that trace the function handed to them (the last part of the name, of jax or
+# flax): a jitted function run inside one is traced there, its own donation ignored. Not
+# `nnx.cached_partial`, `functools.partial` and the like, which call it as it is.
+_TRACING = frozenset({"jit", "pjit", "pmap", "vmap", "xmap", "shard_map", "grad",
+                      "value_and_grad", "jacfwd", "jacrev", "hessian", "checkpoint", "remat",
+                      "scan", "while_loop", "fori_loop", "cond", "switch", "map",
+                      "custom_vjp", "custom_jvp", "eval_shape", "filter_jit"})
+
+
 class Execution:
     """Answers "traced or eager?" for one file; each part is computed on first use."""
 
@@ -158,6 +167,34 @@ class Execution:
 
     def function_named(self, node: ast.expr | None, scope: Scope) -> Scope | None:
         return function_named(self.facts, node, scope)
+
+    def handed_to_transform(self, node: ast.AST) -> bool:
+        """``node`` is an argument of a JAX/Flax transform that traces it (`jax.pmap(step,
+        ...)`, `jax.vmap(step)`, `lax.scan(step, ...)`): what it names runs traced inside it."""
+        return id(node) in self._transform_arguments
+
+    @cached_property
+    def _transform_arguments(self) -> set[int]:
+        out: set[int] = set()
+        for c in self.facts.calls:
+            n = c.node
+            args = [*n.args, *(k.value for k in n.keywords)]
+            if any(type(a) in (ast.Name, ast.Attribute) for a in args) and self._traces(n):
+                out.update(id(a) for a in args)
+        return out
+
+    def _traces(self, call: ast.Call) -> bool:
+        func = call.func
+        if type(func) is ast.Call:  # (`jax.jit(...)(f)`, `partial(jax.jit, ...)(f)`)
+            inner = func.args[0] if func.args and self.facts.qualify(func.func) == \
+                "functools.partial" else func.func
+            return type(inner) in (ast.Name, ast.Attribute) and self._tracing_name(inner)
+        return type(func) in (ast.Name, ast.Attribute) and self._tracing_name(func)
+
+    def _tracing_name(self, node: ast.expr) -> bool:
+        q = self.facts.qualify(node)
+        return q is not None and q.split(".", 1)[0] in PACKAGES \
+            and q.rsplit(".", 1)[-1] in _TRACING
 
     def in_traced_lambda(self, node: ast.AST) -> bool:
         """Inside a lambda handed to a JAX/Flax transform."""
