@@ -1374,9 +1374,10 @@ _ONE_DEVICE_EXAMPLE = """
 def test_a_one_device_example_beside_a_sharded_one_is_its_own_program(tmp_path, imports,
                                                                         sharded):
     """`examples/deep_learning/` holds standalone scripts: jaxopt's `plot_sgd_solvers.py` (a
-    one-device MNIST CNN) beside `distributed_flax_imagenet.py` (a mesh). The folder is programs by what
-    imports what: the one-device script's eager init is not told that it lands on one device
-    "before it can be sharded" -- unless it imports the script that builds the mesh."""
+    one-device MNIST CNN) beside `distributed_flax_imagenet.py` (a mesh). The folder is
+    programs by what imports what: the one-device script's eager init is not told that it
+    lands on one device "before it can be sharded" -- unless it imports the script that
+    builds the mesh."""
     files = {
         "examples/deep_learning/distributed.py": """
             import jax

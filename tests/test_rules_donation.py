@@ -868,7 +868,8 @@ def test_shl401_a_prng_key_is_not_advised_for_donation(tmp_path, split, says):
         @jax.jit
         def train_step(params, opt_state, key, batch):
             {split}
-            grads = jax.grad(lambda p: (p * batch * jax.random.normal(sub, batch.shape)).sum())(params)
+            noise = jax.random.normal(sub, batch.shape)
+            grads = jax.grad(lambda p: (p * batch * noise).sum())(params)
             updates, opt_state = tx.update(grads, opt_state, params)
             return optax.apply_updates(params, updates), opt_state, key
 

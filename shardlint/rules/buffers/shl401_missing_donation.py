@@ -194,18 +194,19 @@ update); a step whose caller keeps reading the old value after the call, directl
 an alias (donating would break that caller: SHL402) -- a caller in the file, or one in another
 module that rebinds what it passes (`old = state; state = step(state, b); old.step`), found
 through its module's summary, whether it calls the step by its name, through what a factory
-returns (`step = make_step(cfg)`) or as an instance's method (`Trainer().step`); a caller that
-keeps what it passes in a container (`states.append(state)` in the loop, then
-`animate(states)`: the next call would delete the arrays the list holds); a PRNG key (handed to
-`jax.random` in the step: a few bytes, nothing to save); an argument every call passes
-as `None` (no cache yet: nothing to donate); steps only called inside other traces, or only
+returns (`step = make_step(cfg)`) or as an instance's method (`Trainer().step`); a caller
+that keeps what it passes in a container (`states.append(state)` in the loop, then
+`animate(states)`: the next call would delete the arrays the list holds); a PRNG key (handed
+to `jax.random` in the step: a few bytes, nothing to save); an argument every call passes as
+`None` (no cache yet: nothing to donate); steps only called inside other traces, or only
 handed to them (a `lax.while_loop` body, a `functools.partial` of the step, in a jitted
 function; a `@jax.jit` function compiled again by `jax.pmap(sgd_step, ...)`, whose inner jit
-runs traced -- the outer one is where to donate), also a decorated function the project calls only from functions other modules
-compile (`forward_decoder` called in the jitted `forward_model` of another file), a jitted
-method called only on an object built from its class in code another module traces
-(gymnax-style `env.step(...)` in the `lax.scan` body of a jitted train function), and
-`jax.jit(..., inline=True)`, where donation is ignored; a jit of a function the same scope also
+runs traced -- the outer one is where to donate), also a decorated function the project
+calls only from functions other modules compile (`forward_decoder` called in the jitted
+`forward_model` of another file), a jitted method called only on an object built from its
+class in code another module traces (gymnax-style `env.step(...)` in the `lax.scan` body of
+a jitted train function), and `jax.jit(..., inline=True)`, where donation is ignored; a jit
+of a function the same scope also
 compiles with a donation (`if donate: jax.jit(step, donate_argnums=...) else: jax.jit(step)`:
 the choice is offered on purpose); a wrapper given a donation keyword of its own
 (`hax.named_jit(donate_args=(True,))`); a parameter rebound, before the value returned is built
