@@ -14,6 +14,7 @@ import pytest
 from helpers import expected_markers, run_example
 
 from shardlint.rules.base import Example
+from shardlint.rules.contexts.shl104_bare_partition_spec_without_mesh import GLOBAL_LEGACY_ENV
 
 MODEL = """
     import flax.linen as nn
@@ -1411,27 +1412,7 @@ def test_a_global_legacy_resource_env_is_the_mesh_pjit_reads(tmp_path, jit, erro
     `maps.thread_resources.env = maps.ResourceEnv(physical_mesh=mesh, loops=())`, before
     `pjit(..., in_shardings=PartitionSpec('data'))` runs. pjit reads it (no SHL104 error);
     `jax.jit` never resolves a bare spec against the legacy mesh (still an error)."""
-    src = f"""
-        import jax
-        import numpy as np
-        from jax.experimental.pjit import pjit
-        from jax.sharding import Mesh, PartitionSpec
-
-        def setup_data_parallel_mesh():
-            mesh = Mesh(np.asarray(jax.devices(), dtype=object), ["data"])
-            jax.experimental.maps.thread_resources.env = (
-                jax.experimental.maps.ResourceEnv(physical_mesh=mesh, loops=()))
-
-        def main(batches):
-            setup_data_parallel_mesh()
-            step = {jit}(lambda b: b * 2, in_shardings=(PartitionSpec("data"),),
-                        out_shardings=None)
-            for b in batches:
-                step(b)
-
-        if __name__ == "__main__":
-            main([np.ones((8, 4))])
-    """
+    src = GLOBAL_LEGACY_ENV.replace("{jit}", jit)
     found = _lint_at(tmp_path, {"train.py": src}, "SHL104", jax="0.4.30")
     assert bool([f for f in found if f.severity == "error"]) is error, \
         [(f.severity, f.message) for f in found]

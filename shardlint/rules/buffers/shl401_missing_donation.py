@@ -61,6 +61,47 @@ class Candidate:
     evidence: Evidence
 
 
+# gymnax-style environment wrappers: a jitted `step` method (`static_argnums=(0,)`: `self`),
+# called on an instance in another module's traced code (an example, and the tests of its
+# callers).
+GYMNAX_WRAPPERS = """
+from functools import partial
+
+import jax
+
+
+class Base:
+    def __init__(self, env):
+        self._env = env
+
+
+class LogWrapper:
+    def __init__(self, env):
+        self._env = env
+
+    @partial(jax.jit, static_argnums=(0,))
+    def step(self, key, state, action):
+        obs, inner, reward, done = self._env.step(key, state["env"], action)
+        state = {"env": inner, "returns": state["returns"] + reward}
+        return obs, state, reward, done
+"""
+
+# A `@jax.jit` step that another transform compiles again (acme's `jax.pmap(sgd_step, ...)`):
+# an example, and the test that hands it to each transform.
+JITTED_SGD_STEP = """
+import jax
+import optax
+
+tx = optax.sgd(0.1)
+
+@jax.jit
+def sgd_step(state, batch):
+    params, opt_state = state
+    grads = jax.grad(lambda p: (p * batch).sum())(params)
+    updates, opt_state = tx.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state
+"""
+
 # Example code shared by two examples each: a partitioner whose `partition` compiles its first
 # argument and forwards `donate_argnums`, and a train-state Protocol.
 _PARTITIONERS = """
@@ -253,19 +294,7 @@ jax >= 0.8.1 (no fix is offered on older jax).
 """
     versions = "All versions. The `@jax.jit(donate_argnums=...)` spelling of the fix needs jax >= 0.8.1."
     VALID = [
-        example({"wrappers.py": """
-            from functools import partial
-            import jax
-
-            class LogWrapper:
-                def __init__(self, env):
-                    self._env = env
-
-                @partial(jax.jit, static_argnums=(0,))
-                def step(self, key, state, action):
-                    obs, inner, reward, done = self._env.step(key, state["env"], action)
-                    return obs, {"env": inner, "returns": state["returns"] + reward}, reward
-        """, "train.py": """
+        example({"wrappers.py": GYMNAX_WRAPPERS, "train.py": """
             import jax
             from wrappers import LogWrapper
 
@@ -274,7 +303,7 @@ jax >= 0.8.1 (no fix is offered on older jax).
 
                 def train(key, state, action):
                     def body(carry, _):
-                        obs, carry, reward = env.step(key, carry, action)
+                        obs, carry, reward, done = env.step(key, carry, action)
                         return carry, reward
                     _, rewards = jax.lax.scan(body, state, None, 128)
                     return rewards
@@ -283,21 +312,9 @@ jax >= 0.8.1 (no fix is offered on older jax).
 
             run = jax.jit(make_train(None))
         """}, title="a jitted method called only inside another trace, on an instance"),
-        example("""
-            import jax
-            import optax
-
-            tx = optax.sgd(0.1)
-
-            @jax.jit
-            def sgd_step(state, batch):
-                params, opt_state = state
-                grads = jax.grad(lambda p: (p * batch).sum())(params)
-                updates, opt_state = tx.update(grads, opt_state, params)
-                return optax.apply_updates(params, updates), opt_state
-
-            p_step = jax.pmap(sgd_step, axis_name="i", donate_argnums=(0,))
-        """, title="a jitted function only run inside another transform"),
+        example(JITTED_SGD_STEP + """
+p_step = jax.pmap(sgd_step, axis_name="i", donate_argnums=(0,))
+""", title="a jitted function only run inside another transform"),
         example("""
             import jax
 

@@ -39,6 +39,30 @@ _PLACERS = {
 }
 
 
+# jaxopt's distributed example: the legacy environment set globally, then a jit of bare specs
+# (`{jit}`): pjit reads that mesh, `jax.jit` does not (an example, and a test of both).
+GLOBAL_LEGACY_ENV = """
+import jax
+import numpy as np
+from jax.experimental.pjit import pjit
+from jax.sharding import Mesh, PartitionSpec
+
+def setup_data_parallel_mesh():
+    mesh = Mesh(np.asarray(jax.devices(), dtype=object), ["data"])
+    jax.experimental.maps.thread_resources.env = (
+        jax.experimental.maps.ResourceEnv(physical_mesh=mesh, loops=()))
+
+def main(batches):
+    setup_data_parallel_mesh()
+    step = {jit}(lambda b: b * 2, in_shardings=(PartitionSpec("data"),), out_shardings=None)
+    for b in batches:
+        step(b)
+
+if __name__ == "__main__":
+    main([np.ones((8, 4))])
+"""
+
+
 @register
 class BarePartitionSpecWithoutMesh(Rule):
     code = "SHL104"
@@ -98,27 +122,8 @@ with jax.set_mesh(mesh):
                 "`with mesh:` provides it to `pjit` and `with_sharding_constraint` only, at "
                 "every release: never to `jax.jit`, `device_put` or `reshard`.")
     VALID = [
-        example("""
-            import jax
-            import numpy as np
-            from jax.experimental.pjit import pjit
-            from jax.sharding import Mesh, PartitionSpec
-
-            def setup_data_parallel_mesh():
-                mesh = Mesh(np.asarray(jax.devices(), dtype=object), ["data"])
-                jax.experimental.maps.thread_resources.env = (
-                    jax.experimental.maps.ResourceEnv(physical_mesh=mesh, loops=()))
-
-            def main(batches):
-                setup_data_parallel_mesh()
-                step = pjit(lambda b: b * 2, in_shardings=(PartitionSpec("data"),),
-                            out_shardings=None)
-                for b in batches:
-                    step(b)
-
-            if __name__ == "__main__":
-                main([np.ones((8, 4))])
-        """, jax="0.4.30", title="pjit under a legacy resource environment set globally"),
+        example(GLOBAL_LEGACY_ENV.replace("{jit}", "pjit"), jax="0.4.30",
+                title="pjit under a legacy resource environment set globally"),
         example(GUARDED_LIBRARY,
                 title="a library that applies its constraints only where its caller brings the contexts"),
         example("""
