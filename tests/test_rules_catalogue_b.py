@@ -110,6 +110,36 @@ def test_fixing_twice_changes_nothing_the_second_time(tmp_path, code):
         assert twice == once
 
 
+@pytest.mark.parametrize("returned,made", [
+    ('variables["cache"]', "the `cache` variables go wherever"),  # a decoding cache
+    ('variables["params"]', "the parameters go wherever"),
+    ("variables", "the parameters go wherever"),
+])
+def test_shl302_names_the_collection_the_init_returns(tmp_path, returned, made):
+    """algorithmic-efficiency's `initialize_cache` jits `Transformer(config).init(...)` and
+    returns `initial_variables['cache']`: what goes wherever propagation puts it is the
+    decoding cache, not the parameters."""
+    src = f"""
+import functools
+import jax
+import flax.linen as nn
+
+class Decoder(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return nn.Dense(4)(x)
+
+@jax.jit
+def initialize_cache(inputs):
+    variables = Decoder().init(jax.random.PRNGKey(0), inputs)
+    return {returned}
+
+mesh = jax.make_mesh((8,), ("data",))
+"""
+    [f] = lint(tmp_path, _dedent(src), ("SHL302",))
+    assert made in f.message, f.message
+
+
 # ---- SHL501 ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("call,stack", [
     ("jax.device_put_replicated(params, jax.local_devices())", "jnp.stack([x] * len(devices))"),

@@ -360,7 +360,7 @@ init = partial(jax.jit, keep_unused=True)(Ensemble().init)  # expect: SHL302
                 creator = self._creator(n, scope)
         if creator is None:
             return None
-        return self._message(f"{label} returns {creator} and is jitted")
+        return self._message(f"{label} returns {creator} and is jitted", _collection(flow))
 
     def _places_outputs(self, node: ast.AST) -> bool:
         """The body constrains or places values itself, also inside a lambda it maps over the
@@ -394,7 +394,7 @@ init = partial(jax.jit, keep_unused=True)(Ensemble().init)  # expect: SHL302
             return f"`{self.text(func)}(...)`"
         return None
 
-    def _message(self, what: str) -> str:
+    def _message(self, what: str, made: str = "the parameters") -> str:
         # (each part said for every release the project may run: `jax.set_mesh` is from jax
         # 0.7.1, `out_shardings=` from jax 0.4.4 -- pjit's `out_axis_resources=` before it --
         # and `nn.get_sharding` from flax 0.6.9; all read from the releases)
@@ -409,5 +409,17 @@ init = partial(jax.jit, keep_unused=True)(Ensemble().init)  # expect: SHL302
             helper += (f", flax >= {added}; {v.allowed_by('flax')} allow flax "
                        f"{v.oldest('flax')}, where `nn.get_partition_spec(abstract)` gives the "
                        f"specs to make `NamedSharding`s of")
-        return (f"{what} without `out_shardings`: the parameters go wherever propagation puts "
+        return (f"{what} without `out_shardings`: {made} go wherever propagation puts "
                 f"them, {where}; {keyword} computed from `jax.eval_shape` ({helper})")
+
+
+def _collection(flow) -> str:
+    """What the init's result the function returns is: one collection of it by its literal
+    key (`return variables["cache"]`: a decoding cache, not the parameters), else the
+    parameters."""
+    keys = {r.slice.value for r in flow.returns
+            if type(r) is ast.Subscript and type(r.slice) is ast.Constant
+            and isinstance(r.slice.value, str)}
+    if len(keys) == 1 and len(flow.returns) == 1 and keys != {"params"}:
+        return f"the `{keys.pop()}` variables"
+    return "the parameters"
