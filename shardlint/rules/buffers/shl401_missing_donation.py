@@ -1858,7 +1858,7 @@ p_step = jax.pmap(sgd_step, axis_name="i", donate_argnums=(0,))
             kept = {name for name, uses in passing.items() if name in evidence
                     and name not in changed_in_place
                     and any(use_after(facts, c, arg) is not None
-                            or _captured(c, arg) or _stored(c, arg) for c, arg in uses)}
+                            or _captured(c, arg) or _stored(facts, c, arg) for c, arg in uses)}
             # A caller in another module that rebinds the argument but still reads the old
             # value (its module's summary says which) keeps it as well.
             elsewhere = self._read_after_elsewhere(site)
@@ -2045,7 +2045,7 @@ p_step = jax.pmap(sgd_step, axis_name="i", donate_argnums=(0,))
                     break
                 arg = args[i]
                 if _is_none(arg) or use_after(self.facts, c, arg) is not None \
-                        or _captured(c, arg) or _stored(c, arg):
+                        or _captured(c, arg) or _stored(self.facts, c, arg):
                     kept.add(key)
                     break
         return kept
@@ -2223,41 +2223,63 @@ _SEEDED = frozenset({"jax.random.PRNGKey", "jax.random.key", "jax.random.wrap_ke
 
 def _prng_keys(facts, fn: ast.AST | None) -> set[str]:
     """The names a function hands as the key to `jax.random` (`key, sub = jax.random.split(key)`,
-    `jax.random.normal(rng, shape)`): PRNG keys, a few bytes each."""
-    out: set[str] = set()
+    `jax.random.normal(rng, shape)`): PRNG keys, a few bytes each. Its body only (not its
+    decorators), once per function: a file may compile one function many times."""
     if fn is None:
-        return out
-    for node in ast.walk(fn):
-        if type(node) is ast.Call and node.args and type(node.args[0]) is ast.Name \
-                and type(node.func) in (ast.Attribute, ast.Name):
-            q = facts.qualify(node.func)
-            if q is not None and q.startswith("jax.random.") and q not in _SEEDED:
-                out.add(node.args[0].id)
-    return out
+        return set()
+    held = facts.derived.setdefault("prng_keys", {})
+    found = held.get(id(fn))
+    if found is not None and found[0] is fn:
+        return found[1]
+    out: set[str] = set()
+    body = fn.body if isinstance(fn.body, list) else [fn.body]  # type: ignore[attr-defined]
+    for stmt in body:
+        for node in ast.walk(stmt):
+            if type(node) is ast.Call and node.args and type(node.args[0]) is ast.Name \
+                    and type(node.func) in (ast.Attribute, ast.Name):
+                q = facts.qualify(node.func)
+                if q is not None and q.startswith("jax.random.") and q not in _SEEDED:
+                    out.add(node.args[0].id)
+    held[id(fn)] = (fn, out)
+    return set(out)
 
 
 _STORING = frozenset({"append", "appendleft", "add", "insert", "extend", "put", "put_nowait"})
 
 
-def _stored(call: CallSite, arg: ast.expr) -> bool:
+def _stored(facts, call: CallSite, arg: ast.expr) -> bool:
     """The code around the call keeps what it passes in a container: `states.append(state)`,
     `history[i] = state`, before the call or after the rebind (that value is the next
     iteration's argument). A donation would delete the arrays the container holds
     (`env.animate(states)` after the loop)."""
     c = chain(arg)
     body = getattr(call.scope, "node", None)
-    if c is None or body is None:
-        return False
-    held = lambda v: chain(v) == c or isinstance(v, (ast.Tuple, ast.List)) and any(  # noqa: E731
-        chain(e) == c for e in v.elts)
+    return c is not None and body is not None and c in _stored_chains(facts, body)
+
+
+def _stored_chains(facts, body: ast.AST) -> set:
+    """The chains the code of ``body`` puts into containers (see ``_stored``), once per scope."""
+    held = facts.derived.setdefault("stored_chains", {})
+    found = held.get(id(body))
+    if found is not None and found[0] is body:
+        return found[1]
+    out: set = set()
+
+    def put(v: ast.expr) -> None:
+        for e in v.elts if isinstance(v, (ast.Tuple, ast.List)) else (v,):
+            c = chain(e)
+            if c is not None:
+                out.add(c)
+
     for node in ast.walk(body):
         if type(node) is ast.Call and type(node.func) is ast.Attribute \
-                and node.func.attr in _STORING and any(held(a) for a in node.args):
-            return True
-        if type(node) is ast.Assign and held(node.value) \
-                and any(type(t) is ast.Subscript for t in node.targets):
-            return True
-    return False
+                and node.func.attr in _STORING:
+            for a in node.args:
+                put(a)
+        elif type(node) is ast.Assign and any(type(t) is ast.Subscript for t in node.targets):
+            put(node.value)
+    held[id(body)] = (body, out)
+    return out
 
 
 def _within(node: ast.AST, outer: ast.AST) -> bool:
