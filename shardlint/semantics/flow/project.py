@@ -28,11 +28,11 @@ _OWN_PROGRAM_FOLDERS = frozenset({"tests", "test", "testing", "benchmarks", "ben
                                   "demos", "demo"})
 
 
-def _reached(start: str, imports: dict[str, list[str]]) -> set[str]:
-    """``start`` and the modules it imports, transitively (``imports``: module -> those)."""
-    seen, todo = {start}, [start]
+def _reached(starts: set[str], edges: dict[str, list[str]]) -> set[str]:
+    """``starts`` and every module their ``edges`` lead to, transitively."""
+    seen, todo = set(starts), list(starts)
     while todo:
-        for i in imports.get(todo.pop(), ()):
+        for i in edges.get(todo.pop(), ()):
             if i not in seen:
                 seen.add(i)
                 todo.append(i)
@@ -909,10 +909,14 @@ class ProjectIndex:
                 continue
             members = {s.module for s in summaries}
             imports = {m: [i for i in self.module_imports(m) if i in members] for m in members}
-            shards = {s.module for s in summaries if self._shards_itself(s)}
-            running = [m for m in members if shards & _reached(m, imports)]
-            for m in running:
-                out |= _reached(m, imports)
+            importers: dict[str, list[str]] = {}
+            for m, imported in imports.items():
+                for i in imported:
+                    importers.setdefault(i, []).append(m)
+            # (those that import one that shards, transitively, and what they import)
+            running = _reached({s.module for s in summaries if self._shards_itself(s)},
+                               importers)
+            out |= _reached(running, imports)
         return frozenset(out)
 
     def runs_on_one_device(self, module: str, qualname: str) -> bool:

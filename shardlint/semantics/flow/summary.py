@@ -693,7 +693,7 @@ class _Summariser:
         (CapWords, not a known API) by the caller, once, or by a function around it (its last
         binding there: what a closure reads once the function has run on). Only where the
         call is no call edge already."""
-        out: list[list[str]] = []
+        out: dict[tuple[str, str], None] = {}  # (in the order found, each once)
         for c in self.f.calls:
             if not c.scope.qualname:
                 continue
@@ -703,10 +703,11 @@ class _Summariser:
             for a in c.node.args:
                 if type(a) is ast.Attribute:
                     self._method_call(c.scope, a, out)
-        return out
+        return [list(item) for item in out]
 
-    def _method_call(self, scope: Scope, node: ast.Attribute, out: list[list[str]]) -> None:
-        if type(node.value) is not ast.Name:
+    def _method_call(self, scope: Scope, node: ast.Attribute,
+                     out: dict[tuple[str, str], None]) -> None:
+        if type(node.value) is not ast.Name or self.ref(node, scope) is not None:
             return
         found = scope.lookup(node.value.id)
         if found is None or found[0].kind != "function" or not found[1] \
@@ -720,9 +721,7 @@ class _Summariser:
         last = cls.rpartition(":")[2].rpartition(".")[2] if cls else ""
         if cls is None or not last.lstrip("_")[:1].isupper():
             return
-        item = [scope.qualname, f"{cls}.{node.attr}"]
-        if item not in out:
-            out.append(item)
+        out[(scope.qualname, f"{cls}.{node.attr}")] = None
 
     def _traced_callers(self, out: ModuleSummary) -> list[str]:
         """``ModuleSummary.traced``: of the callers of the module's edges and method calls."""
